@@ -1,0 +1,43 @@
+# Shared build settings for banyan's targets.
+
+add_library(banyan_warnings INTERFACE)
+target_compile_options(banyan_warnings INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wno-array-bounds)
+if(BANYAN_SANITIZE)
+  target_compile_options(banyan_warnings INTERFACE
+    -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  target_link_options(banyan_warnings INTERFACE -fsanitize=address,undefined)
+endif()
+install(TARGETS banyan_warnings EXPORT banyanTargets)
+
+# banyan_library(NAME core SOURCES ... DEPS ...): a layer library with public headers
+# under <layer>/include, exported as banyan::NAME.
+function(banyan_library)
+  cmake_parse_arguments(A "" "NAME" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(banyan_${A_NAME} ${A_SOURCES})
+  add_library(banyan::${A_NAME} ALIAS banyan_${A_NAME})
+  set_target_properties(banyan_${A_NAME} PROPERTIES EXPORT_NAME ${A_NAME}
+                        POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(banyan_${A_NAME} PUBLIC
+    $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_link_libraries(banyan_${A_NAME} PUBLIC ${A_DEPS} PRIVATE ${A_PRIVATE_DEPS}
+                        $<BUILD_INTERFACE:banyan_warnings>)
+  install(TARGETS banyan_${A_NAME} EXPORT banyanTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endfunction()
+
+# banyan_test(NAME suite SOURCES ... DEPS ...): one Boost.Test executable = one CTest entry.
+function(banyan_test)
+  cmake_parse_arguments(A "" "NAME;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  add_executable(test_${A_NAME} ${A_SOURCES})
+  target_link_libraries(test_${A_NAME} PRIVATE ${A_DEPS} Boost::unit_test_framework banyan_warnings)
+  target_compile_definitions(test_${A_NAME} PRIVATE BOOST_TEST_MODULE=${A_NAME})
+  add_test(NAME ${A_NAME} COMMAND test_${A_NAME})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 300)
+  endif()
+  set_tests_properties(${A_NAME} PROPERTIES TIMEOUT ${A_TIMEOUT})
+endfunction()

@@ -1,0 +1,193 @@
+#pragma once
+/// The messages processors exchange, as plain C++ values. `schema/banyan.capnp`
+/// defines the same messages for the wire; `banyan::schema` converts between the two.
+/// The emulated network passes these values without serializing and charges
+/// `wire_size()` bytes for them; the TCP transport sends their Cap'n Proto encoding.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "banyan/core/types.hpp"
+#include "banyan/core/vnode_set.hpp"
+
+namespace banyan::wire {
+
+/// Size of the bandwidth probe download, as in the paper.
+inline constexpr std::size_t bw_probe_bytes = 128 * 1024;
+
+/// What a processor tells a prober about its own place in one tree.
+struct tree_info {
+  tree_key tree;
+  bool connected = false;     ///< is the root or has a parent
+  duration dist{0};           ///< latency tree: sum of hop RTTs to the root
+  rate est = 0;               ///< bandwidth tree: estimated rate received from the parent
+  std::uint32_t children = 0; ///< current number of children
+  std::vector<proc_id> path;  ///< ancestors, parent first, root last (loop prevention)
+  friend bool operator==(const tree_info& a, const tree_info& b) {
+    return a.tree == b.tree && a.connected == b.connected && a.dist == b.dist &&
+           a.est == b.est && a.children == b.children && a.path == b.path;
+  }
+};
+
+/// A subtree's vnodes for one tree (child -> parent).
+struct subtree_entry {
+  tree_key tree;
+  vnode_set vnodes;
+  friend bool operator==(const subtree_entry& a, const subtree_entry& b) {
+    return a.tree == b.tree && a.vnodes == b.vnodes;
+  }
+};
+
+/// Ownership of a set of vnodes at an epoch (higher epoch wins).
+struct route_entry {
+  vnode_set vnodes;
+  proc_id owner = no_proc;
+  std::uint64_t epoch = 0;
+  friend bool operator==(const route_entry& a, const route_entry& b) {
+    return a.vnodes == b.vnodes && a.owner == b.owner && a.epoch == b.epoch;
+  }
+};
+
+struct member {
+  proc_id id = no_proc;
+  std::string address; ///< transport address ("host:port"); empty in emulation
+  friend bool operator==(const member& a, const member& b) {
+    return a.id == b.id && a.address == b.address;
+  }
+};
+
+// --- measurement ------------------------------------------------------------
+/// RTT probe: a 1-byte ping-pong.
+struct ping { std::uint64_t seq = 0; friend bool operator==(ping a, ping b) { return a.seq == b.seq; } };
+struct pong { std::uint64_t seq = 0; friend bool operator==(pong a, pong b) { return a.seq == b.seq; } };
+/// Bandwidth probe: the prober asks for a 128 KiB download.
+struct bw_request { std::uint64_t seq = 0; friend bool operator==(bw_request a, bw_request b) { return a.seq == b.seq; } };
+/// The download: the candidate's place in every tree, padded to `bw_probe_bytes`.
+struct bw_reply {
+  std::uint64_t seq = 0;
+  std::vector<tree_info> trees;
+  std::uint32_t padding = 0; ///< bytes of filler that bring the reply to 128 KiB
+  friend bool operator==(const bw_reply& a, const bw_reply& b) {
+    return a.seq == b.seq && a.trees == b.trees && a.padding == b.padding;
+  }
+};
+
+// --- tree maintenance -------------------------------------------------------
+/// Child -> candidate: become my parent in these trees (with my subtree's vnodes).
+struct adopt_request {
+  std::uint64_t seq = 0;
+  std::vector<subtree_entry> trees;
+  friend bool operator==(const adopt_request& a, const adopt_request& b) {
+    return a.seq == b.seq && a.trees == b.trees;
+  }
+};
+struct adopt_verdict {
+  tree_key tree;
+  bool accepted = false;
+  tree_info info; ///< the candidate's current place in the tree
+  friend bool operator==(const adopt_verdict& a, const adopt_verdict& b) {
+    return a.tree == b.tree && a.accepted == b.accepted && a.info == b.info;
+  }
+};
+/// Candidate -> child: which adoptions it accepted.
+struct adopt_reply {
+  std::uint64_t seq = 0;
+  std::vector<adopt_verdict> verdicts;
+  friend bool operator==(const adopt_reply& a, const adopt_reply& b) {
+    return a.seq == b.seq && a.verdicts == b.verdicts;
+  }
+};
+/// Child -> old parent: I am no longer your child in these trees.
+struct release {
+  std::vector<tree_key> trees;
+  friend bool operator==(const release& a, const release& b) { return a.trees == b.trees; }
+};
+/// Parent -> child: I dropped you in these trees (a cycle was broken); find a parent.
+struct orphan {
+  std::vector<tree_key> trees;
+  friend bool operator==(const orphan& a, const orphan& b) { return a.trees == b.trees; }
+};
+/// Parent -> child: my place in these trees changed (dist, est, children, path).
+struct tree_update {
+  std::vector<tree_info> trees;
+  friend bool operator==(const tree_update& a, const tree_update& b) { return a.trees == b.trees; }
+};
+/// Child -> parent: the vnodes below me changed in these trees.
+struct subtree_update {
+  std::vector<subtree_entry> trees;
+  friend bool operator==(const subtree_update& a, const subtree_update& b) {
+    return a.trees == b.trees;
+  }
+};
+
+// --- membership and vnode ownership ----------------------------------------
+/// Newcomer -> any member: let me join; give me `wanted` (empty: a share of yours).
+struct join_request {
+  member newcomer;
+  vnode_set wanted;
+  friend bool operator==(const join_request& a, const join_request& b) {
+    return a.newcomer == b.newcomer && a.wanted == b.wanted;
+  }
+};
+/// Contact -> newcomer: the members and the routing table as the contact knows them.
+struct join_accept {
+  std::vector<member> members;
+  std::vector<route_entry> routes;
+  friend bool operator==(const join_accept& a, const join_accept& b) {
+    return a.members == b.members && a.routes == b.routes;
+  }
+};
+/// Contact -> every member: a processor joined (new trees rooted at it now exist).
+struct member_joined {
+  member who;
+  friend bool operator==(const member_joined& a, const member_joined& b) { return a.who == b.who; }
+};
+/// Leaver -> every member: I handed my vnodes over (see `routes`) and I am gone.
+struct member_left {
+  proc_id who = no_proc;
+  std::vector<route_entry> routes;
+  friend bool operator==(const member_left& a, const member_left& b) {
+    return a.who == b.who && a.routes == b.routes;
+  }
+};
+/// Anyone -> an owner: hand these vnodes (those you own) over to `to`.
+struct handover_request {
+  vnode_set vnodes;
+  proc_id to = no_proc;
+  friend bool operator==(const handover_request& a, const handover_request& b) {
+    return a.vnodes == b.vnodes && a.to == b.to;
+  }
+};
+/// Owner -> every member (the new owner included): ownership moved.
+struct routing_update {
+  std::vector<route_entry> routes;
+  friend bool operator==(const routing_update& a, const routing_update& b) {
+    return a.routes == b.routes;
+  }
+};
+
+using message = std::variant<ping, pong, bw_request, bw_reply, adopt_request, adopt_reply,
+                             release, orphan, tree_update, subtree_update, join_request,
+                             join_accept, member_joined, member_left, handover_request,
+                             routing_update>;
+
+/// A message with its endpoints, as the network moves it.
+struct envelope {
+  proc_id from = no_proc;
+  proc_id to = no_proc;
+  message body;
+};
+
+/// Short name of the message's type, for logs and statistics ("bw_reply").
+const char* name_of(const message& m);
+
+/// Bytes the message occupies on the wire, modelled on its Cap'n Proto encoding
+/// (8-byte words, pointers and list headers, packing off, frame prefix included).
+/// The emulated network charges this many bytes; a schema test keeps it within a
+/// few percent of the real encoding.
+std::size_t wire_size(const message& m);
+
+} // namespace banyan::wire
