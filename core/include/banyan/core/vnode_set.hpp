@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,12 +22,18 @@ public:
     friend bool operator==(interval a, interval b) { return a.lo == b.lo && a.hi == b.hi; }
   };
 
+  /// The largest vnode id a set can hold: `hi` must fit in a vnode_id, so 2^32-1 itself
+  /// is never a member. Inserting it throws `std::out_of_range` (a caller bug).
+  static constexpr vnode_id max_member = std::numeric_limits<vnode_id>::max() - 1;
+
   vnode_set() = default;
+  /// Throws `std::out_of_range` if an id exceeds `max_member`.
   vnode_set(std::initializer_list<vnode_id> ids);
 
   /// The set [lo, hi); empty when lo >= hi.
   static vnode_set range(vnode_id lo, vnode_id hi);
-  /// Builds from intervals in any order, overlapping or not.
+  /// Builds from intervals in any order, overlapping or not; empty ones (lo >= hi) are
+  /// ignored.
   static vnode_set from_intervals(std::vector<interval> xs);
 
   bool empty() const noexcept { return runs_.empty(); }
@@ -41,6 +48,7 @@ public:
   /// True when every member of `other` is in this set.
   bool includes(const vnode_set& other) const noexcept;
 
+  /// Throws `std::out_of_range` if `v` exceeds `max_member`.
   void insert(vnode_id v);
   void erase(vnode_id v);
   void clear() noexcept { runs_.clear(); }
