@@ -1,0 +1,258 @@
+# banyan wire protocol, version 1: the reference for what travels between processors.
+#
+# Every message of `core/include/banyan/core/messages.hpp` has a struct here, and a frame
+# on the wire carries one `Frame` (below). `banyan::schema` converts between these structs
+# and the C++ values; `docs/wire-protocol.md` explains framing, who sends what and when,
+# and how errors are handled.
+#
+# Conventions
+# - Processor ids are UInt32 (`banyan::proc_id`); 0xffffffff means "no processor".
+# - Vnode sets are `List(Interval)`: sorted, disjoint, non-adjacent, each lo < hi.
+#   A decoder rejects any other form, so a set has exactly one encoding.
+# - Durations are Int64 nanoseconds; rates are Float64 bytes per second.
+# - Empty lists, texts and data are sent as null pointers (Cap'n Proto reads a null
+#   pointer as empty), which keeps the encoding canonical and its size predictable.
+# - All defaults are zero; senders set every field.
+#
+# Evolution (Cap'n Proto rules): fields and union members may only be appended, with the
+# next ordinal; nothing is renumbered or retyped. Old decoders see appended fields as
+# absent. A new union member in `Frame.body` is unknown to an old decoder, which rejects
+# the frame as malformed, so such an addition needs `Frame.version` raised, or a
+# handshake that tells both sides what the peer understands. The collectives (broadcast
+# segments, reductions) will be appended to `Frame.body` this way.
+
+@0xd4a4ff6c8d2997c3;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("banyan::capnp_schema");
+
+# --- shared pieces -----------------------------------------------------------
+
+enum TreeKind {
+  # The two trees kept for every root (`banyan::tree_kind`).
+  latency @0;    # short messages: built from RTT by the latency rule
+  bandwidth @1;  # long messages: built from bandwidth by the bandwidth rule
+}
+
+struct Interval {
+  # The vnodes [lo, hi); lo < hi.
+  lo @0 :UInt32;
+  hi @1 :UInt32;
+}
+
+struct TreeKey {
+  # Names one tree: its root processor and its kind.
+  root @0 :UInt32;
+  kind @1 :TreeKind;
+}
+
+struct TreeInfo {
+  # What a processor tells a prober about its own place in one tree.
+  tree :group {
+    root @0 :UInt32;
+    kind @1 :TreeKind;
+  }
+  connected @2 :Bool;       # is the root or has a parent
+  dist @3 :Int64;           # latency tree: sum of hop RTTs to the root, ns
+  est @4 :Float64;          # bandwidth tree: estimated rate received from the parent, B/s
+  children @5 :UInt32;      # current number of children
+  path @6 :List(UInt32);    # ancestors, parent first, root last (loop prevention)
+}
+
+struct SubtreeEntry {
+  # The vnodes in one processor's subtree of one tree (child -> parent).
+  tree :group {
+    root @0 :UInt32;
+    kind @1 :TreeKind;
+  }
+  vnodes @2 :List(Interval);
+}
+
+struct RouteEntry {
+  # Ownership of a set of vnodes at an epoch; the higher epoch wins.
+  vnodes @0 :List(Interval);
+  owner @1 :UInt32;
+  epoch @2 :UInt64;
+}
+
+struct Member {
+  # A processor of the computation.
+  id @0 :UInt32;
+  address @1 :Text;         # transport address "host:port"; empty (null) in emulation
+}
+
+# --- measurement -------------------------------------------------------------
+
+struct Ping {
+  # RTT probe, answered at once by a Pong with the same seq.
+  seq @0 :UInt64;
+}
+
+struct Pong {
+  seq @0 :UInt64;
+}
+
+struct BwRequest {
+  # Bandwidth probe: the prober asks the candidate for a BwReply of about 128 KiB.
+  seq @0 :UInt64;
+}
+
+struct BwReply {
+  # The probe download: the candidate's place in every tree, padded so that the whole
+  # frame is about 128 KiB and its transfer time measures the path's bandwidth.
+  seq @0 :UInt64;
+  trees @1 :List(TreeInfo);
+  padding @2 :Data;         # `padding` zero bytes; only the length is meaningful
+}
+
+# --- tree maintenance --------------------------------------------------------
+
+struct AdoptRequest {
+  # Child -> candidate: become my parent in these trees (with my subtree's vnodes).
+  seq @0 :UInt64;
+  trees @1 :List(SubtreeEntry);
+}
+
+struct AdoptVerdict {
+  # The candidate's answer for one tree of an AdoptRequest.
+  tree :group {
+    root @0 :UInt32;
+    kind @1 :TreeKind;
+  }
+  accepted @2 :Bool;
+  info @3 :TreeInfo;        # the candidate's current place in the tree
+}
+
+struct AdoptReply {
+  # Candidate -> child: which adoptions it accepted; seq echoes the request's.
+  seq @0 :UInt64;
+  verdicts @1 :List(AdoptVerdict);
+}
+
+struct Release {
+  # Child -> old parent: I am no longer your child in these trees.
+  trees @0 :List(TreeKey);
+}
+
+struct Orphan {
+  # Parent -> child: I dropped you in these trees (a cycle was broken); find a parent.
+  trees @0 :List(TreeKey);
+}
+
+struct TreeUpdate {
+  # Parent -> child: my place in these trees changed (dist, est, children, path).
+  trees @0 :List(TreeInfo);
+}
+
+struct SubtreeUpdate {
+  # Child -> parent: the vnodes below me changed in these trees.
+  trees @0 :List(SubtreeEntry);
+}
+
+# --- membership and vnode ownership ------------------------------------------
+
+struct JoinRequest {
+  # Newcomer -> any member: let me join; give me `wanted` (empty: a share of yours).
+  newcomer @0 :Member;
+  wanted @1 :List(Interval);
+}
+
+struct JoinAccept {
+  # Contact -> newcomer: the members and the routing table as the contact knows them.
+  members @0 :List(Member);
+  routes @1 :List(RouteEntry);
+}
+
+struct MemberJoined {
+  # Contact -> every member: a processor joined (new trees rooted at it now exist).
+  who @0 :Member;
+}
+
+struct MemberLeft {
+  # Leaver -> every member: I handed my vnodes over (see routes) and I am gone.
+  who @0 :UInt32;
+  routes @1 :List(RouteEntry);
+}
+
+struct HandoverRequest {
+  # Anyone -> an owner: hand these vnodes (those you own) over to processor `to`.
+  vnodes @0 :List(Interval);
+  to @1 :UInt32;
+}
+
+struct RoutingUpdate {
+  # Owner -> every member (the new owner included): ownership moved.
+  routes @0 :List(RouteEntry);
+}
+
+struct VnodeHandover {
+  # Leaver -> recipient: take these vnodes; ownership moves at route.epoch. The leaver
+  # waits for the VnodeHandoverAck before it announces MemberLeft, so vnodes are never
+  # handed to a processor that is itself leaving.
+  route @0 :RouteEntry;
+}
+
+struct VnodeHandoverAck {
+  # Recipient -> leaver: taken, or refused (the recipient is leaving or not a member).
+  epoch @0 :UInt64;         # echoes VnodeHandover.route.epoch
+  accepted @1 :Bool;
+}
+
+# --- connection handshake (issue 4; not carried yet) -------------------------
+#
+# Proposed flow (issue 4 settles it): challenge-response on a fresh TCP connection,
+# before any Frame. Both sides send a Hello at once; each answers the peer's Hello with a
+# HelloAck whose proof is a MAC, under the cluster's shared secret, of the peer's nonce
+# and both processor ids. A side sends Frames only after it has verified the peer's
+# HelloAck. A wrong version gives
+# `version_mismatch`, a wrong proof `auth_failed`; either closes the connection.
+#
+# These are deliberately not members of `Frame.body`: they precede the point where a
+# connection is known to speak this version and to belong to the cluster, they have no
+# counterpart in `banyan::wire::message` (the emulated network does not authenticate),
+# and keeping them out means a Frame can never be mistaken for a handshake step. Each
+# is sent as its own root message in the same length-prefixed framing; the transport
+# knows from the connection's state which root type to expect.
+
+struct Hello {
+  version @0 :UInt16;       # the sender's protocol version (Frame.version)
+  procId @1 :UInt32;        # the sender's processor id
+  nonce @2 :Data;           # fresh random challenge, 32 bytes
+}
+
+struct HelloAck {
+  version @0 :UInt16;
+  procId @1 :UInt32;
+  proof @2 :Data;           # MAC(secret, peer's nonce, peer's procId, own procId)
+}
+
+# --- the frame ---------------------------------------------------------------
+
+struct Frame {
+  # The root of every message on the wire. Framing: a 4-byte little-endian length N,
+  # then N bytes holding this struct as an unpacked Cap'n Proto flat-array message.
+  version @0 :UInt16;       # protocol version, 1; a decoder rejects any other
+  from @1 :UInt32;          # sending processor
+  to @2 :UInt32;            # receiving processor
+  body :union {
+    ping @3 :Ping;
+    pong @4 :Pong;
+    bwRequest @5 :BwRequest;
+    bwReply @6 :BwReply;
+    adoptRequest @7 :AdoptRequest;
+    adoptReply @8 :AdoptReply;
+    release @9 :Release;
+    orphan @10 :Orphan;
+    treeUpdate @11 :TreeUpdate;
+    subtreeUpdate @12 :SubtreeUpdate;
+    joinRequest @13 :JoinRequest;
+    joinAccept @14 :JoinAccept;
+    memberJoined @15 :MemberJoined;
+    memberLeft @16 :MemberLeft;
+    handoverRequest @17 :HandoverRequest;
+    routingUpdate @18 :RoutingUpdate;
+    vnodeHandover @19 :VnodeHandover;
+    vnodeHandoverAck @20 :VnodeHandoverAck;
+    # Appended later: broadcast segments, reductions (see "Evolution" above).
+  }
+}

@@ -1,0 +1,82 @@
+#pragma once
+/// Converts `banyan::wire` messages to and from frames: the bytes the TCP transport sends.
+///
+/// A frame is a 4-byte little-endian length N, then N bytes of an unpacked Cap'n Proto
+/// flat-array message whose root is `Frame` (schema/banyan.capnp). The encoder always
+/// writes a single segment, so a frame's size is exactly `wire::wire_size(body)`.
+/// Decoding never throws: malformed, oversized or foreign input is an `error`.
+/// See docs/wire-protocol.md.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "banyan/core/error.hpp"
+#include "banyan/core/messages.hpp"
+
+namespace banyan::schema {
+
+/// The version written into every frame; a decoder rejects any other.
+inline constexpr std::uint16_t protocol_version = 1;
+
+/// Largest frame body (N, the length after the prefix) a decoder accepts by default.
+inline constexpr std::size_t default_max_frame = 512u << 20;
+
+/// Bytes of the length prefix that precedes every frame body.
+inline constexpr std::size_t frame_prefix_bytes = 4;
+
+/// The whole frame for `e`: length prefix, then the Cap'n Proto message.
+/// `e` must fit in a frame (well under 4 GiB); anything larger is a programming error.
+std::vector<std::uint8_t> encode(const wire::envelope& e);
+
+/// Equals `encode(e).size()`, measured on a built message without the final copy.
+/// `wire::wire_size(e.body)` is the allocation-free model of the same number.
+std::size_t encoded_size(const wire::envelope& e);
+
+/// Decodes one frame body (the N bytes after the prefix). Copies into word-aligned
+/// storage first unless `p` is already 8-byte aligned.
+/// Errors: `oversized_frame` when n > max_frame; `version_mismatch` when the frame's
+/// version is not `protocol_version`; `malformed_frame` for anything else that is not
+/// exactly one valid Frame (truncation, trailing bytes, out-of-bounds pointers, an
+/// unknown message type or enum value, a vnode set that is not canonical, exceeded
+/// traversal or nesting limits).
+expected<wire::envelope> decode_body(const std::uint8_t* p, std::size_t n,
+                                     std::size_t max_frame = default_max_frame);
+
+/// Incremental decoder for a byte stream (TCP): splits it into frames and decodes them,
+/// whatever the chunking. Bytes are copied once, into word-aligned storage that grows
+/// as a frame's bytes arrive (an announced length alone allocates nothing).
+///
+/// Errors are sticky: after the first one, every `feed` returns it again, because the
+/// stream has lost its framing. The owner should close the connection.
+class frame_decoder {
+public:
+  /// `max_frame` bounds N, the body length a prefix may announce.
+  explicit frame_decoder(std::size_t max_frame = default_max_frame);
+
+  /// Consumes bytes; returns the envelopes completed by them, in stream order, or the
+  /// first error (`oversized_frame` as soon as a prefix announces more than
+  /// `max_frame`; otherwise what `decode_body` reports). On error, envelopes completed
+  /// earlier in the same chunk are dropped with the stream.
+  expected<std::vector<wire::envelope>> feed(const std::uint8_t* p, std::size_t n);
+
+  /// Bytes held for the frame in progress (prefix and body).
+  std::size_t buffered() const noexcept { return prefix_len_ + body_len_; }
+
+  /// True once `feed` has returned an error.
+  bool failed() const noexcept { return failure_.has_value(); }
+
+private:
+  void reset_frame();
+
+  std::size_t max_frame_;
+  std::uint8_t prefix_[frame_prefix_bytes] = {};
+  std::size_t prefix_len_ = 0;      // prefix bytes received for the current frame
+  std::size_t frame_len_ = 0;       // N, valid once the prefix is complete
+  std::size_t body_len_ = 0;        // body bytes received so far
+  std::vector<std::uint64_t> body_; // word-aligned, as Cap'n Proto requires
+  std::optional<error> failure_;
+};
+
+} // namespace banyan::schema

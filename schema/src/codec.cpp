@@ -1,0 +1,541 @@
+#include "banyan/schema/codec.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+#include <kj/io.h>
+
+#include "banyan.capnp.h"
+
+namespace banyan::schema {
+
+namespace {
+
+namespace cs = banyan::capnp_schema;
+using body_builder = cs::Frame::Body::Builder;
+using body_reader = cs::Frame::Body::Reader;
+
+// Cap'n Proto's own limit on list lengths (29 bits).
+constexpr std::size_t max_list_size = (std::size_t{1} << 29) - 1;
+
+// Read limits. A valid frame is traversed once (every getter below is called once per
+// object), so twice its size plus slack is plenty and still stops amplification through
+// pointers that share targets. The deepest valid nesting is
+// Frame > AdoptReply > verdicts > AdoptVerdict > info > path: 6.
+constexpr std::uint64_t traversal_factor = 2;
+constexpr std::uint64_t traversal_slack_words = 64;
+constexpr int nesting_limit = 16;
+
+// Keep the decoder's buffer after a frame up to this size (a bandwidth probe fits).
+constexpr std::size_t retained_buffer_words = (std::size_t{1} << 20) / sizeof(std::uint64_t);
+
+unsigned list_size(std::size_t n) {
+  assert(n <= max_list_size && "message too large to encode");
+  return static_cast<unsigned>(n);
+}
+
+// Decoding failures found by our own checks (as opposed to Cap'n Proto's, which throw
+// kj::Exception). Both are thrown only inside this file and caught in decode_words().
+struct rejection {
+  std::string what;
+};
+[[noreturn]] void reject(std::string what) { throw rejection{std::move(what)}; }
+
+// --- shared pieces, C++ -> capnp -------------------------------------------------
+
+cs::TreeKind to_capnp(tree_kind k) {
+  return k == tree_kind::latency ? cs::TreeKind::LATENCY : cs::TreeKind::BANDWIDTH;
+}
+
+// TreeKey, and the `tree` groups of TreeInfo, SubtreeEntry and AdoptVerdict.
+template <class TreeBuilder>
+void write_tree(tree_key k, TreeBuilder b) {
+  b.setRoot(k.root);
+  b.setKind(to_capnp(k.kind));
+}
+
+// Empty sets, lists and texts stay null pointers: see the schema's conventions.
+template <class Init>
+void write_vnodes(const vnode_set& v, Init&& init) {
+  if (v.empty())
+    return;
+  const auto& runs = v.intervals();
+  auto out = init(list_size(runs.size()));
+  for (unsigned i = 0; i < out.size(); ++i) {
+    out[i].setLo(runs[i].lo);
+    out[i].setHi(runs[i].hi);
+  }
+}
+
+void write(const wire::tree_info& t, cs::TreeInfo::Builder b) {
+  write_tree(t.tree, b.getTree());
+  b.setConnected(t.connected);
+  b.setDist(t.dist.count());
+  b.setEst(t.est);
+  b.setChildren(t.children);
+  if (!t.path.empty()) {
+    auto path = b.initPath(list_size(t.path.size()));
+    for (unsigned i = 0; i < path.size(); ++i)
+      path.set(i, t.path[i]);
+  }
+}
+
+void write(const wire::subtree_entry& s, cs::SubtreeEntry::Builder b) {
+  write_tree(s.tree, b.getTree());
+  write_vnodes(s.vnodes, [&](unsigned n) { return b.initVnodes(n); });
+}
+
+void write(const wire::route_entry& r, cs::RouteEntry::Builder b) {
+  write_vnodes(r.vnodes, [&](unsigned n) { return b.initVnodes(n); });
+  b.setOwner(r.owner);
+  b.setEpoch(r.epoch);
+}
+
+void write(const wire::member& m, cs::Member::Builder b) {
+  b.setId(m.id);
+  if (!m.address.empty())
+    b.setAddress(capnp::Text::Reader(m.address.data(), m.address.size()));
+}
+
+void write(const wire::adopt_verdict& v, cs::AdoptVerdict::Builder b) {
+  write_tree(v.tree, b.getTree());
+  b.setAccepted(v.accepted);
+  write(v.info, b.initInfo());
+}
+
+void write(tree_key k, cs::TreeKey::Builder b) { write_tree(k, b); }
+
+template <class T, class Init>
+void write_list(const std::vector<T>& xs, Init&& init) {
+  if (xs.empty())
+    return;
+  auto out = init(list_size(xs.size()));
+  for (unsigned i = 0; i < out.size(); ++i)
+    write(xs[i], out[i]);
+}
+
+// --- messages, C++ -> capnp: each initialises its member of Frame.body ---------------
+
+void write(const wire::ping& m, body_builder b) { b.initPing().setSeq(m.seq); }
+void write(const wire::pong& m, body_builder b) { b.initPong().setSeq(m.seq); }
+void write(const wire::bw_request& m, body_builder b) { b.initBwRequest().setSeq(m.seq); }
+
+void write(const wire::bw_reply& m, body_builder b) {
+  auto r = b.initBwReply();
+  r.setSeq(m.seq);
+  write_list(m.trees, [&](unsigned n) { return r.initTrees(n); });
+  if (m.padding > 0)
+    r.initPadding(m.padding); // zeroed by the allocator; no copy
+}
+
+void write(const wire::adopt_request& m, body_builder b) {
+  auto r = b.initAdoptRequest();
+  r.setSeq(m.seq);
+  write_list(m.trees, [&](unsigned n) { return r.initTrees(n); });
+}
+
+void write(const wire::adopt_reply& m, body_builder b) {
+  auto r = b.initAdoptReply();
+  r.setSeq(m.seq);
+  write_list(m.verdicts, [&](unsigned n) { return r.initVerdicts(n); });
+}
+
+void write(const wire::release& m, body_builder b) {
+  auto r = b.initRelease();
+  write_list(m.trees, [&](unsigned n) { return r.initTrees(n); });
+}
+
+void write(const wire::orphan& m, body_builder b) {
+  auto r = b.initOrphan();
+  write_list(m.trees, [&](unsigned n) { return r.initTrees(n); });
+}
+
+void write(const wire::tree_update& m, body_builder b) {
+  auto r = b.initTreeUpdate();
+  write_list(m.trees, [&](unsigned n) { return r.initTrees(n); });
+}
+
+void write(const wire::subtree_update& m, body_builder b) {
+  auto r = b.initSubtreeUpdate();
+  write_list(m.trees, [&](unsigned n) { return r.initTrees(n); });
+}
+
+void write(const wire::join_request& m, body_builder b) {
+  auto r = b.initJoinRequest();
+  write(m.newcomer, r.initNewcomer());
+  write_vnodes(m.wanted, [&](unsigned n) { return r.initWanted(n); });
+}
+
+void write(const wire::join_accept& m, body_builder b) {
+  auto r = b.initJoinAccept();
+  write_list(m.members, [&](unsigned n) { return r.initMembers(n); });
+  write_list(m.routes, [&](unsigned n) { return r.initRoutes(n); });
+}
+
+void write(const wire::member_joined& m, body_builder b) {
+  write(m.who, b.initMemberJoined().initWho());
+}
+
+void write(const wire::member_left& m, body_builder b) {
+  auto r = b.initMemberLeft();
+  r.setWho(m.who);
+  write_list(m.routes, [&](unsigned n) { return r.initRoutes(n); });
+}
+
+void write(const wire::handover_request& m, body_builder b) {
+  auto r = b.initHandoverRequest();
+  write_vnodes(m.vnodes, [&](unsigned n) { return r.initVnodes(n); });
+  r.setTo(m.to);
+}
+
+void write(const wire::routing_update& m, body_builder b) {
+  auto r = b.initRoutingUpdate();
+  write_list(m.routes, [&](unsigned n) { return r.initRoutes(n); });
+}
+
+void write(const wire::vnode_handover& m, body_builder b) {
+  write(m.route, b.initVnodeHandover().initRoute());
+}
+
+void write(const wire::vnode_handover_ack& m, body_builder b) {
+  auto r = b.initVnodeHandoverAck();
+  r.setEpoch(m.epoch);
+  r.setAccepted(m.accepted);
+}
+
+// --- shared pieces, capnp -> C++ -------------------------------------------------
+
+tree_kind from_capnp(cs::TreeKind k) {
+  switch (k) {
+    case cs::TreeKind::LATENCY:
+      return tree_kind::latency;
+    case cs::TreeKind::BANDWIDTH:
+      return tree_kind::bandwidth;
+  }
+  reject("unknown tree kind " + std::to_string(static_cast<unsigned>(k)));
+}
+
+template <class TreeReader>
+tree_key read_tree(TreeReader r) {
+  return tree_key{r.getRoot(), from_capnp(r.getKind())};
+}
+
+// Only the canonical form is accepted, so that a set has one encoding (and one size).
+vnode_set read_vnodes(capnp::List<cs::Interval>::Reader xs) {
+  std::vector<vnode_set::interval> runs;
+  runs.reserve(xs.size());
+  for (auto x : xs) {
+    const vnode_set::interval run{x.getLo(), x.getHi()};
+    if (run.lo >= run.hi)
+      reject("empty or inverted vnode interval [" + std::to_string(run.lo) + ", " +
+             std::to_string(run.hi) + ")");
+    if (!runs.empty() && run.lo <= runs.back().hi)
+      reject("vnode intervals not sorted, disjoint and non-adjacent");
+    runs.push_back(run);
+  }
+  return vnode_set::from_intervals(std::move(runs));
+}
+
+wire::tree_info read(cs::TreeInfo::Reader r) {
+  wire::tree_info t;
+  t.tree = read_tree(r.getTree());
+  t.connected = r.getConnected();
+  t.dist = duration(r.getDist());
+  t.est = r.getEst();
+  t.children = r.getChildren();
+  auto path = r.getPath();
+  t.path.reserve(path.size());
+  for (proc_id id : path)
+    t.path.push_back(id);
+  return t;
+}
+
+wire::subtree_entry read(cs::SubtreeEntry::Reader r) {
+  return wire::subtree_entry{read_tree(r.getTree()), read_vnodes(r.getVnodes())};
+}
+
+wire::route_entry read(cs::RouteEntry::Reader r) {
+  return wire::route_entry{read_vnodes(r.getVnodes()), r.getOwner(), r.getEpoch()};
+}
+
+wire::member read(cs::Member::Reader r) {
+  auto address = r.getAddress();
+  return wire::member{r.getId(), std::string(address.begin(), address.size())};
+}
+
+wire::adopt_verdict read(cs::AdoptVerdict::Reader r) {
+  return wire::adopt_verdict{read_tree(r.getTree()), r.getAccepted(), read(r.getInfo())};
+}
+
+tree_key read(cs::TreeKey::Reader r) { return read_tree(r); }
+
+template <class ListReader>
+auto read_list(ListReader xs) {
+  std::vector<decltype(read(xs[0]))> out;
+  out.reserve(xs.size());
+  for (auto x : xs)
+    out.push_back(read(x));
+  return out;
+}
+
+// --- messages, capnp -> C++ -------------------------------------------------------
+
+wire::ping read(cs::Ping::Reader r) { return wire::ping{r.getSeq()}; }
+wire::pong read(cs::Pong::Reader r) { return wire::pong{r.getSeq()}; }
+wire::bw_request read(cs::BwRequest::Reader r) { return wire::bw_request{r.getSeq()}; }
+
+wire::bw_reply read(cs::BwReply::Reader r) {
+  wire::bw_reply m;
+  m.seq = r.getSeq();
+  m.trees = read_list(r.getTrees());
+  const std::size_t padding = r.getPadding().size(); // bounds-checked; content ignored
+  if (padding > std::numeric_limits<std::uint32_t>::max())
+    reject("bw_reply padding too large");
+  m.padding = static_cast<std::uint32_t>(padding);
+  return m;
+}
+
+wire::adopt_request read(cs::AdoptRequest::Reader r) {
+  return wire::adopt_request{r.getSeq(), read_list(r.getTrees())};
+}
+
+wire::adopt_reply read(cs::AdoptReply::Reader r) {
+  return wire::adopt_reply{r.getSeq(), read_list(r.getVerdicts())};
+}
+
+wire::release read(cs::Release::Reader r) { return wire::release{read_list(r.getTrees())}; }
+wire::orphan read(cs::Orphan::Reader r) { return wire::orphan{read_list(r.getTrees())}; }
+
+wire::tree_update read(cs::TreeUpdate::Reader r) {
+  return wire::tree_update{read_list(r.getTrees())};
+}
+
+wire::subtree_update read(cs::SubtreeUpdate::Reader r) {
+  return wire::subtree_update{read_list(r.getTrees())};
+}
+
+wire::join_request read(cs::JoinRequest::Reader r) {
+  return wire::join_request{read(r.getNewcomer()), read_vnodes(r.getWanted())};
+}
+
+wire::join_accept read(cs::JoinAccept::Reader r) {
+  return wire::join_accept{read_list(r.getMembers()), read_list(r.getRoutes())};
+}
+
+wire::member_joined read(cs::MemberJoined::Reader r) {
+  return wire::member_joined{read(r.getWho())};
+}
+
+wire::member_left read(cs::MemberLeft::Reader r) {
+  return wire::member_left{r.getWho(), read_list(r.getRoutes())};
+}
+
+wire::handover_request read(cs::HandoverRequest::Reader r) {
+  return wire::handover_request{read_vnodes(r.getVnodes()), r.getTo()};
+}
+
+wire::routing_update read(cs::RoutingUpdate::Reader r) {
+  return wire::routing_update{read_list(r.getRoutes())};
+}
+
+wire::vnode_handover read(cs::VnodeHandover::Reader r) {
+  return wire::vnode_handover{read(r.getRoute())};
+}
+
+wire::vnode_handover_ack read(cs::VnodeHandoverAck::Reader r) {
+  return wire::vnode_handover_ack{r.getEpoch(), r.getAccepted()};
+}
+
+wire::message read_body(body_reader b) {
+  using W = cs::Frame::Body::Which;
+  switch (b.which()) {
+    case W::PING: return read(b.getPing());
+    case W::PONG: return read(b.getPong());
+    case W::BW_REQUEST: return read(b.getBwRequest());
+    case W::BW_REPLY: return read(b.getBwReply());
+    case W::ADOPT_REQUEST: return read(b.getAdoptRequest());
+    case W::ADOPT_REPLY: return read(b.getAdoptReply());
+    case W::RELEASE: return read(b.getRelease());
+    case W::ORPHAN: return read(b.getOrphan());
+    case W::TREE_UPDATE: return read(b.getTreeUpdate());
+    case W::SUBTREE_UPDATE: return read(b.getSubtreeUpdate());
+    case W::JOIN_REQUEST: return read(b.getJoinRequest());
+    case W::JOIN_ACCEPT: return read(b.getJoinAccept());
+    case W::MEMBER_JOINED: return read(b.getMemberJoined());
+    case W::MEMBER_LEFT: return read(b.getMemberLeft());
+    case W::HANDOVER_REQUEST: return read(b.getHandoverRequest());
+    case W::ROUTING_UPDATE: return read(b.getRoutingUpdate());
+    case W::VNODE_HANDOVER: return read(b.getVnodeHandover());
+    case W::VNODE_HANDOVER_ACK: return read(b.getVnodeHandoverAck());
+  }
+  reject("unknown message type " + std::to_string(static_cast<unsigned>(b.which())));
+}
+
+// --- frames -------------------------------------------------------------------------
+
+void build(const wire::envelope& e, capnp::MessageBuilder& builder) {
+  auto frame = builder.initRoot<cs::Frame>();
+  frame.setVersion(protocol_version);
+  frame.setFrom(e.from);
+  frame.setTo(e.to);
+  std::visit([&](const auto& m) { write(m, frame.getBody()); }, e.body);
+}
+
+// The model's size, in words, of everything after the segment table: a first segment of
+// exactly this size holds the whole message, so the encoding is a single segment.
+unsigned first_segment_words(const wire::envelope& e) {
+  const std::size_t model = wire::wire_size(e.body);
+  return static_cast<unsigned>((model - frame_prefix_bytes - 8) / sizeof(capnp::word));
+}
+
+void put_le32(std::uint8_t* p, std::uint32_t v) {
+  p[0] = static_cast<std::uint8_t>(v);
+  p[1] = static_cast<std::uint8_t>(v >> 8);
+  p[2] = static_cast<std::uint8_t>(v >> 16);
+  p[3] = static_cast<std::uint8_t>(v >> 24);
+}
+
+std::uint32_t get_le32(const std::uint8_t* p) {
+  return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8 |
+         static_cast<std::uint32_t>(p[2]) << 16 | static_cast<std::uint32_t>(p[3]) << 24;
+}
+
+error malformed(std::string what) {
+  return make_error(errc::malformed_frame, "malformed frame: " + std::move(what));
+}
+
+error oversized(std::size_t n, std::size_t max_frame) {
+  return make_error(errc::oversized_frame, "frame of " + std::to_string(n) +
+                                               " bytes exceeds the limit of " +
+                                               std::to_string(max_frame) + " bytes");
+}
+
+// Checks common to decode_body() and the stream decoder, before any bytes are copied.
+std::optional<error> check_length(std::size_t n, std::size_t max_frame) {
+  if (n > max_frame)
+    return oversized(n, max_frame);
+  if (n == 0)
+    return malformed("empty body");
+  if (n % sizeof(capnp::word) != 0)
+    return malformed("body length " + std::to_string(n) + " is not a multiple of 8");
+  return std::nullopt;
+}
+
+// Decodes a body already in word-aligned storage. Length checks are the caller's.
+expected<wire::envelope> decode_words(const std::uint64_t* words, std::size_t count) {
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = traversal_factor * count + traversal_slack_words;
+    options.nestingLimit = nesting_limit;
+    const kj::ArrayPtr<const capnp::word> array(reinterpret_cast<const capnp::word*>(words),
+                                                count);
+    capnp::FlatArrayMessageReader reader(array, options);
+    if (reader.getEnd() != array.end())
+      return malformed("bytes left over after the message");
+    auto frame = reader.getRoot<cs::Frame>();
+    if (frame.getVersion() != protocol_version)
+      return make_error(errc::version_mismatch,
+                        "peer speaks protocol version " + std::to_string(frame.getVersion()) +
+                            ", this processor " + std::to_string(protocol_version));
+    return wire::envelope{frame.getFrom(), frame.getTo(), read_body(frame.getBody())};
+  } catch (const rejection& r) {
+    return malformed(r.what);
+  } catch (const kj::Exception& x) {
+    return malformed(std::string(x.getDescription().cStr()));
+  }
+}
+
+} // namespace
+
+std::vector<std::uint8_t> encode(const wire::envelope& e) {
+  capnp::MallocMessageBuilder builder(first_segment_words(e));
+  build(e, builder);
+  auto segments = builder.getSegmentsForOutput();
+  const std::size_t body = capnp::computeSerializedSizeInWords(segments) * sizeof(capnp::word);
+  assert(body <= std::numeric_limits<std::uint32_t>::max() && "message too large to encode");
+  std::vector<std::uint8_t> out(frame_prefix_bytes + body);
+  put_le32(out.data(), static_cast<std::uint32_t>(body));
+  kj::ArrayOutputStream stream(kj::arrayPtr(out.data() + frame_prefix_bytes, body));
+  capnp::writeMessage(stream, segments);
+  return out;
+}
+
+std::size_t encoded_size(const wire::envelope& e) {
+  capnp::MallocMessageBuilder builder(first_segment_words(e));
+  build(e, builder);
+  return frame_prefix_bytes + capnp::computeSerializedSizeInWords(builder) * sizeof(capnp::word);
+}
+
+expected<wire::envelope> decode_body(const std::uint8_t* p, std::size_t n, std::size_t max_frame) {
+  if (auto e = check_length(n, max_frame))
+    return std::move(*e);
+  const std::size_t count = n / sizeof(capnp::word);
+  if (reinterpret_cast<std::uintptr_t>(p) % alignof(capnp::word) == 0)
+    return decode_words(reinterpret_cast<const std::uint64_t*>(p), count);
+  std::vector<std::uint64_t> aligned(count);
+  std::memcpy(aligned.data(), p, n);
+  return decode_words(aligned.data(), count);
+}
+
+frame_decoder::frame_decoder(std::size_t max_frame) : max_frame_(max_frame) {}
+
+void frame_decoder::reset_frame() {
+  prefix_len_ = 0;
+  frame_len_ = 0;
+  body_len_ = 0;
+  if (body_.capacity() > retained_buffer_words)
+    std::vector<std::uint64_t>().swap(body_);
+  else
+    body_.clear();
+}
+
+expected<std::vector<wire::envelope>> frame_decoder::feed(const std::uint8_t* p, std::size_t n) {
+  if (failure_)
+    return *failure_;
+  std::vector<wire::envelope> out;
+  while (n > 0) {
+    if (prefix_len_ < frame_prefix_bytes) {
+      const std::size_t take = std::min(frame_prefix_bytes - prefix_len_, n);
+      std::memcpy(prefix_ + prefix_len_, p, take);
+      prefix_len_ += take;
+      p += take;
+      n -= take;
+      if (prefix_len_ < frame_prefix_bytes)
+        break;
+      frame_len_ = get_le32(prefix_);
+      if (auto e = check_length(frame_len_, max_frame_)) {
+        failure_ = std::move(*e);
+        return *failure_;
+      }
+      continue;
+    }
+    // Grow with the bytes that actually arrived (vector growth is geometric).
+    const std::size_t take = std::min(frame_len_ - body_len_, n);
+    const std::size_t words = (body_len_ + take + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t);
+    if (body_.size() < words)
+      body_.resize(words);
+    std::memcpy(reinterpret_cast<std::uint8_t*>(body_.data()) + body_len_, p, take);
+    body_len_ += take;
+    p += take;
+    n -= take;
+    if (body_len_ < frame_len_)
+      break;
+    auto e = decode_words(body_.data(), frame_len_ / sizeof(std::uint64_t));
+    reset_frame();
+    if (!e) {
+      failure_ = e.err();
+      return *failure_;
+    }
+    out.push_back(std::move(*e));
+  }
+  return out;
+}
+
+} // namespace banyan::schema
