@@ -169,10 +169,28 @@ struct routing_update {
   }
 };
 
+/// Leaver -> recipient: take these vnodes (ownership moves at `route.epoch`).
+/// The leaver waits for the answer before it tells anyone it leaves, so vnodes are
+/// never handed to a processor that is itself leaving.
+struct vnode_handover {
+  route_entry route;
+  friend bool operator==(const vnode_handover& a, const vnode_handover& b) {
+    return a.route == b.route;
+  }
+};
+/// Recipient -> leaver: taken, or refused (the recipient is leaving or not a member).
+struct vnode_handover_ack {
+  std::uint64_t epoch = 0;
+  bool accepted = false;
+  friend bool operator==(const vnode_handover_ack& a, const vnode_handover_ack& b) {
+    return a.epoch == b.epoch && a.accepted == b.accepted;
+  }
+};
+
 using message = std::variant<ping, pong, bw_request, bw_reply, adopt_request, adopt_reply,
                              release, orphan, tree_update, subtree_update, join_request,
                              join_accept, member_joined, member_left, handover_request,
-                             routing_update>;
+                             routing_update, vnode_handover, vnode_handover_ack>;
 
 /// A message with its endpoints, as the network moves it.
 struct envelope {

@@ -1,0 +1,30 @@
+#pragma once
+/// What the parent rules may know beyond one candidate's figures, and which
+/// variant of the rules to apply.
+
+#include "banyan/core/types.hpp"
+
+namespace banyan {
+
+enum class rule_variant : std::uint8_t {
+  paper,  ///< the paper's rules exactly (IV-B, IV-C)
+  banyan, ///< the paper's rules plus locality (see latency_rule.hpp, bandwidth_rule.hpp)
+};
+
+struct rule_context {
+  rule_variant variant = rule_variant::banyan;
+  /// The smallest RTT this processor has measured to anyone: its LAN's RTT, once it
+  /// has met a neighbour. duration::max() when nothing was measured yet.
+  duration min_rtt = duration::max();
+  /// A peer is "local" when its RTT is at most this multiple of min_rtt.
+  double local_factor = 2.0;
+  /// Bandwidth hysteresis (relative): an estimate must improve by this much.
+  double bw_margin = 0.05;
+
+  bool local(duration rtt) const noexcept {
+    return min_rtt != duration::max()
+           && static_cast<double>(rtt.count()) <= local_factor * static_cast<double>(min_rtt.count());
+  }
+};
+
+} // namespace banyan

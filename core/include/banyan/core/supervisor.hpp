@@ -1,0 +1,242 @@
+#pragma once
+/// The supervisor of one processor, as a pure state machine: it owns the
+/// processor's vnodes and membership view and runs the parent-selection protocol
+/// for every tree (a latency and a bandwidth tree per root). It is fed events (a
+/// message arrived, a timer fired, the API asked to join or leave) together with
+/// the current time, and answers with an `outbox`: messages to send, timers to
+/// start, events to report. It never reads a clock or does I/O, so the same code
+/// runs under virtual time in tests, in the emulated grid and over TCP.
+///
+/// One probe at a time (paper IV-A):
+///
+///   prober p                         candidate c
+///     | ping (1 byte)  ------------------> |
+///     | <------------------------------ pong     RTT(p,c)
+///     | bw_request ----------------------> |
+///     | <------------- bw_reply (128 KiB: c's tree_info for every tree)
+///     |    bw(p,c) = bytes / (elapsed - RTT); rules decide per tree
+///     | adopt_request(trees, subtrees) --> |   c refuses trees where p is its
+///     | <------------------- adopt_reply   |   ancestor or it is unconnected
+///     | release -> each old parent
+///
+/// Trees stay true as they change: a parent pushes `tree_update` (dist, est,
+/// path) to its children when its place changes; a child pushes `subtree_update`
+/// (vnodes below it) to its parent when its subtree changes. A processor that
+/// finds itself on its own path has been caught in a cycle made by concurrent
+/// changes: it leaves its parent and measures again.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "banyan/core/error.hpp"
+#include "banyan/core/measurement_schedule.hpp"
+#include "banyan/core/messages.hpp"
+#include "banyan/core/routing_table.hpp"
+#include "banyan/core/rule_context.hpp"
+#include "banyan/core/tree_state.hpp"
+#include "banyan/core/types.hpp"
+#include "banyan/core/vnode_set.hpp"
+
+namespace banyan {
+
+struct supervisor_config {
+  /// Measurements after every tree has a parent (the paper uses 10).
+  int extra_measurements = 10;
+  /// A probe whose candidate has not answered by then is abandoned.
+  duration probe_timeout = std::chrono::seconds(1);
+  /// A random pause in [0, probe_jitter] before each probe, so that processors do
+  /// not probe in lock-step and contend for the same NICs.
+  duration probe_jitter = std::chrono::milliseconds(2);
+  /// Which parent rules: the paper's exactly, or with banyan's locality terms.
+  rule_variant rules = rule_variant::banyan;
+  /// A peer is local (same LAN) when its RTT is at most this multiple of the
+  /// smallest RTT measured so far.
+  double local_factor = 2.0;
+  /// Bandwidth rule hysteresis: adopt only when the estimate improves by this much.
+  double bw_margin = 0.05;
+  /// Chance that a probe goes to a peer already known to be local (same LAN)
+  /// rather than to a uniformly random member (the paper's "hints", Section VI).
+  /// 0 reproduces the paper's uniform choice.
+  double local_bias = 0.5;
+  /// Judge candidates by the best figures measured so far (minimum RTT, maximum
+  /// bandwidth): contention only ever makes a measurement look worse.
+  bool best_measurements = true;
+  /// How long a contact relays membership and routing news to a newcomer it let in.
+  duration sponsor_window = std::chrono::seconds(5);
+};
+
+/// Something worth reporting to a monitor.
+struct tree_event {
+  enum class kind : std::uint8_t {
+    parent_changed,    ///< tree, old_parent, new_parent
+    measuring_started, ///< the schedule became active
+    measuring_stopped, ///< the schedule ran out
+    cycle_broken,      ///< tree, old_parent: left a parent to break a cycle
+    joined,            ///< became a member
+    left,              ///< handed its vnodes over and stopped
+  };
+  kind what = kind::parent_changed;
+  tree_key tree;
+  proc_id old_parent = no_proc;
+  proc_id new_parent = no_proc;
+  timestamp at{0};
+};
+
+struct timer_request {
+  duration after{0};
+  std::uint64_t token = 0;
+};
+
+/// What handling one event produced.
+struct outbox {
+  std::vector<wire::envelope> sends;
+  std::vector<timer_request> timers;
+  std::vector<tree_event> events;
+  void clear() {
+    sends.clear();
+    timers.clear();
+    events.clear();
+  }
+};
+
+class supervisor {
+public:
+  /// idle -> joining -> member -> leaving -> left (and a left processor may join again).
+  enum class status : std::uint8_t { idle, joining, member, leaving, left };
+
+  supervisor(proc_id self, supervisor_config cfg, std::uint64_t seed);
+
+  /// Starts as a founding member that knows every member and the routing table.
+  void found(timestamp now, const std::vector<wire::member>& members,
+             const routing_table& routes, outbox& out);
+  /// Asks `contact` to be let in with the vnodes `wanted` (empty: a share of the
+  /// contact's own vnodes).
+  void join(timestamp now, proc_id contact, const vnode_set& wanted, outbox& out);
+  /// Offers every vnode to `recipient` (no_proc: the nearest member measured so
+  /// far); once a member that is not leaving itself has taken them, tells every
+  /// member and stops (a `left` event). Returns an error when the processor is not
+  /// a member or is the last one.
+  std::optional<error> leave(timestamp now, proc_id recipient, outbox& out);
+
+  void on_message(timestamp now, proc_id from, const wire::message& m, outbox& out);
+  void on_timer(timestamp now, std::uint64_t token, outbox& out);
+
+  // --- inspection ----------------------------------------------------------
+  proc_id self() const noexcept { return self_; }
+  status state() const noexcept { return status_; }
+  const tree_state* tree(tree_key k) const;
+  proc_id parent(tree_key k) const;
+  bool all_parented() const;
+  bool measuring() const noexcept { return schedule_.active() || probe_.has_value(); }
+  const vnode_set& own_vnodes() const noexcept { return own_; }
+  const routing_table& routes() const noexcept { return routes_; }
+  const std::vector<proc_id>& members() const noexcept { return members_; }
+  bool is_member(proc_id p) const { return p < is_member_.size() && is_member_[p]; }
+  /// Probes completed (answered to the end) and abandoned (timed out or candidate gone).
+  std::uint64_t probes_completed() const noexcept { return probes_completed_; }
+  std::uint64_t probes_abandoned() const noexcept { return probes_abandoned_; }
+  /// Best RTT measured to p so far, if any.
+  std::optional<duration> measured_rtt(proc_id p) const;
+
+private:
+  struct probe {
+    enum class phase : std::uint8_t { pause, ping, download, adopt };
+    std::uint64_t seq = 0;
+    proc_id cand = no_proc;
+    phase at = phase::pause;
+    timestamp sent{0};
+    duration rtt{0};
+    rate bw = 0;
+    std::vector<wire::subtree_entry> requested; // what the adopt_request offered
+  };
+  struct peer_figures {
+    duration rtt = duration::max();
+    rate bw = 0;
+  };
+
+  static std::size_t index_of(tree_key k) {
+    return static_cast<std::size_t>(k.root) * tree_kind_count + static_cast<std::size_t>(k.kind);
+  }
+  tree_state* find_tree(tree_key k);
+  void add_member(proc_id p, const std::string& address);
+  void remove_member(timestamp now, proc_id p, outbox& out);
+  void set_own(vnode_set own);
+  /// Returns whether anything changed.
+  bool apply_routes(const std::vector<wire::route_entry>& routes);
+  void hand_over(const vnode_set& vnodes, proc_id to, outbox& out);
+  void lose_parent(timestamp now, tree_state& t, outbox& out);
+  void trigger(timestamp now, outbox& out);
+
+  // probing
+  void maybe_probe(timestamp now, outbox& out);
+  proc_id pick_candidate();
+  rule_context context() const;
+  void start_probe(timestamp now, outbox& out);
+  void finish_probe(timestamp now, bool completed, outbox& out);
+  void on_pong(timestamp now, proc_id from, const wire::pong& m, outbox& out);
+  void on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& m, outbox& out);
+  void on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply& m, outbox& out);
+
+  // serving others
+  void on_bw_request(proc_id from, const wire::bw_request& m, outbox& out);
+  void on_adopt_request(proc_id from, const wire::adopt_request& m, outbox& out);
+  void on_tree_update(timestamp now, proc_id from, const wire::tree_update& m, outbox& out);
+
+  // membership
+  void on_join_request(timestamp now, proc_id from, const wire::join_request& m, outbox& out);
+  void on_join_accept(timestamp now, proc_id from, const wire::join_accept& m, outbox& out);
+  void on_member_joined(timestamp now, proc_id from, const wire::member& who, outbox& out);
+  void on_vnode_handover(proc_id from, const wire::vnode_handover& m, outbox& out);
+  void on_vnode_handover_ack(timestamp now, proc_id from, const wire::vnode_handover_ack& m,
+                             outbox& out);
+  /// Offers our vnodes to the next recipient, or finishes leaving.
+  void offer_vnodes(timestamp now, outbox& out);
+  void finish_leave(timestamp now, std::vector<wire::route_entry> routes, outbox& out);
+
+  void mark_info(const tree_state& t);
+  void mark_subtree(const tree_state& t);
+  void mark_all_subtrees();
+  /// Sends the tree_update and subtree_update messages the handler's changes call for.
+  void flush(outbox& out);
+  void send(outbox& out, proc_id to, wire::message m);
+  void event(outbox& out, tree_event::kind what, timestamp now, tree_key k = {},
+             proc_id old_parent = no_proc, proc_id new_parent = no_proc);
+
+  proc_id self_;
+  supervisor_config cfg_;
+  std::mt19937_64 rng_;
+  status status_ = status::idle;
+
+  std::vector<proc_id> members_; // sorted
+  std::vector<bool> is_member_;
+  std::map<proc_id, std::string> addresses_;
+  routing_table routes_;
+  vnode_set own_;
+
+  std::vector<std::optional<tree_state>> trees_; // by index_of(key)
+  std::vector<std::size_t> dirty_info_, dirty_subtree_;
+  std::vector<bool> is_dirty_info_, is_dirty_subtree_;
+
+  measurement_schedule schedule_;
+  bool reported_measuring_ = false;
+  std::optional<probe> probe_;
+  std::uint64_t next_seq_ = 1;
+  std::map<proc_id, peer_figures> figures_;
+  /// Newcomers this processor let in, and when: for `sponsor_window` they hear from
+  /// it about members and vnode moves it learns of later, which closes the gap when
+  /// processors join through different contacts at the same time.
+  std::vector<std::pair<proc_id, timestamp>> sponsored_;
+  std::vector<proc_id> sponsored(timestamp now);
+  /// While leaving: who we offered our vnodes to, who refused, and the offer's epoch.
+  proc_id offered_to_ = no_proc;
+  std::vector<proc_id> refused_;
+  std::uint64_t offer_epoch_ = 0;
+  std::uint64_t leave_seq_ = 0;
+  std::uint64_t probes_completed_ = 0;
+  std::uint64_t probes_abandoned_ = 0;
+};
+
+} // namespace banyan

@@ -1,0 +1,59 @@
+#include <algorithm>
+
+#include "banyan/core/bandwidth_rule.hpp"
+#include "banyan/core/latency_rule.hpp"
+
+namespace banyan {
+
+bool forbidden_parent(proc_id p, proc_id cand, const wire::tree_info& cand_info) {
+  if (cand == p || !cand_info.connected)
+    return true;
+  return std::find(cand_info.path.begin(), cand_info.path.end(), p) != cand_info.path.end();
+}
+
+verdict latency_rule(const tree_state& self, proc_id p, proc_id cand, duration rtt,
+                     const wire::tree_info& cand_info, const rule_context& ctx) {
+  if (self.is_root() || forbidden_parent(p, cand, cand_info))
+    return verdict::keep;
+  if (self.parent() == cand)
+    return verdict::refresh;
+  if (self.parent() == no_proc)
+    return verdict::adopt;
+  if (!(rtt < self.rtt_parent())) // (I)
+    return verdict::keep;
+  if (ctx.variant == rule_variant::paper)
+    return cand_info.dist < self.dist() ? verdict::adopt : verdict::keep; // (II)
+  if (ctx.local(rtt) && cand_info.dist < self.dist()) // (II-local)
+    return verdict::adopt;
+  auto saved = self.rtt_parent() - rtt;
+  if (cand_info.dist + rtt <= self.dist() + saved / 2) // (II-escape)
+    return verdict::adopt;
+  return verdict::keep;
+}
+
+rate estimate_rate(rate bw, const wire::tree_info& cand_info, bool p_is_child_of_cand) {
+  auto n = cand_info.children + (p_is_child_of_cand ? 0u : 1u);
+  return std::min(cand_info.est, bw / std::max(n, 1u));
+}
+
+verdict bandwidth_rule(const tree_state& self, proc_id p, proc_id cand, rate bw, duration rtt,
+                       const wire::tree_info& cand_info, const rule_context& ctx) {
+  if (self.is_root() || forbidden_parent(p, cand, cand_info))
+    return verdict::keep;
+  if (self.parent() == cand)
+    return verdict::refresh;
+  if (self.parent() == no_proc)
+    return verdict::adopt;
+  auto candidate = estimate_rate(bw, cand_info, false);
+  auto current = self.est();
+  if (ctx.variant == rule_variant::paper)
+    return candidate > current * (1.0 + ctx.bw_margin) ? verdict::adopt : verdict::keep;
+  if (candidate > current * (1.0 + ctx.bw_margin))
+    return verdict::adopt;
+  if (ctx.local(rtt) && !ctx.local(self.rtt_parent()) && rtt < self.rtt_parent()
+      && candidate >= current * (1.0 - ctx.bw_margin))
+    return verdict::adopt;
+  return verdict::keep;
+}
+
+} // namespace banyan

@@ -1,0 +1,791 @@
+#include "banyan/core/supervisor.hpp"
+
+#include <algorithm>
+
+#include "banyan/core/bandwidth_rule.hpp"
+#include "banyan/core/latency_rule.hpp"
+
+namespace banyan {
+
+namespace {
+
+// Timer tokens: sequence number times 4 plus what the timer is for.
+constexpr std::uint64_t token_timeout = 0;
+constexpr std::uint64_t token_start = 1;
+constexpr std::uint64_t token_leave = 2;
+
+std::uint64_t token_for(std::uint64_t seq, std::uint64_t what) { return seq * 4 + what; }
+
+constexpr tree_kind kinds[] = {tree_kind::latency, tree_kind::bandwidth};
+
+} // namespace
+
+supervisor::supervisor(proc_id self, supervisor_config cfg, std::uint64_t seed)
+  : self_(self), cfg_(cfg), rng_(seed), schedule_(cfg.extra_measurements) {
+}
+
+// --- bookkeeping -------------------------------------------------------------
+
+tree_state* supervisor::find_tree(tree_key k) {
+  auto i = index_of(k);
+  if (i >= trees_.size() || !trees_[i])
+    return nullptr;
+  return &*trees_[i];
+}
+
+const tree_state* supervisor::tree(tree_key k) const {
+  auto i = index_of(k);
+  if (i >= trees_.size() || !trees_[i])
+    return nullptr;
+  return &*trees_[i];
+}
+
+proc_id supervisor::parent(tree_key k) const {
+  auto t = tree(k);
+  return t ? t->parent() : no_proc;
+}
+
+bool supervisor::all_parented() const {
+  for (auto& t : trees_)
+    if (t && !t->connected())
+      return false;
+  return true;
+}
+
+std::optional<duration> supervisor::measured_rtt(proc_id p) const {
+  auto i = figures_.find(p);
+  if (i == figures_.end() || i->second.rtt == duration::max())
+    return std::nullopt;
+  return i->second.rtt;
+}
+
+void supervisor::add_member(proc_id p, const std::string& address) {
+  if (p >= is_member_.size())
+    is_member_.resize(p + 1, false);
+  addresses_[p] = address;
+  if (is_member_[p])
+    return;
+  is_member_[p] = true;
+  members_.insert(std::upper_bound(members_.begin(), members_.end(), p), p);
+  auto needed = (static_cast<std::size_t>(p) + 1) * tree_kind_count;
+  if (trees_.size() < needed) {
+    trees_.resize(needed);
+    is_dirty_info_.resize(needed, false);
+    is_dirty_subtree_.resize(needed, false);
+  }
+  for (auto k : kinds)
+    trees_[index_of({p, k})].emplace(tree_key{p, k}, self_);
+}
+
+void supervisor::remove_member(timestamp now, proc_id p, outbox& out) {
+  if (!is_member(p) || p == self_)
+    return;
+  is_member_[p] = false;
+  members_.erase(std::lower_bound(members_.begin(), members_.end(), p));
+  addresses_.erase(p);
+  figures_.erase(p);
+  for (auto k : kinds)
+    trees_[index_of({p, k})].reset();
+  bool orphaned = false;
+  for (auto& t : trees_) {
+    if (!t)
+      continue;
+    if (t->remove_child(p))
+      mark_subtree(*t);
+    if (t->parent() == p) {
+      auto old = t->parent();
+      t->clear_parent();
+      event(out, tree_event::kind::parent_changed, now, t->key(), old, no_proc);
+      orphaned = true;
+    }
+  }
+  if (probe_ && probe_->cand == p)
+    finish_probe(now, false, out);
+  if (orphaned)
+    trigger(now, out);
+}
+
+void supervisor::set_own(vnode_set own) {
+  if (own == own_)
+    return;
+  own_ = std::move(own);
+  mark_all_subtrees();
+}
+
+bool supervisor::apply_routes(const std::vector<wire::route_entry>& routes) {
+  bool touched_own = false, changed_any = false;
+  for (auto& r : routes) {
+    auto changed = routes_.apply(r);
+    changed_any = changed_any || !changed.empty();
+    if (!changed.empty() && (r.owner == self_ || changed.intersects(own_)))
+      touched_own = true;
+  }
+  if (touched_own)
+    set_own(routes_.owned_by(self_));
+  return changed_any;
+}
+
+std::vector<proc_id> supervisor::sponsored(timestamp now) {
+  sponsored_.erase(std::remove_if(sponsored_.begin(), sponsored_.end(),
+                                  [&](auto& s) { return now - s.second > cfg_.sponsor_window; }),
+                   sponsored_.end());
+  std::vector<proc_id> result;
+  for (auto& s : sponsored_)
+    result.push_back(s.first);
+  return result;
+}
+
+void supervisor::hand_over(const vnode_set& vnodes, proc_id to, outbox& out) {
+  if (vnodes.empty())
+    return;
+  std::uint64_t epoch = 0;
+  vnodes.for_each([&](vnode_id v) { epoch = std::max(epoch, routes_.epoch(v)); });
+  wire::route_entry entry{vnodes, to, epoch + 1};
+  apply_routes({entry});
+  for (auto m : members_)
+    if (m != self_)
+      send(out, m, wire::routing_update{{entry}});
+}
+
+void supervisor::lose_parent(timestamp now, tree_state& t, outbox& out) {
+  auto old = t.parent();
+  t.clear_parent();
+  event(out, tree_event::kind::parent_changed, now, t.key(), old, no_proc);
+}
+
+void supervisor::trigger(timestamp now, outbox& out) {
+  if (status_ != status::member)
+    return;
+  schedule_.trigger();
+  if (!reported_measuring_) {
+    reported_measuring_ = true;
+    event(out, tree_event::kind::measuring_started, now);
+  }
+  maybe_probe(now, out);
+}
+
+void supervisor::mark_info(const tree_state& t) {
+  auto i = index_of(t.key());
+  if (!is_dirty_info_[i]) {
+    is_dirty_info_[i] = true;
+    dirty_info_.push_back(i);
+  }
+}
+
+void supervisor::mark_subtree(const tree_state& t) {
+  auto i = index_of(t.key());
+  if (!is_dirty_subtree_[i]) {
+    is_dirty_subtree_[i] = true;
+    dirty_subtree_.push_back(i);
+  }
+}
+
+void supervisor::mark_all_subtrees() {
+  for (auto& t : trees_)
+    if (t)
+      mark_subtree(*t);
+}
+
+void supervisor::flush(outbox& out) {
+  std::map<proc_id, wire::tree_update> updates;
+  for (auto i : dirty_info_) {
+    is_dirty_info_[i] = false;
+    if (!trees_[i] || trees_[i]->children().empty())
+      continue;
+    auto info = trees_[i]->info();
+    for (auto& [c, vs] : trees_[i]->children())
+      updates[c].trees.push_back(info);
+  }
+  dirty_info_.clear();
+  std::map<proc_id, wire::subtree_update> subtrees;
+  for (auto i : dirty_subtree_) {
+    is_dirty_subtree_[i] = false;
+    auto& t = trees_[i];
+    if (!t || t->parent() == no_proc)
+      continue;
+    auto s = t->subtree(own_);
+    if (s == t->reported())
+      continue;
+    t->set_reported(s);
+    subtrees[t->parent()].trees.push_back({t->key(), std::move(s)});
+  }
+  dirty_subtree_.clear();
+  for (auto& [c, m] : updates)
+    send(out, c, std::move(m));
+  for (auto& [p, m] : subtrees)
+    send(out, p, std::move(m));
+}
+
+void supervisor::send(outbox& out, proc_id to, wire::message m) {
+  out.sends.push_back(wire::envelope{self_, to, std::move(m)});
+}
+
+void supervisor::event(outbox& out, tree_event::kind what, timestamp now, tree_key k,
+                       proc_id old_parent, proc_id new_parent) {
+  out.events.push_back(tree_event{what, k, old_parent, new_parent, now});
+}
+
+// --- API ---------------------------------------------------------------------
+
+void supervisor::found(timestamp now, const std::vector<wire::member>& members,
+                       const routing_table& routes, outbox& out) {
+  for (auto& m : members)
+    add_member(m.id, m.address);
+  add_member(self_, addresses_[self_]);
+  routes_ = routes;
+  status_ = status::member;
+  set_own(routes_.owned_by(self_));
+  event(out, tree_event::kind::joined, now);
+  trigger(now, out);
+  flush(out);
+}
+
+void supervisor::join(timestamp now, proc_id contact, const vnode_set& wanted, outbox& out) {
+  if (status_ != status::idle && status_ != status::left)
+    return;
+  status_ = status::joining;
+  add_member(self_, addresses_[self_]);
+  send(out, contact, wire::join_request{wire::member{self_, addresses_[self_]}, wanted});
+  (void) now;
+}
+
+std::optional<error> supervisor::leave(timestamp now, proc_id recipient, outbox& out) {
+  if (status_ != status::member)
+    return make_error(errc::invalid_argument, "processor " + std::to_string(self_) +
+                                                  " is not a member and cannot leave");
+  if (members_.size() < 2)
+    return make_error(errc::invalid_argument, "processor " + std::to_string(self_) +
+                                                  " is the last member: nobody can take its vnodes");
+  status_ = status::leaving;
+  probe_.reset();
+  refused_.clear();
+  offered_to_ = recipient;
+  offer_vnodes(now, out);
+  return std::nullopt;
+}
+
+void supervisor::offer_vnodes(timestamp now, outbox& out) {
+  if (own_.empty()) {
+    finish_leave(now, {}, out);
+    return;
+  }
+  auto usable = [&](proc_id p) {
+    return p != no_proc && p != self_ && is_member(p)
+           && std::find(refused_.begin(), refused_.end(), p) == refused_.end();
+  };
+  auto to = offered_to_;
+  if (!usable(to)) {
+    // The nearest member measured so far (likely in the same cluster), else any.
+    to = no_proc;
+    auto best = duration::max();
+    for (auto& [p, f] : figures_)
+      if (usable(p) && f.rtt < best) {
+        best = f.rtt;
+        to = p;
+      }
+    if (to == no_proc) {
+      std::vector<proc_id> others;
+      for (auto m : members_)
+        if (usable(m))
+          others.push_back(m);
+      if (others.empty()) {
+        // Everybody else refused (they are all leaving): stay a member.
+        status_ = status::member;
+        offered_to_ = no_proc;
+        trigger(now, out);
+        return;
+      }
+      to = others[std::uniform_int_distribution<std::size_t>(0, others.size() - 1)(rng_)];
+    }
+  }
+  offered_to_ = to;
+  std::uint64_t epoch = 0;
+  own_.for_each([&](vnode_id v) { epoch = std::max(epoch, routes_.epoch(v)); });
+  offer_epoch_ = epoch + 1;
+  send(out, to, wire::vnode_handover{{own_, to, offer_epoch_}});
+  ++leave_seq_;
+  out.timers.push_back({cfg_.probe_timeout, token_for(leave_seq_, token_leave)});
+}
+
+void supervisor::on_vnode_handover(proc_id from, const wire::vnode_handover& m, outbox& out) {
+  // Take the vnodes only while staying: a leaving processor would lose them.
+  bool take = status_ == status::member && is_member(from) && m.route.owner == self_;
+  if (take)
+    apply_routes({m.route});
+  send(out, from, wire::vnode_handover_ack{m.route.epoch, take});
+}
+
+void supervisor::on_vnode_handover_ack(timestamp now, proc_id from,
+                                       const wire::vnode_handover_ack& m, outbox& out) {
+  if (status_ != status::leaving || from != offered_to_ || m.epoch != offer_epoch_)
+    return;
+  if (m.accepted) {
+    finish_leave(now, {wire::route_entry{own_, from, offer_epoch_}}, out);
+    return;
+  }
+  refused_.push_back(from);
+  offer_vnodes(now, out);
+}
+
+void supervisor::finish_leave(timestamp now, std::vector<wire::route_entry> routes,
+                              outbox& out) {
+  for (auto m : members_)
+    if (m != self_)
+      send(out, m, wire::member_left{self_, routes});
+  status_ = status::left;
+  probe_.reset();
+  schedule_ = measurement_schedule(cfg_.extra_measurements);
+  reported_measuring_ = false;
+  // Forget everything: a later join starts afresh.
+  routes_ = routing_table{};
+  own_.clear();
+  trees_.clear();
+  dirty_info_.clear();
+  dirty_subtree_.clear();
+  is_dirty_info_.clear();
+  is_dirty_subtree_.clear();
+  members_.clear();
+  is_member_.clear();
+  addresses_.clear();
+  figures_.clear();
+  sponsored_.clear();
+  refused_.clear();
+  offered_to_ = no_proc;
+  event(out, tree_event::kind::left, now);
+}
+
+// --- events ------------------------------------------------------------------
+
+void supervisor::on_timer(timestamp now, std::uint64_t token, outbox& out) {
+  if (token % 4 == token_leave) {
+    // The recipient of our vnodes did not answer: try another one.
+    if (status_ == status::leaving && token / 4 == leave_seq_) {
+      refused_.push_back(offered_to_);
+      offer_vnodes(now, out);
+      flush(out);
+    }
+    return;
+  }
+  if (!probe_ || token / 4 != probe_->seq)
+    return; // belongs to a probe that already ended
+  if (token % 4 == token_start) {
+    if (probe_->at == probe::phase::pause)
+      start_probe(now, out);
+  } else {
+    finish_probe(now, false, out);
+  }
+  flush(out);
+}
+
+void supervisor::on_message(timestamp now, proc_id from, const wire::message& m, outbox& out) {
+  if (status_ == status::left || status_ == status::idle)
+    return;
+  if (status_ == status::leaving && (std::holds_alternative<wire::adopt_request>(m)
+                                     || std::holds_alternative<wire::bw_request>(m))) {
+    // Nobody should pick a leaving processor as parent: refuse quietly.
+    if (auto* a = std::get_if<wire::adopt_request>(&m)) {
+      wire::adopt_reply no{a->seq, {}};
+      for (auto& e : a->trees)
+        no.verdicts.push_back({e.tree, false, {}});
+      send(out, from, std::move(no));
+    } else {
+      wire::bw_reply empty{std::get<wire::bw_request>(m).seq, {}, 0};
+      empty.padding = static_cast<std::uint32_t>(wire::bw_probe_bytes - wire::wire_size(empty));
+      send(out, from, std::move(empty));
+    }
+    flush(out);
+    return;
+  }
+  std::visit(
+    [&](auto& msg) {
+      using T = std::decay_t<decltype(msg)>;
+      if constexpr (std::is_same_v<T, wire::ping>) {
+        send(out, from, wire::pong{msg.seq});
+      } else if constexpr (std::is_same_v<T, wire::pong>) {
+        on_pong(now, from, msg, out);
+      } else if constexpr (std::is_same_v<T, wire::bw_request>) {
+        on_bw_request(from, msg, out);
+      } else if constexpr (std::is_same_v<T, wire::bw_reply>) {
+        on_bw_reply(now, from, msg, out);
+      } else if constexpr (std::is_same_v<T, wire::adopt_request>) {
+        on_adopt_request(from, msg, out);
+      } else if constexpr (std::is_same_v<T, wire::adopt_reply>) {
+        on_adopt_reply(now, from, msg, out);
+      } else if constexpr (std::is_same_v<T, wire::release>) {
+        for (auto k : msg.trees)
+          if (auto t = find_tree(k); t && t->remove_child(from))
+            mark_subtree(*t);
+      } else if constexpr (std::is_same_v<T, wire::orphan>) {
+        bool lost = false;
+        for (auto k : msg.trees)
+          if (auto t = find_tree(k); t && t->parent() == from) {
+            lose_parent(now, *t, out);
+            lost = true;
+          }
+        if (lost)
+          trigger(now, out);
+      } else if constexpr (std::is_same_v<T, wire::tree_update>) {
+        on_tree_update(now, from, msg, out);
+      } else if constexpr (std::is_same_v<T, wire::subtree_update>) {
+        for (auto& e : msg.trees)
+          if (auto t = find_tree(e.tree); t && t->has_child(from)) {
+            t->set_child(from, e.vnodes);
+            mark_subtree(*t);
+          }
+      } else if constexpr (std::is_same_v<T, wire::join_request>) {
+        on_join_request(now, from, msg, out);
+      } else if constexpr (std::is_same_v<T, wire::join_accept>) {
+        on_join_accept(now, from, msg, out);
+      } else if constexpr (std::is_same_v<T, wire::member_joined>) {
+        on_member_joined(now, from, msg.who, out);
+      } else if constexpr (std::is_same_v<T, wire::member_left>) {
+        apply_routes(msg.routes);
+        if (is_member(msg.who))
+          for (auto s : sponsored(now))
+            if (s != msg.who && s != from)
+              send(out, s, msg);
+        remove_member(now, msg.who, out);
+      } else if constexpr (std::is_same_v<T, wire::handover_request>) {
+        // A leaving processor keeps its vnodes for the recipient it chose.
+        if (status_ == status::member && is_member(msg.to))
+          hand_over(msg.vnodes & own_, msg.to, out);
+      } else if constexpr (std::is_same_v<T, wire::vnode_handover>) {
+        on_vnode_handover(from, msg, out);
+      } else if constexpr (std::is_same_v<T, wire::vnode_handover_ack>) {
+        on_vnode_handover_ack(now, from, msg, out);
+      } else if constexpr (std::is_same_v<T, wire::routing_update>) {
+        if (apply_routes(msg.routes))
+          for (auto s : sponsored(now))
+            if (s != from)
+              send(out, s, msg);
+      }
+    },
+    m);
+  flush(out);
+}
+
+// --- probing -----------------------------------------------------------------
+
+void supervisor::maybe_probe(timestamp now, outbox& out) {
+  if (probe_ || status_ != status::member)
+    return;
+  if (members_.size() < 2 || !schedule_.next(all_parented())) {
+    if (members_.size() < 2)
+      schedule_ = measurement_schedule(cfg_.extra_measurements);
+    if (reported_measuring_) {
+      reported_measuring_ = false;
+      event(out, tree_event::kind::measuring_stopped, now);
+    }
+    return;
+  }
+  probe p;
+  p.seq = next_seq_++;
+  p.cand = pick_candidate();
+  probe_ = std::move(p);
+  auto pause = cfg_.probe_jitter.count() > 0
+                 ? duration{std::uniform_int_distribution<duration::rep>(
+                     0, cfg_.probe_jitter.count())(rng_)}
+                 : duration{0};
+  if (pause.count() == 0) {
+    start_probe(now, out);
+  } else {
+    out.timers.push_back({pause, token_for(probe_->seq, token_start)});
+  }
+}
+
+rule_context supervisor::context() const {
+  rule_context ctx;
+  ctx.variant = cfg_.rules;
+  ctx.local_factor = cfg_.local_factor;
+  ctx.bw_margin = cfg_.bw_margin;
+  // The smallest RTT is the LAN's only once we have evidence of two classes of
+  // peers (a spread of at least 4x); before that it may be a WAN RTT, and calling
+  // WAN peers local would let WAN hops chain (and condition (I) would forbid
+  // undoing it later).
+  auto lo = duration::max(), hi = duration{0};
+  for (auto& [peer, fig] : figures_) {
+    if (fig.rtt == duration::max())
+      continue;
+    lo = std::min(lo, fig.rtt);
+    hi = std::max(hi, fig.rtt);
+  }
+  if (lo != duration::max() && hi >= lo * 4)
+    ctx.min_rtt = lo;
+  return ctx;
+}
+
+proc_id supervisor::pick_candidate() {
+  if (cfg_.local_bias > 0
+      && std::bernoulli_distribution(cfg_.local_bias)(rng_)) {
+    auto ctx = context();
+    std::vector<proc_id> local;
+    for (auto& [peer, fig] : figures_)
+      if (peer != self_ && is_member(peer) && ctx.local(fig.rtt))
+        local.push_back(peer);
+    if (!local.empty())
+      return local[std::uniform_int_distribution<std::size_t>(0, local.size() - 1)(rng_)];
+  }
+  // members_ is sorted and holds self_: draw among the others by skipping it.
+  auto pick = std::uniform_int_distribution<std::size_t>(0, members_.size() - 2)(rng_);
+  auto self_pos = static_cast<std::size_t>(
+    std::lower_bound(members_.begin(), members_.end(), self_) - members_.begin());
+  return members_[pick < self_pos ? pick : pick + 1];
+}
+
+void supervisor::start_probe(timestamp now, outbox& out) {
+  probe_->at = probe::phase::ping;
+  probe_->sent = now;
+  send(out, probe_->cand, wire::ping{probe_->seq});
+  out.timers.push_back({cfg_.probe_timeout, token_for(probe_->seq, token_timeout)});
+}
+
+void supervisor::finish_probe(timestamp now, bool completed, outbox& out) {
+  probe_.reset();
+  if (completed)
+    ++probes_completed_;
+  else
+    ++probes_abandoned_;
+  maybe_probe(now, out);
+}
+
+void supervisor::on_pong(timestamp now, proc_id from, const wire::pong& m, outbox& out) {
+  if (!probe_ || probe_->seq != m.seq || probe_->cand != from || probe_->at != probe::phase::ping)
+    return;
+  probe_->rtt = now - probe_->sent;
+  auto& f = figures_[from];
+  f.rtt = std::min(f.rtt, probe_->rtt);
+  probe_->at = probe::phase::download;
+  probe_->sent = now;
+  send(out, from, wire::bw_request{m.seq});
+}
+
+void supervisor::on_bw_request(proc_id from, const wire::bw_request& m, outbox& out) {
+  wire::bw_reply reply;
+  reply.seq = m.seq;
+  reply.trees.reserve(members_.size() * tree_kind_count);
+  for (auto& t : trees_)
+    if (t)
+      reply.trees.push_back(t->info());
+  auto bare = wire::wire_size(reply);
+  reply.padding = bare < wire::bw_probe_bytes
+                    ? static_cast<std::uint32_t>(wire::bw_probe_bytes - bare)
+                    : 0u;
+  send(out, from, std::move(reply));
+}
+
+void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& m, outbox& out) {
+  if (!probe_ || probe_->seq != m.seq || probe_->cand != from
+      || probe_->at != probe::phase::download)
+    return;
+  // The download took one RTT plus the transfer itself.
+  auto elapsed = now - probe_->sent;
+  auto transfer = std::max(elapsed - probe_->rtt, duration{1000});
+  auto bytes = static_cast<double>(wire::wire_size(wire::message{m}));
+  probe_->bw = bytes * 1e9 / static_cast<double>(transfer.count());
+  auto& f = figures_[from];
+  f.bw = std::max(f.bw, probe_->bw);
+  auto rtt = cfg_.best_measurements ? f.rtt : probe_->rtt;
+  auto bw = cfg_.best_measurements ? f.bw : probe_->bw;
+  probe_->rtt = rtt;
+  probe_->bw = bw;
+
+  auto ctx = context();
+  std::vector<wire::subtree_entry> wanted;
+  for (auto& info : m.trees) {
+    auto t = find_tree(info.tree);
+    if (!t || t->is_root())
+      continue;
+    auto v = info.tree.kind == tree_kind::latency
+               ? latency_rule(*t, self_, from, rtt, info, ctx)
+               : bandwidth_rule(*t, self_, from, bw, rtt, info, ctx);
+    if (v == verdict::refresh) {
+      auto before = t->info();
+      t->refresh_measurement(rtt, bw);
+      t->set_parent_info(info);
+      if (!(t->info() == before))
+        mark_info(*t);
+    } else if (v == verdict::adopt) {
+      wanted.push_back({info.tree, t->subtree(own_)});
+    }
+  }
+  if (wanted.empty()) {
+    finish_probe(now, true, out);
+    return;
+  }
+  probe_->at = probe::phase::adopt;
+  probe_->requested = wanted;
+  send(out, from, wire::adopt_request{m.seq, std::move(wanted)});
+}
+
+void supervisor::on_adopt_request(proc_id from, const wire::adopt_request& m, outbox& out) {
+  wire::adopt_reply reply;
+  reply.seq = m.seq;
+  for (auto& e : m.trees) {
+    wire::adopt_verdict v;
+    v.tree = e.tree;
+    auto t = find_tree(e.tree);
+    // Refuse trees where the asker is our ancestor (a cycle) or where we are not
+    // connected ourselves; also trees where our own adoption is in flight, so that
+    // two processors asking each other at once cannot both say yes.
+    bool pending_here = probe_ && probe_->at == probe::phase::adopt
+                        && std::any_of(probe_->requested.begin(), probe_->requested.end(),
+                                       [&](auto& r) { return r.tree == e.tree; });
+    if (t && is_member(from) && from != self_ && t->connected() && !t->has_ancestor(from)
+        && !pending_here) {
+      t->set_child(from, e.vnodes);
+      mark_subtree(*t);
+      v.accepted = true;
+      v.info = t->info();
+    } else if (t) {
+      v.info = t->info();
+    }
+    reply.verdicts.push_back(std::move(v));
+  }
+  send(out, from, std::move(reply));
+}
+
+void supervisor::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply& m,
+                                outbox& out) {
+  if (!probe_ || probe_->seq != m.seq || probe_->cand != from || probe_->at != probe::phase::adopt)
+    return;
+  std::map<proc_id, wire::release> releases;
+  for (auto& v : m.verdicts) {
+    if (!v.accepted)
+      continue;
+    auto t = find_tree(v.tree);
+    if (!t) { // the root left meanwhile
+      releases[from].trees.push_back(v.tree);
+      continue;
+    }
+    auto old = t->parent();
+    if (old != no_proc && old != from)
+      releases[old].trees.push_back(v.tree);
+    t->set_parent(from, probe_->rtt, probe_->bw, v.info);
+    auto req = std::find_if(probe_->requested.begin(), probe_->requested.end(),
+                            [&](auto& r) { return r.tree == v.tree; });
+    if (req != probe_->requested.end())
+      t->set_reported(req->vnodes);
+    mark_info(*t);
+    mark_subtree(*t);
+    if (old != from)
+      event(out, tree_event::kind::parent_changed, now, v.tree, old, from);
+  }
+  for (auto& [p, r] : releases)
+    send(out, p, std::move(r));
+  finish_probe(now, true, out);
+}
+
+void supervisor::on_tree_update(timestamp now, proc_id from, const wire::tree_update& m,
+                                outbox& out) {
+  std::map<proc_id, wire::release> releases;
+  bool broke = false;
+  for (auto& info : m.trees) {
+    auto t = find_tree(info.tree);
+    if (!t || t->parent() != from)
+      continue; // stale: we moved on
+    if (std::find(info.path.begin(), info.path.end(), self_) != info.path.end()) {
+      // Our own path runs through us: concurrent changes closed a cycle. Break it.
+      releases[from].trees.push_back(info.tree);
+      lose_parent(now, *t, out);
+      event(out, tree_event::kind::cycle_broken, now, info.tree, from, no_proc);
+      broke = true;
+      continue;
+    }
+    auto before = t->info();
+    t->set_parent_info(info);
+    auto after = t->info();
+    if (after.dist != before.dist || after.est != before.est || after.path != before.path)
+      mark_info(*t);
+  }
+  for (auto& [p, r] : releases)
+    send(out, p, std::move(r));
+  if (broke)
+    trigger(now, out);
+}
+
+// --- membership ----------------------------------------------------------------
+
+void supervisor::on_join_request(timestamp now, proc_id from, const wire::join_request& m,
+                                 outbox& out) {
+  if (status_ != status::member)
+    return;
+  auto n = m.newcomer.id;
+  (void) from;
+  bool fresh = !is_member(n);
+  add_member(n, m.newcomer.address);
+  sponsored_.erase(std::remove_if(sponsored_.begin(), sponsored_.end(),
+                                  [&](auto& s) { return s.first == n; }),
+                   sponsored_.end());
+  sponsored_.emplace_back(n, now);
+  // Tell the members first: an owner asked below to hand vnodes over must already
+  // know the newcomer when the request arrives (messages between two processors
+  // arrive in order).
+  if (fresh)
+    for (auto p : members_)
+      if (p != self_ && p != n)
+        send(out, p, wire::member_joined{{n, m.newcomer.address}});
+  if (m.wanted.empty()) {
+    if (own_.size() >= 2) {
+      // The upper half of our own vnodes.
+      auto keep = own_.size() / 2 + own_.size() % 2;
+      vnode_set give;
+      std::size_t seen = 0;
+      own_.for_each([&](vnode_id v) {
+        if (seen++ >= keep)
+          give.insert(v);
+      });
+      hand_over(give, n, out);
+    }
+  } else {
+    for (auto& [owner, vs] : routes_.partition(m.wanted)) {
+      if (owner == self_)
+        hand_over(vs, n, out);
+      else if (owner != no_proc && owner != n)
+        send(out, owner, wire::handover_request{vs, n});
+    }
+  }
+  // The snapshot already shows our own handovers.
+  wire::join_accept accept;
+  for (auto p : members_)
+    accept.members.push_back({p, addresses_[p]});
+  accept.routes = routes_.snapshot();
+  send(out, n, std::move(accept));
+  if (fresh)
+    trigger(now, out);
+}
+
+void supervisor::on_join_accept(timestamp now, proc_id from, const wire::join_accept& m,
+                                outbox& out) {
+  if (status_ != status::joining)
+    return;
+  for (auto& mem : m.members)
+    add_member(mem.id, mem.address);
+  for (auto& r : m.routes)
+    routes_.apply(r);
+  status_ = status::member;
+  set_own(routes_.owned_by(self_));
+  // Announce ourselves: the contact told the members it knows, but it may not
+  // know every member yet.
+  for (auto p : members_)
+    if (p != self_ && p != from)
+      send(out, p, wire::member_joined{{self_, addresses_[self_]}});
+  event(out, tree_event::kind::joined, now);
+  trigger(now, out);
+}
+
+void supervisor::on_member_joined(timestamp now, proc_id from, const wire::member& who,
+                                  outbox& out) {
+  if (who.id == self_ || is_member(who.id))
+    return;
+  add_member(who.id, who.address);
+  // Membership must end up symmetric: the newcomer may not know us yet.
+  if (from != who.id && status_ == status::member)
+    send(out, who.id, wire::member_joined{{self_, addresses_[self_]}});
+  // Newcomers we let in may have been told about members before this one joined.
+  for (auto s : sponsored(now))
+    if (s != who.id && s != from)
+      send(out, s, wire::member_joined{who});
+  trigger(now, out); // a new tree exists, rooted at the newcomer
+}
+
+} // namespace banyan

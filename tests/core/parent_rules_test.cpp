@@ -1,0 +1,113 @@
+#include <boost/test/unit_test.hpp>
+
+#include "banyan/core/bandwidth_rule.hpp"
+#include "banyan/core/latency_rule.hpp"
+
+using namespace banyan;
+using namespace std::chrono_literals;
+
+namespace {
+
+wire::tree_info info(tree_key k, duration dist, rate est, std::uint32_t children,
+                     std::vector<proc_id> path, bool connected = true) {
+  wire::tree_info i;
+  i.tree = k;
+  i.connected = connected;
+  i.dist = dist;
+  i.est = est;
+  i.children = children;
+  i.path = std::move(path);
+  return i;
+}
+
+constexpr proc_id p = 5;
+const tree_key lat{0, tree_kind::latency};
+const tree_key bw{0, tree_kind::bandwidth};
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(latency)
+
+BOOST_AUTO_TEST_CASE(without_a_parent_any_connected_candidate_is_adopted) {
+  tree_state t{lat, p};
+  BOOST_TEST((latency_rule(t, p, 7, 10ms, info(lat, 50ms, 0, 0, {0})) == verdict::adopt));
+  BOOST_TEST((latency_rule(t, p, 7, 10ms, info(lat, 0ms, 0, 0, {}, false)) == verdict::keep));
+}
+
+BOOST_AUTO_TEST_CASE(both_conditions_are_needed) {
+  tree_state t{lat, p};
+  // parent 3 at dist 4 ms, RTT 2 ms: our dist is 6 ms.
+  t.set_parent(3, 2ms, 1e8, info(lat, 4ms, 0, 1, {0}));
+  BOOST_TEST(t.dist() == 6ms);
+  // closer and nearer the root
+  BOOST_TEST((latency_rule(t, p, 7, 1ms, info(lat, 5ms, 0, 0, {0})) == verdict::adopt));
+  // closer but not nearer the root
+  BOOST_TEST((latency_rule(t, p, 7, 1ms, info(lat, 6ms, 0, 0, {0})) == verdict::keep));
+  // nearer the root but not closer
+  BOOST_TEST((latency_rule(t, p, 7, 2ms, info(lat, 1ms, 0, 0, {0})) == verdict::keep));
+}
+
+BOOST_AUTO_TEST_CASE(descendants_and_self_are_never_adopted) {
+  tree_state t{lat, p};
+  t.set_parent(3, 2ms, 1e8, info(lat, 4ms, 0, 1, {0}));
+  // 7's path runs through p: 7 is p's descendant
+  BOOST_TEST((latency_rule(t, p, 7, 1ms, info(lat, 1ms, 0, 0, {p, 3, 0})) == verdict::keep));
+  BOOST_TEST((latency_rule(t, p, p, 0ms, info(lat, 0ms, 0, 0, {3, 0})) == verdict::keep));
+  BOOST_TEST(forbidden_parent(p, 7, info(lat, 1ms, 0, 0, {9, p, 0})));
+  BOOST_TEST(!forbidden_parent(p, 7, info(lat, 1ms, 0, 0, {9, 0})));
+}
+
+BOOST_AUTO_TEST_CASE(current_parent_is_refreshed_and_root_keeps_no_parent) {
+  tree_state t{lat, p};
+  t.set_parent(3, 2ms, 1e8, info(lat, 4ms, 0, 1, {0}));
+  BOOST_TEST((latency_rule(t, p, 3, 1ms, info(lat, 3ms, 0, 1, {0})) == verdict::refresh));
+  tree_state root{{p, tree_kind::latency}, p};
+  BOOST_TEST(root.connected());
+  BOOST_TEST(root.dist() == 0ms);
+  BOOST_TEST((latency_rule(root, p, 7, 1ms, info({p, tree_kind::latency}, 0ms, 0, 0, {p}))
+              == verdict::keep));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(bandwidth)
+
+BOOST_AUTO_TEST_CASE(estimate_divides_by_the_children_cand_would_have) {
+  // cand receives at 100 MB/s, link 90 MB/s, cand has 2 children: p would be the third.
+  BOOST_TEST(estimate_rate(p, 7, 90e6, info(bw, 0ms, 100e6, 2, {0}), false) == 30e6);
+  BOOST_TEST(estimate_rate(p, 7, 90e6, info(bw, 0ms, 100e6, 2, {0}), true) == 45e6);
+  // the candidate's own rate bounds the estimate
+  BOOST_TEST(estimate_rate(p, 7, 900e6, info(bw, 0ms, 100e6, 0, {0}), false) == 100e6);
+}
+
+BOOST_AUTO_TEST_CASE(adopts_only_a_better_estimate_beyond_the_margin) {
+  tree_state t{bw, p};
+  // parent: est 100 MB/s, 1 child (us), link 50 MB/s: we get 50 MB/s.
+  t.set_parent(3, 2ms, 50e6, info(bw, 0ms, 100e6, 1, {0}));
+  BOOST_TEST(t.est() == 50e6);
+  BOOST_TEST((bandwidth_rule(t, p, 7, 120e6, info(bw, 0ms, 200e6, 1, {0}), 0.05)
+              == verdict::adopt)); // 60 MB/s > 52.5
+  BOOST_TEST((bandwidth_rule(t, p, 7, 104e6, info(bw, 0ms, 200e6, 1, {0}), 0.05)
+              == verdict::keep)); // 52 MB/s is within the margin
+  BOOST_TEST((bandwidth_rule(t, p, 7, 104e6, info(bw, 0ms, 200e6, 1, {0}), 0.0)
+              == verdict::adopt));
+}
+
+BOOST_AUTO_TEST_CASE(loops_are_prevented_explicitly) {
+  // Without a distance condition, a descendant with a great estimate would be
+  // adopted; the path check forbids it.
+  tree_state t{bw, p};
+  t.set_parent(3, 2ms, 10e6, info(bw, 0ms, 100e6, 1, {0}));
+  BOOST_TEST((bandwidth_rule(t, p, 7, 1e9, info(bw, 0ms, 1e9, 0, {p, 3, 0}), 0.0)
+              == verdict::keep));
+}
+
+BOOST_AUTO_TEST_CASE(root_estimate_is_infinite) {
+  tree_state root{{p, tree_kind::bandwidth}, p};
+  BOOST_TEST(root.est() == infinite_rate);
+  tree_state orphan{bw, p};
+  BOOST_TEST(orphan.est() == 0);
+  BOOST_TEST(!orphan.connected());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,268 @@
+#include <boost/test/unit_test.hpp>
+
+#include <random>
+
+#include "core/mini_grid.hpp"
+
+using namespace banyan;
+using banyan::test::mini_grid;
+
+namespace {
+
+topology tiny() {
+  auto t = builtin_topology("tiny-2c8");
+  BOOST_REQUIRE(t.has_value());
+  return *t;
+}
+
+/// A random grid of 2-4 clusters of 2-7 processors with random RTTs and bandwidths.
+topology random_topology(std::mt19937& rng) {
+  std::uniform_int_distribution<int> clusters(2, 4), procs(2, 7), lan_us(100, 400),
+    wan_ms(2, 10), wan_mbit(100, 500);
+  std::string text = "topology random\nsend_overhead 20us\ndefault nic 1Gbit\n";
+  int n = clusters(rng);
+  for (int c = 0; c < n; ++c)
+    text += "group C" + std::to_string(c) + " procs " + std::to_string(procs(rng)) + " rtt " +
+            std::to_string(lan_us(rng)) + "us\n";
+  for (int a = 0; a < n; ++a)
+    for (int b = a + 1; b < n; ++b)
+      text += "link C" + std::to_string(a) + " C" + std::to_string(b) + " rtt " +
+              std::to_string(wan_ms(rng)) + "ms bw " + std::to_string(wan_mbit(rng)) + "Mbit\n";
+  auto t = parse_topology(text);
+  BOOST_REQUIRE_MESSAGE(t.has_value(), (t ? "" : t.err().to_string()));
+  return *t;
+}
+
+/// Every tree rooted at a live processor spans exactly the live processors.
+void check_trees(const mini_grid& g) {
+  auto live = g.live();
+  for (proc_id r = 0; r < live.size(); ++r) {
+    if (!live[r])
+      continue;
+    for (auto k : {tree_kind::latency, tree_kind::bandwidth}) {
+      auto problem = g.tree_of({r, k}).validate(live);
+      BOOST_TEST_REQUIRE(!problem.has_value(),
+                         to_string(k) << " tree of " << r << ": " << problem.value_or(""));
+    }
+  }
+}
+
+/// Each parent's per-child subtree vnode sets are exactly the vnodes below that child.
+void check_subtrees(const mini_grid& g) {
+  auto live = g.live();
+  for (proc_id r = 0; r < live.size(); ++r) {
+    if (!live[r])
+      continue;
+    for (auto k : {tree_kind::latency, tree_kind::bandwidth}) {
+      auto t = g.tree_of({r, k});
+      auto kids = t.children();
+      // vnodes below each processor, computed from the tree itself
+      std::vector<vnode_set> below(live.size());
+      std::function<vnode_set(proc_id)> fill = [&](proc_id p) {
+        below[p] = g.sup(p)->own_vnodes();
+        for (auto c : kids[p])
+          below[p] |= fill(c);
+        return below[p];
+      };
+      fill(r);
+      for (proc_id p = 0; p < live.size(); ++p) {
+        if (!live[p])
+          continue;
+        auto& st = *g.sup(p)->tree({r, k});
+        BOOST_TEST_REQUIRE(st.children().size() == kids[p].size());
+        for (auto c : kids[p])
+          BOOST_TEST_REQUIRE((st.children().at(c) == below[c]),
+                             "tree " << r << " " << to_string(k) << ": " << p
+                                     << " thinks child " << c << " holds "
+                                     << st.children().at(c).to_string() << ", it holds "
+                                     << below[c].to_string());
+      }
+    }
+  }
+}
+
+/// Every live processor has the same routing table, and owns what it says.
+void check_routing(const mini_grid& g, std::size_t vnodes) {
+  auto live = g.live();
+  const supervisor* first = nullptr;
+  vnode_set owned;
+  for (proc_id p = 0; p < live.size(); ++p) {
+    if (!live[p])
+      continue;
+    auto s = g.sup(p);
+    if (!first)
+      first = s;
+    for (vnode_id v = 0; v < vnodes; ++v)
+      BOOST_TEST_REQUIRE(s->routes().owner(v) == first->routes().owner(v),
+                         "vnode " << v << ": processor " << p << " says "
+                                  << s->routes().owner(v) << " (epoch " << s->routes().epoch(v)
+                                  << "), processor " << first->self() << " says "
+                                  << first->routes().owner(v) << " (epoch "
+                                  << first->routes().epoch(v) << ")");
+    BOOST_TEST_REQUIRE((s->own_vnodes() == s->routes().owned_by(p)));
+    BOOST_TEST_REQUIRE(!owned.intersects(s->own_vnodes()));
+    owned |= s->own_vnodes();
+  }
+  BOOST_TEST((owned == vnode_set::range(0, static_cast<vnode_id>(vnodes))));
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(trees_form_span_and_stop_measuring) {
+  mini_grid g{tiny(), 1};
+  g.start();
+  g.run();
+  BOOST_TEST(!g.busy());
+  check_trees(g);
+  check_subtrees(g);
+  check_routing(g, 8);
+  for (proc_id p = 0; p < 8; ++p) {
+    BOOST_TEST(g.sup(p)->all_parented());
+    // at least the 10 extra probes, and not endlessly many
+    auto probes = g.sup(p)->probes_completed() + g.sup(p)->probes_abandoned();
+    BOOST_TEST(probes >= 10u);
+    BOOST_TEST(probes < 200u);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(same_seed_same_trees_other_seed_other_trees) {
+  auto build = [](std::uint64_t seed) {
+    mini_grid g{tiny(), seed};
+    g.start();
+    g.run();
+    std::vector<std::vector<proc_id>> all;
+    for (proc_id r = 0; r < 8; ++r)
+      for (auto k : {tree_kind::latency, tree_kind::bandwidth})
+        all.push_back(g.tree_of({r, k}).parents());
+    return all;
+  };
+  BOOST_TEST((build(3) == build(3)));
+  BOOST_TEST((build(3) != build(4)));
+}
+
+BOOST_AUTO_TEST_CASE(latency_trees_cross_the_wan_rarely) {
+  mini_grid g{tiny(), 2};
+  g.start();
+  g.run();
+  auto cl = g.topo().cluster_of();
+  double total = 0;
+  for (proc_id r = 0; r < 8; ++r)
+    total += static_cast<double>(g.tree_of({r, tree_kind::latency}).cross_edges(cl));
+  // 2 clusters: one WAN edge is the minimum; the rule allows a few stragglers.
+  BOOST_TEST(total / 8 <= 2.0);
+}
+
+BOOST_AUTO_TEST_CASE(leave_hands_vnodes_over_and_trees_heal) {
+  mini_grid g{tiny(), 5};
+  g.start();
+  g.run();
+  g.leave(3, 2);
+  g.leave(6);
+  g.run();
+  BOOST_TEST(!g.busy());
+  check_trees(g);
+  check_subtrees(g);
+  check_routing(g, 8);
+  BOOST_TEST(g.sup(2)->own_vnodes().contains(3));
+  BOOST_TEST(!g.live()[3]);
+}
+
+BOOST_AUTO_TEST_CASE(join_takes_wanted_vnodes_and_new_trees_form) {
+  mini_grid g{tiny(), 6};
+  g.start(6); // processors 6 and 7 are not running yet
+  g.run();
+  g.join(6, 0, {});        // a share of processor 0's vnodes (it has only one: none)
+  g.join(7, 1, vnode_set{4, 5});
+  g.run();
+  BOOST_TEST(!g.busy());
+  check_trees(g);
+  check_subtrees(g);
+  check_routing(g, 6);
+  BOOST_TEST((g.sup(7)->own_vnodes() == vnode_set{4, 5}));
+  BOOST_TEST(g.sup(4)->own_vnodes().empty());
+}
+
+BOOST_AUTO_TEST_CASE(leaving_the_last_member_is_refused) {
+  mini_grid g{tiny(), 1};
+  g.start(1);
+  g.run();
+  outbox out;
+  supervisor s{0, {}, 1};
+  BOOST_TEST(s.leave(timestamp{0}, no_proc, out).has_value()); // not a member
+}
+
+BOOST_AUTO_TEST_CASE(random_topologies_and_churn_keep_every_tree_spanning) {
+  std::mt19937 rng{2024};
+  for (int round = 0; round < 25; ++round) {
+    auto topo = random_topology(rng);
+    auto n = topo.proc_count();
+    mini_grid g{topo, static_cast<std::uint64_t>(round + 1)};
+    g.start();
+    g.run();
+    BOOST_TEST_CONTEXT("round " << round << " with " << n << " processors") {
+      check_trees(g);
+      check_subtrees(g);
+      // half leave (odd ids) at once, then rejoin with their vnodes
+      for (proc_id p = 1; p < n; p += 2)
+        g.leave(p);
+      g.run();
+      check_trees(g);
+      check_subtrees(g);
+      BOOST_TEST_MESSAGE("after leaving");
+      check_routing(g, n);
+      for (proc_id p = 1; p < n; p += 2)
+        g.join(p, 0, vnode_set{p});
+      g.run();
+      BOOST_TEST(!g.busy());
+      check_trees(g);
+      check_subtrees(g);
+      check_routing(g, n);
+      for (proc_id p = 0; p < n; ++p)
+        BOOST_TEST((g.sup(p)->own_vnodes() == vnode_set{p}));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(random_interleaved_joins_and_leaves_converge) {
+  // Leaves and joins at random moments, while trees are still forming or healing,
+  // through random contacts. Whatever the interleaving, once things settle every
+  // tree spans exactly the live processors, every subtree set is exact and every
+  // routing table agrees.
+  std::mt19937 rng{77};
+  for (int round = 0; round < 60; ++round) {
+    auto topo = random_topology(rng);
+    auto n = static_cast<proc_id>(topo.proc_count());
+    mini_grid g{topo, static_cast<std::uint64_t>(1000 + round)};
+    g.start();
+    std::vector<bool> up(n, true);
+    std::uniform_int_distribution<proc_id> any(0, n - 1);
+    std::uniform_int_distribution<int> gap_us(0, 20000);
+    for (int step = 0; step < 12; ++step) {
+      g.run_for(std::chrono::microseconds(gap_us(rng)));
+      auto p = any(rng);
+      auto live = g.live();
+      std::size_t members = 0;
+      for (bool b : live)
+        members += b ? 1 : 0;
+      if (live[p] && members > 2) {
+        g.leave(p);
+        up[p] = false;
+      } else if (!up[p] && g.sup(p)->state() == supervisor::status::left) {
+        std::vector<proc_id> contacts;
+        for (proc_id q = 0; q < n; ++q)
+          if (live[q])
+            contacts.push_back(q);
+        auto c = contacts[std::uniform_int_distribution<std::size_t>(0, contacts.size() - 1)(rng)];
+        g.join(p, c, {});
+        up[p] = true;
+      }
+    }
+    g.run();
+    BOOST_TEST_CONTEXT("round " << round << " with " << n << " processors") {
+      BOOST_TEST(!g.busy());
+      check_trees(g);
+      check_subtrees(g);
+      check_routing(g, n);
+    }
+  }
+}
