@@ -215,15 +215,24 @@ struct VnodeHandoverAck {
 # knows from the connection's state which root type to expect.
 
 struct Hello {
+  # Initiator -> acceptor, the first message on every connection (issue 4 flow, see
+  # docs/transport.md): Hello, then the acceptor's HelloAck (with its nonce and proof),
+  # then the initiator's HelloAck (proof only), then the initiator's Frames.
   version @0 :UInt16;       # the sender's protocol version (Frame.version)
   procId @1 :UInt32;        # the sender's processor id
   nonce @2 :Data;           # fresh random challenge, 32 bytes
+  listenPort @3 :UInt16;    # where the sender accepts connections; 0: nowhere
 }
 
 struct HelloAck {
+  # Acceptor -> initiator: version, procId, nonce and proof. Initiator -> acceptor:
+  # version, procId and proof (nonce null). A version-mismatch answer has neither.
+  # proof = HMAC-SHA256(secret, schema::proof_transcript(...)): both nonces, both ids,
+  # the initiator's listenPort and the prover's role; the secret never travels.
   version @0 :UInt16;
   procId @1 :UInt32;
-  proof @2 :Data;           # MAC(secret, peer's nonce, peer's procId, own procId)
+  proof @2 :Data;           # 32 bytes, or null
+  nonce @3 :Data;           # acceptor's fresh random challenge, 32 bytes, or null
 }
 
 # --- the frame ---------------------------------------------------------------

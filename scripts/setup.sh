@@ -3,7 +3,7 @@
 # Idempotent: does nothing when everything is already installed.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libcaf-dev libuv1-dev libcapnp-dev capnproto
-      libboost-test-dev libcli11-dev nlohmann-json3-dev graphviz)
+      libboost-test-dev libcli11-dev nlohmann-json3-dev graphviz libssl-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

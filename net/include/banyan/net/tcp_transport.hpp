@@ -1,0 +1,150 @@
+#pragma once
+/// The real network: processors exchanging `wire::envelope`s over TCP, one libuv loop on a
+/// thread of its own. It moves the same messages as the emulated network, FIFO per ordered
+/// pair of processors, at most once (see docs/transport.md for the whole contract).
+///
+///     send() (any thread)                loop thread                        peer
+///       encode once -> queue --async--> [delay line] -> ready -> uv_write --TCP--> ...
+///       backpressure above                (link_shaper)        (window)
+///       max_queue_bytes
+///
+/// Connections: each processor opens its own connection to every peer it sends to and
+/// sends only on it; a connection it accepts only receives. So a pair of processors that
+/// talk both ways holds two TCP connections, and simultaneous connects need no tie-break.
+/// Every connection starts with a challenge-response handshake under the shared secret
+/// (schema/handshake.hpp); the secret itself never travels.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "banyan/core/error.hpp"
+#include "banyan/core/messages.hpp"
+#include "banyan/core/types.hpp"
+#include "banyan/schema/handshake.hpp"
+
+namespace banyan::net {
+
+namespace detail {
+class tcp_impl; // net/src/tcp_impl.hpp
+} // namespace detail
+
+/// How an emulated wide-area link behaves, seen from the sender.
+struct link_shape {
+  duration delay{0};              ///< one-way latency added to every frame
+  rate bandwidth = infinite_rate; ///< bytes per second; frames are paced to it
+};
+
+/// Shapes outgoing traffic per destination, so that processes on one host behave like a
+/// wide-area grid (the kernel here has no netem). Called on the loop thread, once per
+/// frame, with the destination; it must be cheap and must not call the transport.
+using link_shaper = std::function<link_shape(proc_id to)>;
+
+/// Everything a transport needs to know. Durations are real time.
+struct tcp_config {
+  proc_id self = no_proc;                  ///< this processor; must be set
+  std::string listen_host = "127.0.0.1";   ///< numeric IPv4/IPv6 address or host name
+  std::uint16_t listen_port = 0;           ///< 0: an ephemeral port (see `start`)
+  std::string secret;                      ///< shared by the cluster; never sent
+  std::size_t max_frame = 64u << 20;       ///< body bytes; larger frames are refused
+  std::size_t max_queue_bytes = 64u << 20; ///< per peer; beyond it `send` says backpressure
+  duration connect_timeout = std::chrono::seconds(2);
+  duration handshake_timeout = std::chrono::seconds(2);
+  duration backoff_initial = std::chrono::milliseconds(50); ///< first reconnect delay
+  duration backoff_max = std::chrono::seconds(2);           ///< doubling stops here
+  link_shaper shaper;                                       ///< empty: no shaping
+};
+
+/// What `tcp_transport::send` did with an envelope.
+enum class send_status {
+  queued,       ///< accepted; it will be sent unless the connection fails first
+  backpressure, ///< refused: `max_queue_bytes` already queued for that peer; retry later
+  unknown_peer, ///< refused: no address for `to` (see `add_peer`)
+  oversized,    ///< refused: the frame would exceed `max_frame`
+  stopped,      ///< refused: the transport is not running
+};
+
+const char* to_string(send_status s);
+
+/// Something the operator may want to read; one log line each (`to_string`).
+struct transport_event {
+  enum class kind {
+    peer_up,   ///< a connection to or from `peer` completed its handshake
+    peer_down, ///< that connection closed
+    rejected,  ///< a connection failed its handshake and was closed
+    error,     ///< a connect or write failed, or a peer broke the protocol (closed)
+  } what = kind::error;
+  proc_id peer = no_proc; ///< when known
+  std::string detail;     ///< e.g. "127.0.0.1:41234: wrong shared secret"
+};
+
+const char* to_string(transport_event::kind k);
+/// "rejected: 127.0.0.1:41234: wrong shared secret"
+std::string to_string(const transport_event& e);
+
+/// HMAC-SHA256(secret, data): the MAC of the handshake's proofs
+/// (`schema::proof_transcript`). Public so that tools and tests can speak the handshake.
+schema::proof hmac_sha256(std::string_view secret, const std::vector<std::uint8_t>& data);
+
+class tcp_transport {
+public:
+  /// Called on the loop thread, in arrival order per sender. May call `send`.
+  using deliver_fn = std::function<void(wire::envelope&&)>;
+  /// Called on the loop thread. May call `send`, `add_peer` and `remove_peer`.
+  using event_fn = std::function<void(const transport_event&)>;
+
+  /// Nothing runs before `start`. `events` may be empty.
+  tcp_transport(tcp_config cfg, deliver_fn deliver, event_fn events);
+  /// Stops (see `stop`).
+  ~tcp_transport();
+  tcp_transport(const tcp_transport&) = delete;
+  tcp_transport& operator=(const tcp_transport&) = delete;
+
+  /// Binds and listens, then starts the loop thread. Returns the port listened on (the
+  /// ephemeral one when `listen_port` is 0). Errors: `invalid_argument` (no `self`, a
+  /// bad host, called twice or after `stop`), `io_error` (bind or listen failed; nothing
+  /// keeps running).
+  expected<std::uint16_t> start();
+
+  /// Where to reach processor `id`: "host:port" or "[v6addr]:port". Replaces an earlier
+  /// address; the current connection stays until it fails. Thread-safe; allowed before
+  /// `start`. A processor that connects to us after a successful handshake is added
+  /// automatically (its address as seen by us, with the port it listens on) unless it is
+  /// already known.
+  void add_peer(proc_id id, std::string host_port);
+
+  /// Forgets `id`: drops what is queued for it (`queued_bytes` falls to 0) and closes the
+  /// connection to it. Connections from it stay open. Thread-safe.
+  void remove_peer(proc_id id);
+
+  /// Queues `e` for `e.to` and returns at once; `e.from` is set to `self`. Encodes on the
+  /// calling thread (once; the bytes go to the socket from that buffer). Thread-safe,
+  /// also from the callbacks. An envelope to `self` is delivered locally, on the loop.
+  send_status send(wire::envelope e);
+
+  /// Bytes accepted for `id` and not yet handed to the kernel (or dropped). Thread-safe.
+  std::size_t queued_bytes(proc_id id) const;
+
+  /// Waits until nothing is queued for any peer, or `timeout` passes; true if drained.
+  /// "Drained" means handed to the kernel, not received.
+  bool drain(duration timeout) const;
+
+  /// Closes every connection and handle, drops what is still queued (at most once) and
+  /// joins the loop thread; afterwards no callback runs and `send` says `stopped`.
+  /// Idempotent. From a callback (the loop thread) it only begins the shutdown; the
+  /// destructor then joins.
+  void stop();
+
+  /// The port listened on (0 before `start`).
+  std::uint16_t port() const;
+
+private:
+  std::unique_ptr<detail::tcp_impl> impl_;
+};
+
+} // namespace banyan::net

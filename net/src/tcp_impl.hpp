@@ -1,0 +1,276 @@
+#pragma once
+// Internals of tcp_transport, shared by tcp_transport.cpp (lifecycle, commands, peers,
+// shaping, reconnection) and tcp_connection.cpp (sockets, handshake, reading, writing).
+// Not installed.
+//
+// Threads. Everything below `loop thread only` is touched by the loop thread alone. The
+// rest is guarded by `mtx_`, except the byte counters, which are atomic so that the loop
+// can release bytes without the lock. Callbacks run on the loop thread without `mtx_`.
+//
+// Lifetimes. Every libuv handle lives until its close callback: a connection owns a TCP
+// handle and a timer and deletes itself when both have closed; `loop_timer` nodes delete
+// themselves in their close callback; write requests complete (ECANCELED at worst)
+// before their stream's close callback, so they may point at their connection.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <uv.h>
+
+#include "banyan/net/tcp_transport.hpp"
+#include "banyan/schema/codec.hpp"
+#include "banyan/schema/handshake.hpp"
+
+namespace banyan::net::detail {
+
+using clock = std::chrono::steady_clock;
+
+/// Bytes handed to libuv at most per outbound connection; the rest waits in the peer's
+/// queue, where it survives a reconnect (see docs/transport.md).
+inline constexpr std::size_t write_window = 1u << 20;
+/// Frames gathered into one uv_write at most.
+inline constexpr std::size_t max_batch_frames = 64;
+/// Size of a connection's read buffer.
+inline constexpr std::size_t read_chunk = 64u << 10;
+/// Inbound connections allowed to be in their handshake at once.
+inline constexpr std::size_t max_pending_inbound = 256;
+
+/// Bytes accepted for one peer and not yet handed to the kernel. Shared by the directory
+/// (`send`) and the loop; a removed peer's counter goes away with its frames.
+struct byte_counter {
+  std::atomic<std::size_t> bytes{0};
+};
+using counter_ptr = std::shared_ptr<byte_counter>;
+
+/// One encoded frame on its way out.
+struct out_frame {
+  std::vector<std::uint8_t> bytes;
+  clock::time_point release{}; ///< the shaper lets it go at this time (first: send time)
+};
+
+/// A libuv timer whose handle lives on the heap until its close callback, so the owner
+/// may go away at once. Loop thread only.
+class loop_timer {
+public:
+  loop_timer() = default;
+  ~loop_timer() { close(); }
+  loop_timer(const loop_timer&) = delete;
+  loop_timer& operator=(const loop_timer&) = delete;
+
+  void init(uv_loop_t* loop, std::function<void()> fn);
+  /// (Re)starts; the delay is rounded up to whole milliseconds.
+  void start(duration after);
+  void stop();
+  bool active() const;
+  /// `fn` is never called after this.
+  void close();
+
+private:
+  struct node {
+    uv_timer_t handle{};
+    std::function<void()> fn;
+  };
+  node* node_ = nullptr;
+};
+
+struct connection;
+
+/// What the loop knows about one peer it sends to.
+struct peer_state {
+  proc_id id = no_proc;
+  std::string address;
+  counter_ptr queued;
+  std::deque<out_frame> delay_line; ///< shaped frames, by release time
+  std::deque<out_frame> ready;      ///< frames waiting for the connection's window
+  connection* out = nullptr;        ///< the outbound connection, in any phase
+  loop_timer retry;                 ///< reconnect backoff
+  loop_timer shaper;                ///< releases the delay line
+  bool resolving = false;           ///< a host name lookup is under way
+  duration backoff{0};              ///< the next reconnect delay after a failed attempt
+  clock::time_point link_free{};    ///< the emulated link is busy until then
+};
+
+/// One TCP connection, inbound or outbound, from connect/accept to close.
+struct connection {
+  enum class role { initiator, acceptor };
+  enum class phase {
+    connecting,  ///< initiator: TCP connect under way
+    hello,       ///< initiator: awaiting HelloAck; acceptor: awaiting Hello
+    proof,       ///< acceptor: awaiting the initiator's HelloAck
+    established, ///< initiator: sending Frames; acceptor: receiving them
+    draining,    ///< a last handshake message is being written, then close
+    closing,     ///< handles are closing
+  };
+
+  connection(tcp_impl* o, role r, std::size_t max_frame)
+      : owner(o), side(r), decoder(max_frame), read_buf(read_chunk) {}
+
+  tcp_impl* owner;
+  uv_tcp_t tcp{};
+  uv_timer_t timer{};
+  uv_connect_t connect_req{};
+  role side;
+  phase state = phase::connecting;
+  proc_id peer = no_proc;  ///< initiator: whom we meant to reach; acceptor: who said hello
+  std::string remote;      ///< the address, for log lines
+  schema::hello hello_msg; ///< the Hello of this connection (ours or the initiator's)
+  schema::nonce acceptor_nonce{};
+  schema::handshake_reader handshake;
+  schema::frame_decoder decoder;
+  std::vector<char> read_buf;
+  std::size_t in_flight = 0; ///< bytes handed to uv_write and not completed
+  bool up = false;           ///< handshake done, peer_up reported
+  bool pending = false;      ///< counted in tcp_impl::pending_inbound_
+  std::string remote_ip;     ///< acceptor: the initiator's address without the port
+  int open_handles = 0;
+};
+
+/// A uv_write of one or more frames that owns their bytes.
+struct write_req {
+  uv_write_t req{};
+  connection* conn = nullptr;
+  std::vector<std::vector<std::uint8_t>> frames;
+  std::vector<uv_buf_t> bufs;
+  std::size_t bytes = 0;    ///< total of frames
+  counter_ptr counter;      ///< charged for the frames (none for handshake messages)
+  bool close_after = false; ///< close the connection once written (a final answer)
+};
+
+/// A pending host name lookup for a peer.
+struct resolve_req {
+  uv_getaddrinfo_t req{};
+  tcp_impl* owner = nullptr;
+  proc_id peer = no_proc;
+  counter_ptr incarnation; ///< the peer's counter: a removed and re-added peer is another
+};
+
+/// Something `send`, `add_peer` or `remove_peer` asks the loop to do.
+struct command {
+  enum class kind { frame, local, add_peer, remove_peer } what = kind::frame;
+  proc_id peer = no_proc;
+  std::string address;                 // add_peer
+  counter_ptr counter;                 // add_peer, frame: the counter charged
+  out_frame frame;                     // frame
+  std::optional<wire::envelope> local; // local
+  std::size_t bytes = 0;               // frame, local: bytes charged
+};
+
+class tcp_impl {
+public:
+  tcp_impl(tcp_config cfg, tcp_transport::deliver_fn deliver, tcp_transport::event_fn events);
+  ~tcp_impl();
+
+  // --- the public API (any thread) ---------------------------------------------------
+  expected<std::uint16_t> start();
+  void add_peer(proc_id id, std::string host_port);
+  void remove_peer(proc_id id);
+  send_status send(wire::envelope e);
+  std::size_t queued_bytes(proc_id id) const;
+  bool drain(duration timeout) const;
+  void stop();
+  std::uint16_t port() const;
+
+  // --- loop thread only (tcp_transport.cpp) -------------------------------------------
+  void on_async();
+  void process(command& c);
+  void enqueue(peer_state& p, out_frame f);
+  void release_delay_line(peer_state& p);
+  void flush(peer_state& p);
+  void maybe_connect(peer_state& p);
+  void on_resolved(resolve_req* r, int status, addrinfo* res);
+  /// Arms the reconnect timer after an outbound connection closed or could not be made;
+  /// returns the delay.
+  duration after_outbound_closed(peer_state& p, bool was_up);
+  peer_state* find_peer(proc_id id);
+  peer_state& create_peer(proc_id id, std::string address, counter_ptr counter);
+  void erase_peer(proc_id id);
+  void drop_frames(peer_state& p);
+  void learn_peer(proc_id id, const std::string& address);
+  void begin_shutdown();
+  void release(const counter_ptr& c, std::size_t n);
+  void emit(transport_event::kind k, proc_id peer, std::string detail);
+  void deliver(wire::envelope&& e);
+
+  // --- loop thread only (tcp_connection.cpp) ------------------------------------------
+  void connect_to(peer_state& p, const sockaddr* addr);
+  void on_accept(int status);
+  void on_connect(connection* c, int status);
+  void on_read(connection* c, ssize_t nread);
+  void on_timeout(connection* c);
+  void on_write(write_req* w, int status);
+  void on_bytes(connection* c, const std::uint8_t* p, std::size_t n);
+  void on_hello(connection* c);
+  void on_acceptor_ack(connection* c);
+  void on_initiator_ack(connection* c);
+  void on_frames(connection* c, const std::uint8_t* p, std::size_t n);
+  void pump(connection* c, peer_state& p);
+  bool write_raw(connection* c, std::vector<std::uint8_t> bytes, bool close_after);
+  void reject(connection* c, const std::string& why);
+  /// Closes `c` (idempotent). `kind`/`why` describe the cause; an empty `why` logs
+  /// nothing. A connection that was up also reports peer_down.
+  void close_conn(connection* c, transport_event::kind kind, const std::string& why);
+  void on_handle_closed(connection* c);
+  std::string describe(const connection* c) const;
+
+  // --- configuration and callbacks (immutable after construction) ---------------------
+  const tcp_config cfg_;
+  const tcp_transport::deliver_fn deliver_;
+  const tcp_transport::event_fn events_;
+
+  // --- shared, guarded by mtx_ --------------------------------------------------------
+  enum class run_state { idle, running, stopping, stopped };
+  mutable std::mutex mtx_;
+  mutable std::condition_variable drained_;
+  run_state state_ = run_state::idle;
+  struct directory_entry {
+    std::string address;
+    counter_ptr queued;
+  };
+  std::unordered_map<proc_id, directory_entry> directory_;
+  std::vector<command> commands_;
+  std::uint16_t port_ = 0;
+  counter_ptr self_queued_ = std::make_shared<byte_counter>();
+  std::atomic<std::size_t> total_queued_{0};
+  std::atomic<bool> callbacks_on_{true}; ///< false once stop() began
+  std::mutex join_mtx_;                  ///< one joiner at a time
+  std::thread thread_;
+  std::thread::id loop_thread_;
+
+  // --- loop thread only ---------------------------------------------------------------
+  uv_loop_t loop_{};
+  uv_async_t async_{};
+  uv_tcp_t listener_{};
+  bool shutting_down_ = false;
+  std::unordered_map<proc_id, std::unique_ptr<peer_state>> peers_;
+  std::unordered_set<connection*> conns_;
+  std::unordered_map<proc_id, connection*> inbound_; ///< established, by peer
+  std::size_t pending_inbound_ = 0;                  ///< acceptors in their handshake
+  std::unordered_set<resolve_req*> resolving_;
+};
+
+/// "host:port" or "[v6]:port" -> host and port; nothing when malformed.
+std::optional<std::pair<std::string, std::uint16_t>> split_host_port(const std::string& hp);
+
+/// "1.2.3.4:5" / "[::1]:5" for a socket address.
+std::string format_address(const sockaddr* addr);
+
+/// A fresh nonce from the system's CSPRNG; nothing if it fails.
+std::optional<schema::nonce> random_nonce();
+
+/// Constant-time comparison of two proofs.
+bool proofs_equal(const schema::proof& a, const schema::proof& b);
+
+} // namespace banyan::net::detail

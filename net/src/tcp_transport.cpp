@@ -1,0 +1,700 @@
+// tcp_transport: the public API, the loop thread's life, the command queue, per-peer
+// queues, link shaping and reconnection. Sockets and the handshake: tcp_connection.cpp.
+
+#include "banyan/net/tcp_transport.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "tcp_impl.hpp"
+
+namespace banyan::net {
+
+const char* to_string(send_status s) {
+  switch (s) {
+  case send_status::queued:
+    return "queued";
+  case send_status::backpressure:
+    return "backpressure";
+  case send_status::unknown_peer:
+    return "unknown_peer";
+  case send_status::oversized:
+    return "oversized";
+  case send_status::stopped:
+    return "stopped";
+  }
+  return "unknown";
+}
+
+const char* to_string(transport_event::kind k) {
+  switch (k) {
+  case transport_event::kind::peer_up:
+    return "peer_up";
+  case transport_event::kind::peer_down:
+    return "peer_down";
+  case transport_event::kind::rejected:
+    return "rejected";
+  case transport_event::kind::error:
+    return "error";
+  }
+  return "unknown";
+}
+
+std::string to_string(const transport_event& e) {
+  return std::string(to_string(e.what)) + ": " + e.detail;
+}
+
+// --- tcp_transport: forwards to the implementation --------------------------------------
+
+tcp_transport::tcp_transport(tcp_config cfg, deliver_fn deliver, event_fn events)
+    : impl_(std::make_unique<detail::tcp_impl>(std::move(cfg), std::move(deliver),
+                                               std::move(events))) {}
+tcp_transport::~tcp_transport() = default;
+expected<std::uint16_t> tcp_transport::start() {
+  return impl_->start();
+}
+void tcp_transport::add_peer(proc_id id, std::string host_port) {
+  impl_->add_peer(id, std::move(host_port));
+}
+void tcp_transport::remove_peer(proc_id id) {
+  impl_->remove_peer(id);
+}
+send_status tcp_transport::send(wire::envelope e) {
+  return impl_->send(std::move(e));
+}
+std::size_t tcp_transport::queued_bytes(proc_id id) const {
+  return impl_->queued_bytes(id);
+}
+bool tcp_transport::drain(duration timeout) const {
+  return impl_->drain(timeout);
+}
+void tcp_transport::stop() {
+  impl_->stop();
+}
+std::uint16_t tcp_transport::port() const {
+  return impl_->port();
+}
+
+namespace detail {
+
+namespace {
+
+std::uint64_t whole_ms(duration d) {
+  if (d <= duration::zero())
+    return 0;
+  return static_cast<std::uint64_t>((d.count() + 999'999) / 1'000'000);
+}
+
+} // namespace
+
+// --- small helpers ----------------------------------------------------------------------
+
+std::optional<std::pair<std::string, std::uint16_t>> split_host_port(const std::string& hp) {
+  std::string host;
+  std::string port;
+  if (!hp.empty() && hp.front() == '[') {
+    const auto close = hp.find(']');
+    if (close == std::string::npos || close + 1 >= hp.size() || hp[close + 1] != ':')
+      return std::nullopt;
+    host = hp.substr(1, close - 1);
+    port = hp.substr(close + 2);
+  } else {
+    const auto colon = hp.rfind(':');
+    if (colon == std::string::npos || hp.find(':') != colon)
+      return std::nullopt;
+    host = hp.substr(0, colon);
+    port = hp.substr(colon + 1);
+  }
+  unsigned value = 0;
+  const auto* end = port.data() + port.size();
+  const auto [ptr, ec] = std::from_chars(port.data(), end, value);
+  if (host.empty() || port.empty() || ec != std::errc() || ptr != end || value == 0
+      || value > 65535)
+    return std::nullopt;
+  return std::make_pair(host, static_cast<std::uint16_t>(value));
+}
+
+std::string format_address(const sockaddr* addr) {
+  char ip[64] = {};
+  if (addr->sa_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(addr);
+    uv_ip6_name(a, ip, sizeof ip);
+    return "[" + std::string(ip) + "]:" + std::to_string(ntohs(a->sin6_port));
+  }
+  const auto* a = reinterpret_cast<const sockaddr_in*>(addr);
+  uv_ip4_name(a, ip, sizeof ip);
+  return std::string(ip) + ":" + std::to_string(ntohs(a->sin_port));
+}
+
+void loop_timer::init(uv_loop_t* loop, std::function<void()> fn) {
+  assert(node_ == nullptr);
+  node_ = new node;
+  node_->fn = std::move(fn);
+  uv_timer_init(loop, &node_->handle);
+  node_->handle.data = node_;
+}
+
+void loop_timer::start(duration after) {
+  assert(node_ != nullptr);
+  // The loop's idea of now may lag; refresh it so the timer does not fire early by the lag.
+  uv_update_time(node_->handle.loop);
+  uv_timer_start(
+      &node_->handle, [](uv_timer_t* h) { static_cast<node*>(h->data)->fn(); }, whole_ms(after), 0);
+}
+
+void loop_timer::stop() {
+  if (node_ != nullptr)
+    uv_timer_stop(&node_->handle);
+}
+
+bool loop_timer::active() const {
+  return node_ != nullptr && uv_is_active(reinterpret_cast<const uv_handle_t*>(&node_->handle));
+}
+
+void loop_timer::close() {
+  if (node_ == nullptr)
+    return;
+  uv_timer_stop(&node_->handle);
+  node_->fn = nullptr;
+  uv_close(reinterpret_cast<uv_handle_t*>(&node_->handle),
+           [](uv_handle_t* h) { delete static_cast<node*>(h->data); });
+  node_ = nullptr;
+}
+
+// --- construction and the public API (any thread) ---------------------------------------
+
+tcp_impl::tcp_impl(tcp_config cfg, tcp_transport::deliver_fn deliver,
+                   tcp_transport::event_fn events)
+    : cfg_(std::move(cfg)), deliver_(std::move(deliver)), events_(std::move(events)) {}
+
+tcp_impl::~tcp_impl() {
+  stop();
+  assert(!thread_.joinable() && "a tcp_transport must not be destroyed from its callbacks");
+}
+
+expected<std::uint16_t> tcp_impl::start() {
+  {
+    std::lock_guard<std::mutex> lk(mtx_);
+    if (state_ != run_state::idle)
+      return make_error(errc::invalid_argument, "start() called twice or after stop()");
+  }
+  if (cfg_.self == no_proc)
+    return make_error(errc::invalid_argument, "tcp_config::self is not set");
+  if (int r = uv_loop_init(&loop_); r < 0)
+    return make_error(errc::io_error, std::string("uv_loop_init: ") + uv_strerror(r));
+  uv_tcp_init(&loop_, &listener_);
+  listener_.data = this;
+
+  const std::string where = cfg_.listen_host + ":" + std::to_string(cfg_.listen_port);
+  auto fail = [&](errc code, std::string what) -> expected<std::uint16_t> {
+    uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
+    uv_run(&loop_, UV_RUN_DEFAULT);
+    [[maybe_unused]] const int r = uv_loop_close(&loop_);
+    assert(r == 0);
+    std::lock_guard<std::mutex> lk(mtx_);
+    state_ = run_state::stopped;
+    return make_error(code, "cannot listen on " + where + ": " + what);
+  };
+
+  sockaddr_storage addr{};
+  if (uv_ip4_addr(cfg_.listen_host.c_str(), cfg_.listen_port, reinterpret_cast<sockaddr_in*>(&addr))
+          != 0
+      && uv_ip6_addr(cfg_.listen_host.c_str(), cfg_.listen_port,
+                     reinterpret_cast<sockaddr_in6*>(&addr))
+             != 0) {
+    // A host name: resolve it synchronously (no callback), once, at start.
+    uv_getaddrinfo_t req{};
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (int r = uv_getaddrinfo(&loop_, &req, nullptr, cfg_.listen_host.c_str(), nullptr, &hints);
+        r < 0)
+      return fail(errc::invalid_argument, uv_strerror(r));
+    std::memcpy(&addr, req.addrinfo->ai_addr, req.addrinfo->ai_addrlen);
+    uv_freeaddrinfo(req.addrinfo);
+    if (addr.ss_family == AF_INET6)
+      reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = htons(cfg_.listen_port);
+    else
+      reinterpret_cast<sockaddr_in*>(&addr)->sin_port = htons(cfg_.listen_port);
+  }
+  if (int r = uv_tcp_bind(&listener_, reinterpret_cast<const sockaddr*>(&addr), 0); r < 0)
+    return fail(errc::io_error, uv_strerror(r));
+  if (int r = uv_listen(
+          reinterpret_cast<uv_stream_t*>(&listener_), 128,
+          [](uv_stream_t* s, int status) { static_cast<tcp_impl*>(s->data)->on_accept(status); });
+      r < 0)
+    return fail(errc::io_error, uv_strerror(r));
+  sockaddr_storage bound{};
+  int len = sizeof bound;
+  uv_tcp_getsockname(&listener_, reinterpret_cast<sockaddr*>(&bound), &len);
+  const std::uint16_t port = bound.ss_family == AF_INET6
+                                 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port)
+                                 : ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+
+  uv_async_init(&loop_, &async_,
+                [](uv_async_t* a) { static_cast<tcp_impl*>(a->data)->on_async(); });
+  async_.data = this;
+
+  std::lock_guard<std::mutex> lk(mtx_);
+  port_ = port;
+  state_ = run_state::running;
+  thread_ = std::thread([this] { uv_run(&loop_, UV_RUN_DEFAULT); });
+  loop_thread_ = thread_.get_id();
+  if (!commands_.empty())
+    uv_async_send(&async_);
+  return port;
+}
+
+void tcp_impl::add_peer(proc_id id, std::string host_port) {
+  std::lock_guard<std::mutex> lk(mtx_);
+  if (id == no_proc || id == cfg_.self
+      || (state_ != run_state::idle && state_ != run_state::running))
+    return;
+  auto& entry = directory_[id];
+  if (!entry.queued)
+    entry.queued = std::make_shared<byte_counter>();
+  entry.address = host_port;
+  command c;
+  c.what = command::kind::add_peer;
+  c.peer = id;
+  c.address = std::move(host_port);
+  c.counter = entry.queued;
+  commands_.push_back(std::move(c));
+  if (state_ == run_state::running)
+    uv_async_send(&async_);
+}
+
+void tcp_impl::remove_peer(proc_id id) {
+  std::lock_guard<std::mutex> lk(mtx_);
+  if (directory_.erase(id) == 0 || (state_ != run_state::idle && state_ != run_state::running))
+    return;
+  command c;
+  c.what = command::kind::remove_peer;
+  c.peer = id;
+  commands_.push_back(std::move(c));
+  if (state_ == run_state::running)
+    uv_async_send(&async_);
+}
+
+send_status tcp_impl::send(wire::envelope e) {
+  const auto sent_at = clock::now();
+  e.from = cfg_.self;
+  const std::size_t size = wire::wire_size(e.body); // == schema::encode(e).size()
+  if (e.to == cfg_.self) {
+    std::lock_guard<std::mutex> lk(mtx_);
+    if (state_ != run_state::running)
+      return send_status::stopped;
+    const std::size_t held = self_queued_->bytes.load();
+    if (held > 0 && held + size > cfg_.max_queue_bytes)
+      return send_status::backpressure;
+    self_queued_->bytes += size;
+    total_queued_ += size;
+    command c;
+    c.what = command::kind::local;
+    c.peer = cfg_.self;
+    c.counter = self_queued_;
+    c.bytes = size;
+    c.local = std::move(e);
+    commands_.push_back(std::move(c));
+    uv_async_send(&async_);
+    return send_status::queued;
+  }
+  if (size - schema::frame_prefix_bytes > cfg_.max_frame)
+    return send_status::oversized;
+
+  counter_ptr counter;
+  {
+    std::lock_guard<std::mutex> lk(mtx_);
+    if (state_ != run_state::running)
+      return send_status::stopped;
+    auto it = directory_.find(e.to);
+    if (it == directory_.end())
+      return send_status::unknown_peer;
+    counter = it->second.queued;
+    // One frame is always accepted into an empty queue, so a frame larger than the
+    // limit can still be sent; memory per peer stays below max(limit, one frame) + limit.
+    const std::size_t held = counter->bytes.load();
+    if (held > 0 && held + size > cfg_.max_queue_bytes)
+      return send_status::backpressure;
+    counter->bytes += size;
+    total_queued_ += size;
+  }
+
+  // Encode outside the lock, once; these bytes are what uv_write sends.
+  command c;
+  c.what = command::kind::frame;
+  c.peer = e.to;
+  c.frame.bytes = schema::encode(e);
+  c.frame.release = sent_at;
+  assert(c.frame.bytes.size() == size);
+  c.bytes = size;
+  c.counter = counter;
+
+  std::unique_lock<std::mutex> lk(mtx_);
+  if (state_ != run_state::running) {
+    lk.unlock();
+    release(counter, size);
+    return send_status::stopped;
+  }
+  commands_.push_back(std::move(c));
+  uv_async_send(&async_);
+  return send_status::queued;
+}
+
+std::size_t tcp_impl::queued_bytes(proc_id id) const {
+  std::lock_guard<std::mutex> lk(mtx_);
+  if (id == cfg_.self)
+    return self_queued_->bytes.load();
+  auto it = directory_.find(id);
+  return it == directory_.end() ? 0 : it->second.queued->bytes.load();
+}
+
+bool tcp_impl::drain(duration timeout) const {
+  std::unique_lock<std::mutex> lk(mtx_);
+  drained_.wait_for(lk, timeout, [&] {
+    return total_queued_.load() == 0 || state_ == run_state::stopping
+           || state_ == run_state::stopped;
+  });
+  return total_queued_.load() == 0;
+}
+
+std::uint16_t tcp_impl::port() const {
+  std::lock_guard<std::mutex> lk(mtx_);
+  return port_;
+}
+
+void tcp_impl::stop() {
+  {
+    std::lock_guard<std::mutex> lk(mtx_);
+    switch (state_) {
+    case run_state::idle:
+      state_ = run_state::stopped;
+      return;
+    case run_state::stopped:
+      return;
+    case run_state::running:
+      state_ = run_state::stopping;
+      callbacks_on_ = false;
+      uv_async_send(&async_); // under the lock: the loop cannot have closed it yet
+      drained_.notify_all();
+      break;
+    case run_state::stopping:
+      break;
+    }
+    if (std::this_thread::get_id() == loop_thread_)
+      return; // from a callback: the loop winds down; the destructor joins
+  }
+  std::lock_guard<std::mutex> jl(join_mtx_);
+  if (!thread_.joinable())
+    return;
+  thread_.join();
+  if (int r = uv_loop_close(&loop_); r != 0) {
+    // A handle outlived the shutdown: a bug in this file. Say which, then fail loudly.
+    uv_walk(
+        &loop_,
+        [](uv_handle_t* h, void*) {
+          std::fprintf(stderr, "tcp_transport: handle left open: %s\n",
+                       uv_handle_type_name(uv_handle_get_type(h)));
+        },
+        nullptr);
+    std::fprintf(stderr, "tcp_transport: uv_loop_close: %s\n", uv_strerror(r));
+    std::abort();
+  }
+  std::lock_guard<std::mutex> lk(mtx_);
+  state_ = run_state::stopped;
+}
+
+// --- the loop: commands -----------------------------------------------------------------
+
+void tcp_impl::on_async() {
+  std::vector<command> batch;
+  bool stopping = false;
+  {
+    std::lock_guard<std::mutex> lk(mtx_);
+    batch.swap(commands_);
+    stopping = state_ != run_state::running;
+  }
+  if (stopping) {
+    for (auto& c : batch)
+      release(c.counter, c.bytes);
+    begin_shutdown();
+    return;
+  }
+  for (auto& c : batch)
+    process(c);
+}
+
+void tcp_impl::process(command& c) {
+  switch (c.what) {
+  case command::kind::add_peer:
+    if (auto* p = find_peer(c.peer); p != nullptr && p->queued == c.counter)
+      p->address = std::move(c.address);
+    else {
+      erase_peer(c.peer); // a stale incarnation, if any
+      create_peer(c.peer, std::move(c.address), std::move(c.counter));
+    }
+    break;
+  case command::kind::remove_peer:
+    erase_peer(c.peer);
+    break;
+  case command::kind::frame: {
+    auto* p = find_peer(c.peer);
+    if (p == nullptr || p->queued != c.counter) { // removed meanwhile
+      release(c.counter, c.bytes);
+      break;
+    }
+    enqueue(*p, std::move(c.frame));
+    break;
+  }
+  case command::kind::local:
+    deliver(std::move(*c.local));
+    release(c.counter, c.bytes);
+    break;
+  }
+}
+
+// --- the loop: peers, shaping, reconnection ---------------------------------------------
+
+peer_state* tcp_impl::find_peer(proc_id id) {
+  auto it = peers_.find(id);
+  return it == peers_.end() ? nullptr : it->second.get();
+}
+
+peer_state& tcp_impl::create_peer(proc_id id, std::string address, counter_ptr counter) {
+  auto p = std::make_unique<peer_state>();
+  p->id = id;
+  p->address = std::move(address);
+  p->queued = std::move(counter);
+  p->backoff = cfg_.backoff_initial;
+  p->retry.init(&loop_, [this, id] {
+    if (auto* q = find_peer(id))
+      maybe_connect(*q);
+  });
+  p->shaper.init(&loop_, [this, id] {
+    if (auto* q = find_peer(id))
+      release_delay_line(*q);
+  });
+  auto& ref = *p;
+  peers_[id] = std::move(p);
+  return ref;
+}
+
+void tcp_impl::drop_frames(peer_state& p) {
+  for (auto* q : {&p.delay_line, &p.ready}) {
+    for (auto& f : *q)
+      release(p.queued, f.bytes.size());
+    q->clear();
+  }
+}
+
+void tcp_impl::erase_peer(proc_id id) {
+  auto it = peers_.find(id);
+  if (it == peers_.end())
+    return;
+  auto p = std::move(it->second);
+  peers_.erase(it);
+  drop_frames(*p);
+  connection* out = p->out;
+  p->out = nullptr;
+  p.reset(); // closes its timers
+  if (out != nullptr)
+    close_conn(out, transport_event::kind::peer_down, "processor removed");
+}
+
+void tcp_impl::learn_peer(proc_id id, const std::string& address) {
+  std::lock_guard<std::mutex> lk(mtx_);
+  if (id == cfg_.self || directory_.count(id) != 0 || state_ != run_state::running)
+    return;
+  auto counter = std::make_shared<byte_counter>();
+  directory_[id] = directory_entry{address, counter};
+  // Through the command queue, so that it is ordered with add_peer/remove_peer calls.
+  command c;
+  c.what = command::kind::add_peer;
+  c.peer = id;
+  c.address = address;
+  c.counter = std::move(counter);
+  commands_.push_back(std::move(c));
+  uv_async_send(&async_);
+}
+
+void tcp_impl::enqueue(peer_state& p, out_frame f) {
+  const link_shape shape = cfg_.shaper ? cfg_.shaper(p.id) : link_shape{};
+  const bool paced = std::isfinite(shape.bandwidth) && shape.bandwidth > 0;
+  const bool shaped = paced || shape.delay > duration::zero();
+  if (shaped) {
+    // The emulated link sends one frame at a time at `bandwidth`, then it travels `delay`.
+    const auto start = std::max(f.release, p.link_free);
+    const auto tx =
+        paced ? std::chrono::duration_cast<clock::duration>(
+            std::chrono::duration<double>(static_cast<double>(f.bytes.size()) / shape.bandwidth))
+              : clock::duration::zero();
+    p.link_free = start + tx;
+    f.release = p.link_free + shape.delay;
+  }
+  if (shaped || !p.delay_line.empty()) {
+    // FIFO per pair: a frame never overtakes one ahead of it in the delay line.
+    if (!p.delay_line.empty())
+      f.release = std::max(f.release, p.delay_line.back().release);
+    p.delay_line.push_back(std::move(f));
+    if (!p.shaper.active())
+      release_delay_line(p);
+    if (p.out == nullptr)
+      maybe_connect(p); // connect while the frame is "on the wire"
+    return;
+  }
+  p.ready.push_back(std::move(f));
+  flush(p);
+}
+
+void tcp_impl::release_delay_line(peer_state& p) {
+  const auto now = clock::now();
+  bool moved = false;
+  while (!p.delay_line.empty() && p.delay_line.front().release <= now) {
+    p.ready.push_back(std::move(p.delay_line.front()));
+    p.delay_line.pop_front();
+    moved = true;
+  }
+  if (!p.delay_line.empty())
+    p.shaper.start(p.delay_line.front().release - now);
+  if (moved)
+    flush(p);
+}
+
+void tcp_impl::flush(peer_state& p) {
+  if (p.out == nullptr)
+    maybe_connect(p);
+  else if (p.out->state == connection::phase::established)
+    pump(p.out, p);
+}
+
+void tcp_impl::maybe_connect(peer_state& p) {
+  if (shutting_down_ || p.out != nullptr || p.resolving || p.retry.active())
+    return;
+  if (p.ready.empty() && p.delay_line.empty())
+    return; // connections are opened on first use
+  const auto hp = split_host_port(p.address);
+  if (!hp) {
+    emit(transport_event::kind::error, p.id,
+         "to " + std::to_string(p.id) + ": bad address \"" + p.address
+             + "\" (want host:port or [v6]:port)");
+    after_outbound_closed(p, false);
+    return;
+  }
+  sockaddr_storage addr{};
+  if (uv_ip4_addr(hp->first.c_str(), hp->second, reinterpret_cast<sockaddr_in*>(&addr)) == 0
+      || uv_ip6_addr(hp->first.c_str(), hp->second, reinterpret_cast<sockaddr_in6*>(&addr)) == 0) {
+    connect_to(p, reinterpret_cast<const sockaddr*>(&addr));
+    return;
+  }
+  auto* r = new resolve_req;
+  r->owner = this;
+  r->peer = p.id;
+  r->incarnation = p.queued;
+  r->req.data = r;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  const std::string port = std::to_string(hp->second);
+  const int rc = uv_getaddrinfo(
+      &loop_, &r->req,
+      [](uv_getaddrinfo_t* req, int status, addrinfo* res) {
+        auto* rr = static_cast<resolve_req*>(req->data);
+        rr->owner->on_resolved(rr, status, res);
+      },
+      hp->first.c_str(), port.c_str(), &hints);
+  if (rc < 0) {
+    delete r;
+    emit(transport_event::kind::error, p.id,
+         "to " + std::to_string(p.id) + " at " + p.address
+             + ": cannot resolve: " + uv_strerror(rc));
+    after_outbound_closed(p, false);
+    return;
+  }
+  p.resolving = true;
+  resolving_.insert(r);
+}
+
+void tcp_impl::on_resolved(resolve_req* r, int status, addrinfo* res) {
+  std::unique_ptr<resolve_req> own(r);
+  resolving_.erase(r);
+  peer_state* p = shutting_down_ ? nullptr : find_peer(r->peer);
+  if (p != nullptr && p->queued == r->incarnation && p->resolving) {
+    p->resolving = false;
+    if (status < 0 || res == nullptr) {
+      emit(transport_event::kind::error, p->id,
+           "to " + std::to_string(p->id) + " at " + p->address
+               + ": cannot resolve: " + uv_strerror(status));
+      after_outbound_closed(*p, false);
+    } else {
+      connect_to(*p, res->ai_addr);
+    }
+  }
+  uv_freeaddrinfo(res);
+}
+
+duration tcp_impl::after_outbound_closed(peer_state& p, bool was_up) {
+  if (shutting_down_)
+    return duration::zero();
+  duration delay = p.backoff;
+  if (was_up) {
+    p.backoff = cfg_.backoff_initial; // it worked until now: start over
+    delay = p.backoff;
+  } else {
+    p.backoff = std::min(p.backoff * 2, cfg_.backoff_max);
+  }
+  // The timer also paces a later first use, so a dead peer is tried at most once per
+  // backoff; when it fires with nothing queued, nothing happens.
+  p.retry.start(delay);
+  return delay;
+}
+
+// --- the loop: shutdown, accounting, callbacks ------------------------------------------
+
+void tcp_impl::begin_shutdown() {
+  if (shutting_down_)
+    return;
+  shutting_down_ = true;
+  uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
+  for (auto& [id, p] : peers_) {
+    drop_frames(*p);
+    p->out = nullptr;
+  }
+  const std::vector<connection*> open(conns_.begin(), conns_.end());
+  for (auto* c : open)
+    close_conn(c, transport_event::kind::peer_down, "");
+  peers_.clear(); // closes the peers' timers
+  for (auto* r : resolving_)
+    uv_cancel(reinterpret_cast<uv_req_t*>(&r->req)); // its callback still runs
+  uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
+}
+
+void tcp_impl::release(const counter_ptr& c, std::size_t n) {
+  if (n == 0 || !c)
+    return;
+  c->bytes -= n;
+  if (total_queued_.fetch_sub(n) == n) {
+    std::lock_guard<std::mutex> lk(mtx_);
+    drained_.notify_all();
+  }
+}
+
+void tcp_impl::emit(transport_event::kind k, proc_id peer, std::string detail) {
+  if (!events_ || shutting_down_ || !callbacks_on_)
+    return;
+  events_(transport_event{k, peer, std::move(detail)});
+}
+
+void tcp_impl::deliver(wire::envelope&& e) {
+  if (!deliver_ || shutting_down_ || !callbacks_on_)
+    return;
+  deliver_(std::move(e));
+}
+
+} // namespace detail
+} // namespace banyan::net

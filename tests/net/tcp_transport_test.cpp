@@ -1,0 +1,902 @@
+// Real TCP on 127.0.0.1, ephemeral ports only. Every wait has a deadline (`patience`);
+// nothing sleeps to make a race go away. Timing assertions are lower bounds only.
+
+#include <boost/test/unit_test.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "banyan/net/tcp_transport.hpp"
+#include "banyan/schema/codec.hpp"
+#include "banyan/schema/handshake.hpp"
+
+namespace net = banyan::net;
+namespace bs = banyan::schema;
+namespace wire = banyan::wire;
+using banyan::proc_id;
+using bytes = std::vector<std::uint8_t>;
+using kind = net::transport_event::kind;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace banyan {
+std::ostream& operator<<(std::ostream& os, errc e) {
+  return os << to_string(e);
+}
+namespace net {
+std::ostream& operator<<(std::ostream& os, send_status s) {
+  return os << to_string(s);
+}
+} // namespace net
+} // namespace banyan
+
+namespace {
+
+constexpr auto patience = 10s; // the deadline of every wait
+
+template <class D> double ms(D d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+const std::string secret = "grid-secret";
+
+net::tcp_config config(proc_id self) {
+  net::tcp_config c;
+  c.self = self;
+  c.secret = secret;
+  return c;
+}
+
+wire::envelope ping_to(proc_id to, std::uint64_t seq) {
+  return {banyan::no_proc, to, wire::ping{seq}};
+}
+
+wire::envelope big_to(proc_id to, std::uint64_t seq, std::uint32_t padding) {
+  wire::bw_reply r;
+  r.seq = seq;
+  r.padding = padding;
+  return {banyan::no_proc, to, std::move(r)};
+}
+
+std::uint64_t seq_of(const wire::envelope& e) {
+  if (auto* p = std::get_if<wire::ping>(&e.body))
+    return p->seq;
+  if (auto* p = std::get_if<wire::pong>(&e.body))
+    return p->seq;
+  if (auto* r = std::get_if<wire::bw_reply>(&e.body))
+    return r->seq;
+  return ~std::uint64_t{0};
+}
+
+// A transport with an inbox and an event log that the test thread can wait on.
+class node {
+public:
+  explicit node(net::tcp_config cfg, std::function<void(node&, const wire::envelope&)> hook = {})
+      : hook_(std::move(hook)), id_(cfg.self) {
+    t_ = std::make_unique<net::tcp_transport>(
+        std::move(cfg),
+        [this](wire::envelope&& e) {
+          if (hook_)
+            hook_(*this, e);
+          std::lock_guard<std::mutex> lk(m_);
+          arrival_.push_back(steady::now());
+          inbox_.push_back(std::move(e));
+          cv_.notify_all();
+        },
+        [this](const net::transport_event& e) {
+          std::lock_guard<std::mutex> lk(m_);
+          events_.push_back(e);
+          cv_.notify_all();
+        });
+  }
+  ~node() {
+    t_->stop(); // before the inbox goes away
+    // Boost.Test is not thread-safe: the log is printed here, on the test thread.
+    for (auto& e : events_)
+      BOOST_TEST_MESSAGE("node " << id_ << ": " << net::to_string(e));
+  }
+
+  std::uint16_t start() {
+    auto p = t_->start();
+    BOOST_TEST_REQUIRE(p.has_value(), (p ? "" : p.err().to_string()));
+    port_ = *p;
+    return port_;
+  }
+  net::tcp_transport& t() { return *t_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::uint16_t port() const { return port_; }
+
+  template <class Pred> bool wait_until(Pred pred, std::chrono::milliseconds d = patience) {
+    std::unique_lock<std::mutex> lk(m_);
+    return cv_.wait_for(lk, d, [&] { return pred(); });
+  }
+  bool wait_received(std::size_t n) {
+    return wait_until([&] { return inbox_.size() >= n; });
+  }
+  using event_pred = std::function<bool(const net::transport_event&)>;
+  bool wait_events(const event_pred& pred, std::size_t count = 1) {
+    return wait_until([&] { return count_locked(pred) >= count; });
+  }
+  std::size_t count_events(const event_pred& pred) {
+    std::lock_guard<std::mutex> lk(m_);
+    return count_locked(pred);
+  }
+  bool wait_event(kind k, std::string_view needle, std::size_t count = 1) {
+    return wait_events(matching(k, needle), count);
+  }
+  std::size_t count_events(kind k, std::string_view needle) {
+    return count_events(matching(k, needle));
+  }
+  static event_pred matching(kind k, std::string_view needle) {
+    return [k, n = std::string(needle)](const net::transport_event& e) {
+      return e.what == k && e.detail.find(n) != std::string::npos;
+    };
+  }
+  std::vector<wire::envelope> inbox() {
+    std::lock_guard<std::mutex> lk(m_);
+    return inbox_;
+  }
+  std::vector<steady::time_point> arrivals() {
+    std::lock_guard<std::mutex> lk(m_);
+    return arrival_;
+  }
+  std::size_t received() {
+    std::lock_guard<std::mutex> lk(m_);
+    return inbox_.size();
+  }
+  std::vector<net::transport_event> events() {
+    std::lock_guard<std::mutex> lk(m_);
+    return events_;
+  }
+
+private:
+  std::size_t count_locked(const event_pred& pred) const {
+    std::size_t n = 0;
+    for (auto& e : events_)
+      n += pred(e) ? 1 : 0;
+    return n;
+  }
+
+  std::function<void(node&, const wire::envelope&)> hook_;
+  proc_id id_ = banyan::no_proc;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::vector<wire::envelope> inbox_;
+  std::vector<steady::time_point> arrival_;
+  std::vector<net::transport_event> events_;
+  std::uint16_t port_ = 0;
+  std::unique_ptr<net::tcp_transport> t_;
+};
+
+std::unique_ptr<node> make_node(proc_id id, net::tcp_config cfg,
+                                std::function<void(node&, const wire::envelope&)> hook = {}) {
+  cfg.self = id;
+  auto n = std::make_unique<node>(std::move(cfg), std::move(hook));
+  n->start();
+  return n;
+}
+std::unique_ptr<node> make_node(proc_id id) {
+  return make_node(id, config(id));
+}
+
+// Checks that `inbox` holds, from each sender, seqs first, first+1, ... in order.
+void check_fifo(const std::vector<wire::envelope>& inbox, proc_id from, std::uint64_t first,
+                std::uint64_t count) {
+  std::uint64_t next = first;
+  for (auto& e : inbox)
+    if (e.from == from) {
+      BOOST_TEST_REQUIRE(seq_of(e) == next);
+      ++next;
+    }
+  BOOST_TEST(next == first + count);
+}
+
+// --- raw sockets, for peers that misbehave --------------------------------------------
+
+class raw_socket {
+public:
+  explicit raw_socket(int fd = -1) : fd_(fd) {}
+  raw_socket(raw_socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  raw_socket& operator=(raw_socket&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  ~raw_socket() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+  static raw_socket connect_to(std::uint16_t port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    BOOST_TEST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    return raw_socket(fd);
+  }
+  int fd() const { return fd_; }
+  std::uint16_t local_port() const {
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    return ntohs(a.sin_port);
+  }
+  bool write_all(const bytes& b) {
+    std::size_t off = 0;
+    while (off < b.size()) {
+      const ssize_t n = ::send(fd_, b.data() + off, b.size() - off, MSG_NOSIGNAL);
+      if (n <= 0)
+        return false;
+      off += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+  std::optional<bytes> read_exact(std::size_t n, std::chrono::milliseconds timeout = patience) {
+    const auto deadline = steady::now() + timeout;
+    bytes out(n);
+    std::size_t got = 0;
+    while (got < n) {
+      if (!wait_readable(deadline))
+        return std::nullopt;
+      const ssize_t r = ::recv(fd_, out.data() + got, n - got, 0);
+      if (r <= 0)
+        return std::nullopt;
+      got += static_cast<std::size_t>(r);
+    }
+    return out;
+  }
+  // One handshake message's body (or nothing).
+  std::optional<bytes> read_message() {
+    auto prefix = read_exact(4);
+    if (!prefix)
+      return std::nullopt;
+    const std::size_t n = (*prefix)[0] | (*prefix)[1] << 8 | (*prefix)[2] << 16
+                          | static_cast<std::size_t>((*prefix)[3]) << 24;
+    if (n > 1u << 20)
+      return std::nullopt;
+    return read_exact(n);
+  }
+  // True once the other side has closed the connection (EOF or reset) before the deadline.
+  bool wait_closed(std::chrono::milliseconds timeout = patience) {
+    const auto deadline = steady::now() + timeout;
+    char scratch[4096];
+    for (;;) {
+      if (!wait_readable(deadline))
+        return false;
+      const ssize_t r = ::recv(fd_, scratch, sizeof scratch, 0);
+      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+        return true;
+    }
+  }
+  // Reads and discards everything until the other side closes or the deadline passes.
+  std::size_t drain_until_closed(std::chrono::milliseconds timeout = patience) {
+    const auto deadline = steady::now() + timeout;
+    std::vector<char> scratch(1 << 16);
+    std::size_t total = 0;
+    while (wait_readable(deadline)) {
+      const ssize_t r = ::recv(fd_, scratch.data(), scratch.size(), 0);
+      if (r <= 0)
+        break;
+      total += static_cast<std::size_t>(r);
+    }
+    return total;
+  }
+
+private:
+  bool wait_readable(steady::time_point deadline) {
+    for (;;) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
+      if (left.count() <= 0)
+        return false;
+      pollfd p{fd_, POLLIN, 0};
+      const int r = ::poll(&p, 1, static_cast<int>(left.count()));
+      if (r > 0)
+        return true;
+      if (r < 0 && errno != EINTR)
+        return false;
+    }
+  }
+  int fd_ = -1;
+};
+
+class raw_listener {
+public:
+  raw_listener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    BOOST_TEST_REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    BOOST_TEST_REQUIRE(::listen(fd_, 16) == 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+  }
+  ~raw_listener() { ::close(fd_); }
+  std::uint16_t port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::optional<raw_socket> accept(std::chrono::milliseconds timeout = patience) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0)
+      return std::nullopt;
+    return raw_socket(::accept(fd_, nullptr, nullptr));
+  }
+
+private:
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+};
+
+bs::nonce test_nonce(std::uint8_t seed) {
+  bs::nonce n{};
+  for (auto& x : n)
+    x = seed++;
+  return n;
+}
+
+// Speaks the handshake as initiator `id` to a transport `acceptor`; checks the transport's
+// proof against the documented recipe (HMAC-SHA256 over schema::proof_transcript).
+bool handshake_as_initiator(raw_socket& s, proc_id id, proc_id acceptor,
+                            const std::string& key = secret) {
+  const bs::hello h{bs::protocol_version, id, test_nonce(1), 0};
+  if (!s.write_all(bs::encode(h)))
+    return false;
+  auto body = s.read_message();
+  if (!body)
+    return false;
+  auto a = bs::decode_hello_ack(body->data(), body->size());
+  if (!a || a->id != acceptor || !a->challenge || !a->mac)
+    return false;
+  const auto expected = net::hmac_sha256(
+      key, bs::proof_transcript(bs::proof_role::acceptor, h, acceptor, *a->challenge));
+  if (key == secret)
+    BOOST_TEST((expected == *a->mac));
+  const auto mine = net::hmac_sha256(
+      key, bs::proof_transcript(bs::proof_role::initiator, h, acceptor, *a->challenge));
+  return s.write_all(bs::encode(bs::hello_ack{bs::protocol_version, id, std::nullopt, mine}));
+}
+
+// Answers a transport's Hello as acceptor `self`; returns the initiator's Hello.
+std::optional<bs::hello> handshake_as_acceptor(raw_socket& s, proc_id self,
+                                               std::uint16_t version = bs::protocol_version) {
+  auto body = s.read_message();
+  if (!body)
+    return std::nullopt;
+  auto h = bs::decode_hello(body->data(), body->size());
+  if (!h)
+    return std::nullopt;
+  const auto n = test_nonce(77);
+  const auto mac =
+      net::hmac_sha256(secret, bs::proof_transcript(bs::proof_role::acceptor, *h, self, n));
+  if (!s.write_all(bs::encode(bs::hello_ack{version, self, n, mac})))
+    return std::nullopt;
+  if (version != bs::protocol_version)
+    return *h;
+  auto ack_body = s.read_message();
+  if (!ack_body)
+    return std::nullopt;
+  auto ack = bs::decode_hello_ack(ack_body->data(), ack_body->size());
+  if (!ack || !ack->mac)
+    return std::nullopt;
+  const auto expected =
+      net::hmac_sha256(secret, bs::proof_transcript(bs::proof_role::initiator, *h, self, n));
+  BOOST_TEST((expected == *ack->mac));
+  return *h;
+}
+
+bytes le32(std::uint32_t v) {
+  return {static_cast<std::uint8_t>(v), static_cast<std::uint8_t>(v >> 8),
+          static_cast<std::uint8_t>(v >> 16), static_cast<std::uint8_t>(v >> 24)};
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(tcp_transport)
+
+BOOST_AUTO_TEST_CASE(two_transports_exchange_thousands_in_order) {
+  constexpr std::uint64_t n = 5000;
+  auto a = make_node(1);
+  auto b = make_node(2);
+  a->t().add_peer(2, b->address());
+  b->t().add_peer(1, a->address());
+  // Both directions at once (two threads), so both sides connect simultaneously.
+  std::atomic<int> refused{0};
+  std::thread other([&] {
+    for (std::uint64_t i = 0; i < n; ++i)
+      refused += b->t().send(ping_to(1, i)) != net::send_status::queued;
+  });
+  for (std::uint64_t i = 0; i < n; ++i)
+    refused += a->t().send(ping_to(2, i)) != net::send_status::queued;
+  other.join();
+  BOOST_TEST_REQUIRE(refused == 0);
+  BOOST_TEST_REQUIRE(b->wait_received(n));
+  BOOST_TEST_REQUIRE(a->wait_received(n));
+  check_fifo(b->inbox(), 1, 0, n);
+  check_fifo(a->inbox(), 2, 0, n);
+  for (auto& e : b->inbox())
+    BOOST_TEST_REQUIRE(e.to == 2u);
+  // One connection each way, each announced once on each side.
+  BOOST_TEST(a->count_events(kind::peer_up, "connected") == 1u);
+  BOOST_TEST(a->count_events(kind::peer_up, "accepted") == 1u);
+  BOOST_TEST(b->count_events(kind::peer_up, "connected") == 1u);
+  BOOST_TEST(b->count_events(kind::peer_up, "accepted") == 1u);
+  BOOST_TEST(a->t().drain(patience));
+  BOOST_TEST(a->t().queued_bytes(2) == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(several_transports_all_to_all_from_many_threads) {
+  constexpr proc_id count = 4;
+  constexpr std::uint64_t n = 1000;
+  std::vector<std::unique_ptr<node>> nodes;
+  for (proc_id i = 0; i < count; ++i)
+    nodes.push_back(make_node(10 + i));
+  for (proc_id i = 0; i < count; ++i)
+    for (proc_id j = 0; j < count; ++j)
+      if (i != j)
+        nodes[i]->t().add_peer(10 + j, nodes[j]->address());
+  std::atomic<int> refused{0};
+  std::vector<std::thread> senders;
+  for (proc_id i = 0; i < count; ++i)
+    senders.emplace_back([&, i] {
+      for (std::uint64_t s = 0; s < n; ++s)
+        for (proc_id j = 0; j < count; ++j)
+          if (i != j)
+            refused += nodes[i]->t().send(ping_to(10 + j, s)) != net::send_status::queued;
+    });
+  for (auto& t : senders)
+    t.join();
+  BOOST_TEST_REQUIRE(refused == 0);
+  for (proc_id j = 0; j < count; ++j) {
+    BOOST_TEST_REQUIRE(nodes[j]->wait_received(n * (count - 1)));
+    const auto inbox = nodes[j]->inbox();
+    for (proc_id i = 0; i < count; ++i)
+      if (i != j)
+        check_fifo(inbox, 10 + i, 0, n);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(large_frames_arrive_whole_and_in_order) {
+  auto a = make_node(1);
+  auto b = make_node(2);
+  a->t().add_peer(2, b->address());
+  const std::uint32_t sizes[] = {16u << 20, 1000, 24u << 20};
+  std::uint64_t seq = 0;
+  for (auto s : sizes) {
+    BOOST_TEST_REQUIRE(a->t().send(big_to(2, seq++, s)) == net::send_status::queued);
+    BOOST_TEST_REQUIRE(a->t().send(ping_to(2, seq++)) == net::send_status::queued);
+  }
+  BOOST_TEST_REQUIRE(b->wait_received(6));
+  const auto inbox = b->inbox();
+  for (std::size_t i = 0; i < inbox.size(); ++i) {
+    BOOST_TEST(seq_of(inbox[i]) == i);
+    if (i % 2 == 0) {
+      auto* r = std::get_if<wire::bw_reply>(&inbox[i].body);
+      BOOST_TEST_REQUIRE(r != nullptr);
+      BOOST_TEST(r->padding == sizes[i / 2]);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(wrong_secret_is_rejected_and_good_peers_are_still_served) {
+  auto b = make_node(2);
+  auto bad_cfg = config(1);
+  bad_cfg.secret = "not-the-secret";
+  auto bad = make_node(1, bad_cfg);
+  bad->t().add_peer(2, b->address());
+  BOOST_TEST(bad->t().send(ping_to(2, 0)) == net::send_status::queued);
+  // The initiator finds the acceptor's proof wrong; the acceptor sees it give up.
+  BOOST_TEST_REQUIRE(bad->wait_event(kind::rejected, "wrong shared secret"));
+  BOOST_TEST_REQUIRE(b->wait_event(kind::rejected, "during the handshake"));
+  BOOST_TEST(bad->count_events(kind::peer_up, "") == 0u);
+
+  // A raw client that knows the id but not the secret gets the acceptor's exact verdict.
+  raw_socket s = raw_socket::connect_to(b->port());
+  BOOST_TEST_REQUIRE(handshake_as_initiator(s, 5, 2, "guess"));
+  BOOST_TEST(s.wait_closed());
+  BOOST_TEST_REQUIRE(b->wait_event(kind::rejected, "(processor 5): wrong shared secret"));
+
+  auto good = make_node(3);
+  good->t().add_peer(2, b->address());
+  BOOST_TEST(good->t().send(ping_to(2, 42)) == net::send_status::queued);
+  BOOST_TEST_REQUIRE(b->wait_received(1));
+  BOOST_TEST(b->inbox()[0].from == 3u);
+  BOOST_TEST(b->count_events(kind::peer_up, "") == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(version_mismatch_is_reported_by_both_sides) {
+  auto b = make_node(2);
+  {
+    // A newer initiator: the transport answers with its own version, then closes.
+    raw_socket s = raw_socket::connect_to(b->port());
+    BOOST_TEST_REQUIRE(s.write_all(bs::encode(bs::hello{7, 5, test_nonce(3), 0})));
+    auto body = s.read_message();
+    BOOST_TEST_REQUIRE(body.has_value());
+    auto a = bs::decode_hello_ack(body->data(), body->size());
+    BOOST_TEST_REQUIRE(a.has_value());
+    BOOST_TEST(a->version == bs::protocol_version);
+    BOOST_TEST(!a->mac.has_value());
+    BOOST_TEST(s.wait_closed());
+    BOOST_TEST_REQUIRE(
+        b->wait_event(kind::rejected, "version mismatch: peer speaks protocol version 7"));
+  }
+  {
+    // A newer acceptor answers our Hello with its version: we report it and close.
+    raw_listener l;
+    b->t().add_peer(9, l.address());
+    BOOST_TEST(b->t().send(ping_to(9, 0)) == net::send_status::queued);
+    auto s = l.accept();
+    BOOST_TEST_REQUIRE(s.has_value());
+    BOOST_TEST_REQUIRE(handshake_as_acceptor(*s, 9, 3).has_value());
+    BOOST_TEST(s->wait_closed());
+    BOOST_TEST_REQUIRE(b->wait_event(kind::rejected, "to 9 at " + l.address()
+                                                         + ": version mismatch: peer speaks "
+                                                           "protocol version 3"));
+    b->t().remove_peer(9);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_bytes_get_one_line_and_a_closed_socket_and_others_are_served) {
+  auto cfg = config(2);
+  cfg.max_frame = 1 << 20;
+  cfg.handshake_timeout = 300ms;
+  auto b = make_node(2, cfg);
+  auto a = make_node(1);
+  a->t().add_peer(2, b->address());
+
+  // Each misbehaving connection must be closed by the transport and logged in exactly one
+  // rejected/error line that names it (by its source port) and says what was wrong.
+  auto problem_with = [](const raw_socket& s) -> node::event_pred {
+    const std::string at = "127.0.0.1:" + std::to_string(s.local_port());
+    return [a1 = at + ":", a2 = at + " ("](const net::transport_event& e) {
+      return (e.what == kind::rejected || e.what == kind::error)
+             && (e.detail.find(a1) != std::string::npos || e.detail.find(a2) != std::string::npos);
+    };
+  };
+  auto expect_closed_and_logged = [&](raw_socket& s, std::string_view says) {
+    BOOST_TEST_CONTEXT(says) {
+      BOOST_TEST(s.wait_closed());
+      BOOST_TEST_REQUIRE(b->wait_events(problem_with(s)));
+      BOOST_TEST(b->count_events(problem_with(s)) == 1u);
+      const auto pred = problem_with(s);
+      for (auto& e : b->events())
+        if (pred(e))
+          BOOST_TEST(e.detail.find(says) != std::string::npos, e.detail);
+    }
+  };
+
+  { // random bytes (fixed seed)
+    raw_socket s = raw_socket::connect_to(b->port());
+    std::mt19937 rng(7);
+    bytes junk(64);
+    for (auto& x : junk)
+      x = static_cast<std::uint8_t>(rng());
+    junk[3] = 0x40; // a length far above the handshake limit
+    BOOST_TEST_REQUIRE(s.write_all(junk));
+    expect_closed_and_logged(s, "bad handshake message");
+  }
+  { // a plausible length, then junk that is not a Hello
+    raw_socket s = raw_socket::connect_to(b->port());
+    bytes junk = le32(16);
+    junk.resize(20, 0xee);
+    BOOST_TEST_REQUIRE(s.write_all(junk));
+    expect_closed_and_logged(s, "malformed Hello");
+  }
+  { // an oversized length prefix
+    raw_socket s = raw_socket::connect_to(b->port());
+    BOOST_TEST_REQUIRE(s.write_all(le32(0xfffffff0u)));
+    expect_closed_and_logged(s, "exceeds the limit");
+  }
+  { // silence: the handshake times out
+    raw_socket s = raw_socket::connect_to(b->port());
+    expect_closed_and_logged(s, "handshake timed out");
+  }
+  { // authenticated, then a truncated frame and close
+    raw_socket s = raw_socket::connect_to(b->port());
+    BOOST_TEST_REQUIRE(handshake_as_initiator(s, 5, 2));
+    auto frame = bs::encode(wire::envelope{5, 2, wire::ping{1}});
+    frame.resize(frame.size() - 5);
+    BOOST_TEST_REQUIRE(s.write_all(frame));
+    BOOST_TEST_REQUIRE(b->wait_event(kind::peer_up, "(processor 5)"));
+    ::shutdown(s.fd(), SHUT_WR);
+    expect_closed_and_logged(s, "in the middle of a frame");
+    BOOST_TEST(b->wait_event(kind::peer_down, "(processor 5)"));
+  }
+  { // authenticated, then a frame above max_frame
+    raw_socket s = raw_socket::connect_to(b->port());
+    BOOST_TEST_REQUIRE(handshake_as_initiator(s, 6, 2));
+    BOOST_TEST_REQUIRE(s.write_all(le32(2u << 20)));
+    expect_closed_and_logged(s, "oversized_frame");
+  }
+  { // authenticated, then Cap'n Proto garbage of a valid length
+    raw_socket s = raw_socket::connect_to(b->port());
+    BOOST_TEST_REQUIRE(handshake_as_initiator(s, 7, 2));
+    bytes bad = le32(24);
+    bad.resize(28, 0xff);
+    BOOST_TEST_REQUIRE(s.write_all(bad));
+    expect_closed_and_logged(s, "malformed_frame");
+  }
+  { // authenticated as 8, then a frame that claims to come from 1
+    raw_socket s = raw_socket::connect_to(b->port());
+    BOOST_TEST_REQUIRE(handshake_as_initiator(s, 8, 2));
+    BOOST_TEST_REQUIRE(s.write_all(bs::encode(wire::envelope{1, 2, wire::ping{9}})));
+    expect_closed_and_logged(s, "protocol error: frame from 1 to 2");
+  }
+  // Nothing from the bad connections was delivered; a good peer is still served.
+  BOOST_TEST(b->received() == 0u);
+  for (std::uint64_t i = 0; i < 100; ++i)
+    BOOST_TEST_REQUIRE(a->t().send(ping_to(2, i)) == net::send_status::queued);
+  BOOST_TEST_REQUIRE(b->wait_received(100));
+  check_fifo(b->inbox(), 1, 0, 100);
+}
+
+BOOST_AUTO_TEST_CASE(reconnects_after_the_peer_restarts_on_the_same_port) {
+  auto a = make_node(1);
+  auto b = make_node(2);
+  const std::uint16_t port = b->port();
+  a->t().add_peer(2, b->address());
+  for (std::uint64_t i = 0; i < 100; ++i)
+    BOOST_TEST_REQUIRE(a->t().send(ping_to(2, i)) == net::send_status::queued);
+  BOOST_TEST_REQUIRE(b->wait_received(100));
+  check_fifo(b->inbox(), 1, 0, 100);
+
+  b.reset(); // the peer goes away
+  BOOST_TEST_REQUIRE(a->wait_event(kind::peer_down, "to 2 at"));
+  // Sent while it is down: queued (no connection exists, so none is in flight).
+  for (std::uint64_t i = 100; i < 200; ++i)
+    BOOST_TEST_REQUIRE(a->t().send(ping_to(2, i)) == net::send_status::queued);
+  BOOST_TEST_REQUIRE(a->wait_event(kind::error, "retrying in"));
+  BOOST_TEST(a->t().queued_bytes(2) > 0u);
+
+  auto cfg = config(2);
+  cfg.listen_port = port;
+  auto b2 = make_node(2, cfg);
+  BOOST_TEST(b2->port() == port);
+  BOOST_TEST_REQUIRE(b2->wait_received(100));
+  check_fifo(b2->inbox(), 1, 100, 100);
+  BOOST_TEST(a->count_events(kind::peer_up, "connected") == 2u);
+  BOOST_TEST(a->t().drain(patience));
+}
+
+BOOST_AUTO_TEST_CASE(backpressure_bounds_memory_when_the_peer_stops_reading) {
+  constexpr std::size_t limit = 1u << 20;
+  constexpr std::uint32_t padding = 256u << 10;
+  auto cfg = config(1);
+  cfg.max_queue_bytes = limit;
+  auto a = make_node(1, cfg);
+  raw_listener l;
+  a->t().add_peer(9, l.address());
+  BOOST_TEST_REQUIRE(a->t().send(ping_to(9, 0)) == net::send_status::queued);
+  auto s = l.accept();
+  BOOST_TEST_REQUIRE(s.has_value());
+  BOOST_TEST_REQUIRE(handshake_as_acceptor(*s, 9).has_value());
+  BOOST_TEST_REQUIRE(a->wait_event(kind::peer_up, "to 9"));
+
+  // The peer reads nothing more. Fill the queue until refused, let the loop move it into
+  // the kernel, repeat: once the kernel's buffers are full the queue stops draining.
+  const std::size_t frame = bs::encode(big_to(9, 0, padding)).size();
+  std::size_t accepted = 0;
+  std::size_t peak = 0;
+  bool stuck = false;
+  for (int round = 0; round < 400 && !stuck; ++round) {
+    for (int i = 0; i < 100; ++i) {
+      const auto st = a->t().send(big_to(9, 1, padding));
+      BOOST_TEST_REQUIRE((st == net::send_status::queued || st == net::send_status::backpressure));
+      peak = std::max(peak, a->t().queued_bytes(9));
+      if (st == net::send_status::backpressure)
+        break;
+      ++accepted;
+    }
+    stuck = !a->t().drain(200ms); // not a sleep: a drain that cannot finish is the point
+  }
+  BOOST_TEST_REQUIRE(stuck);
+  BOOST_TEST(a->t().queued_bytes(9) > 0u);
+  // It may have stalled with room for a frame or so; topping up is refused within a few.
+  int more = 0;
+  for (; more < 100 && a->t().send(big_to(9, 1, padding)) == net::send_status::queued; ++more) {
+    ++accepted;
+    peak = std::max(peak, a->t().queued_bytes(9));
+  }
+  BOOST_TEST(more < 100);
+  BOOST_TEST(peak <= limit);
+  // Bounded: what the kernel holds (a few MiB on loopback) plus the queue.
+  BOOST_TEST(accepted * frame < 64u * (1u << 20));
+  BOOST_TEST(accepted * frame > limit); // the kernel took some, so the peer really stalled
+  BOOST_TEST_MESSAGE("accepted " << accepted << " frames of " << frame
+                                 << " bytes before the queue stopped draining");
+
+  // Once the peer reads again, the queue drains and sending works again.
+  std::thread reader([&] { s->drain_until_closed(patience); });
+  BOOST_TEST(a->t().drain(patience));
+  BOOST_TEST(a->t().queued_bytes(9) == 0u);
+  BOOST_TEST(a->t().send(big_to(9, 2, padding)) == net::send_status::queued);
+  a->t().remove_peer(9); // closes the connection, so the reader sees EOF
+  reader.join();
+}
+
+BOOST_AUTO_TEST_CASE(shaped_link_delays_and_paces) {
+  constexpr auto delay = 30ms;
+  constexpr double bandwidth = 4e6; // bytes per second
+  auto cfg = config(1);
+  cfg.shaper = [&](proc_id to) {
+    return to == 2 ? net::link_shape{delay, bandwidth} : net::link_shape{};
+  };
+  auto a = make_node(1, cfg);
+  auto b = make_node(2);
+  a->t().add_peer(2, b->address());
+
+  // Delay: every message takes at least the one-way delay.
+  for (std::uint64_t i = 0; i < 5; ++i) {
+    const auto t0 = steady::now();
+    BOOST_TEST_REQUIRE(a->t().send(ping_to(2, i)) == net::send_status::queued);
+    BOOST_TEST_REQUIRE(b->wait_received(i + 1));
+    BOOST_TEST(ms(b->arrivals().back() - t0) >= ms(delay));
+  }
+  // Pacing: 1 MB at 4 MB/s takes at least 250 ms (plus the delay).
+  const std::uint32_t padding = 100'000;
+  const auto t0 = steady::now();
+  std::size_t bytes_sent = 0;
+  for (std::uint64_t i = 0; i < 10; ++i) {
+    auto e = big_to(2, 5 + i, padding);
+    bytes_sent += wire::wire_size(e.body);
+    BOOST_TEST_REQUIRE(a->t().send(std::move(e)) == net::send_status::queued);
+  }
+  BOOST_TEST_REQUIRE(b->wait_received(15));
+  const auto took = b->arrivals().back() - t0;
+  const auto floor = std::chrono::duration_cast<steady::duration>(
+                         std::chrono::duration<double>(bytes_sent / bandwidth))
+                     + delay - 1ms; // slack for rounding only; the real margin is the ms timer
+  BOOST_TEST(ms(took) >= ms(floor));
+  BOOST_TEST_MESSAGE("1 MB over a 4 MB/s, 30 ms link took " << ms(took) << " ms");
+  check_fifo(b->inbox(), 1, 0, 15);
+}
+
+BOOST_AUTO_TEST_CASE(clean_shutdown_with_pending_data) {
+  auto cfg = config(1);
+  cfg.max_queue_bytes = 4u << 20;
+  auto a = std::make_unique<node>(cfg);
+  a->start();
+  // A peer that never answers (its port refuses), one that never finishes the handshake,
+  // and one that stops reading with data queued.
+  std::uint16_t dead_port = 0;
+  {
+    raw_listener gone;
+    dead_port = gone.port();
+  }
+  raw_listener mute;
+  raw_listener sink;
+  a->t().add_peer(7, "127.0.0.1:" + std::to_string(dead_port));
+  a->t().add_peer(8, mute.address());
+  a->t().add_peer(9, sink.address());
+  BOOST_TEST(a->t().send(ping_to(7, 0)) == net::send_status::queued);
+  BOOST_TEST(a->t().send(ping_to(8, 0)) == net::send_status::queued);
+  BOOST_TEST(a->t().send(ping_to(9, 0)) == net::send_status::queued);
+  auto s = sink.accept();
+  BOOST_TEST_REQUIRE(s.has_value());
+  BOOST_TEST_REQUIRE(handshake_as_acceptor(*s, 9).has_value());
+  auto m = mute.accept();
+  BOOST_TEST_REQUIRE(m.has_value());
+  for (int i = 0; i < 10000 && a->t().send(big_to(9, 1, 256u << 10)) == net::send_status::queued;
+       ++i) {
+  }
+  BOOST_TEST(a->t().queued_bytes(9) > 0u);
+  BOOST_TEST(a->t().queued_bytes(7) > 0u);
+
+  const auto t0 = steady::now();
+  a->t().stop(); // closes every handle; aborts if the loop cannot be closed
+  BOOST_TEST_MESSAGE("stop took " << ms(steady::now() - t0) << " ms");
+  BOOST_TEST(a->t().queued_bytes(9) == 0u);
+  BOOST_TEST(a->t().queued_bytes(7) == 0u);
+  BOOST_TEST(a->t().send(ping_to(9, 2)) == net::send_status::stopped);
+  BOOST_TEST(s->wait_closed());
+  BOOST_TEST(m->wait_closed());
+  a->t().stop(); // idempotent
+  a.reset();
+}
+
+BOOST_AUTO_TEST_CASE(api_contract) {
+  auto cfg = config(1);
+  cfg.max_frame = 4096;
+  node a(cfg);
+  BOOST_TEST(a.t().send(ping_to(1, 0)) == net::send_status::stopped); // not started
+  a.t().add_peer(2, "127.0.0.1:1");                                   // allowed before start
+  a.start();
+  auto again = a.t().start();
+  BOOST_TEST_REQUIRE(!again.has_value());
+  BOOST_TEST(again.err().code == banyan::errc::invalid_argument);
+  BOOST_TEST(a.t().port() == a.port());
+
+  BOOST_TEST(a.t().send(ping_to(3, 0)) == net::send_status::unknown_peer);
+  BOOST_TEST(a.t().send(big_to(2, 0, 8192)) == net::send_status::oversized);
+  // To itself: delivered locally, on the loop, with `from` set.
+  BOOST_TEST(a.t().send(ping_to(1, 77)) == net::send_status::queued);
+  BOOST_TEST_REQUIRE(a.wait_received(1));
+  BOOST_TEST(a.inbox()[0].from == 1u);
+  BOOST_TEST(seq_of(a.inbox()[0]) == 77u);
+
+  // remove_peer drops what is queued for it.
+  BOOST_TEST(a.t().send(ping_to(2, 1)) == net::send_status::queued);
+  BOOST_TEST(a.t().queued_bytes(2) > 0u);
+  a.t().remove_peer(2);
+  BOOST_TEST(a.t().queued_bytes(2) == 0u);
+  BOOST_TEST(a.t().drain(patience)); // the loop released the dropped frame's bytes
+  BOOST_TEST(a.t().send(ping_to(2, 2)) == net::send_status::unknown_peer);
+
+  // A malformed address is reported when it is first used.
+  a.t().add_peer(4, "no-port-here");
+  BOOST_TEST(a.t().send(ping_to(4, 0)) == net::send_status::queued);
+  BOOST_TEST(a.wait_event(kind::error, "bad address"));
+
+  a.t().stop();
+  BOOST_TEST(a.t().send(ping_to(1, 0)) == net::send_status::stopped);
+  BOOST_TEST(!a.t().start().has_value());
+
+  // A port in use is an io_error from start().
+  auto busy = config(5);
+  raw_listener holder;
+  busy.listen_port = holder.port();
+  net::tcp_transport t(busy, {}, {});
+  auto r = t.start();
+  BOOST_TEST_REQUIRE(!r.has_value());
+  BOOST_TEST(r.err().code == banyan::errc::io_error);
+  BOOST_TEST(r.err().message.find("address already in use") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(host_names_and_ipv6_addresses) {
+  auto named_cfg = config(2);
+  named_cfg.listen_host = "localhost"; // resolved once by start()
+  auto named = make_node(2, named_cfg);
+  auto v6_cfg = config(3);
+  v6_cfg.listen_host = "::1";
+  auto v6 = make_node(3, v6_cfg);
+  auto a = make_node(1);
+  a->t().add_peer(2, "localhost:" + std::to_string(named->port())); // resolved on the loop
+  a->t().add_peer(3, "[::1]:" + std::to_string(v6->port()));
+  for (std::uint64_t i = 0; i < 20; ++i) {
+    BOOST_TEST_REQUIRE(a->t().send(ping_to(2, i)) == net::send_status::queued);
+    BOOST_TEST_REQUIRE(a->t().send(ping_to(3, i)) == net::send_status::queued);
+  }
+  BOOST_TEST_REQUIRE(named->wait_received(20));
+  BOOST_TEST_REQUIRE(v6->wait_received(20));
+  check_fifo(named->inbox(), 1, 0, 20);
+  check_fifo(v6->inbox(), 1, 0, 20);
+  BOOST_TEST(v6->count_events(kind::peer_up, "from [::1]:") == 1u);
+  // (No test of an unresolvable name: that would query a DNS server off this machine.)
+}
+
+BOOST_AUTO_TEST_CASE(replies_reach_a_processor_known_only_from_its_connection) {
+  auto a = make_node(1);
+  // b answers every ping with a pong, although nobody told it where 1 is.
+  std::atomic<int> refused{0};
+  auto b = make_node(2, config(2), [&refused](node& self, const wire::envelope& e) {
+    if (auto* p = std::get_if<wire::ping>(&e.body))
+      refused += self.t().send({2, e.from, wire::pong{p->seq}}) != net::send_status::queued;
+  });
+  a->t().add_peer(2, b->address());
+  for (std::uint64_t i = 0; i < 10; ++i)
+    BOOST_TEST_REQUIRE(a->t().send(ping_to(2, i)) == net::send_status::queued);
+  BOOST_TEST_REQUIRE(a->wait_received(10));
+  BOOST_TEST(refused == 0);
+  check_fifo(a->inbox(), 2, 0, 10);
+  for (auto& e : a->inbox())
+    BOOST_TEST(std::holds_alternative<wire::pong>(e.body));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
