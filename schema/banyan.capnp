@@ -79,6 +79,8 @@ struct Member {
   # A processor of the computation.
   id @0 :UInt32;
   address @1 :Text;         # transport address "host:port"; empty (null) in emulation
+  incarnation @2 :UInt64;   # 0 for founding members, random for each join: a notice about
+                            # an old incarnation is never taken for news of a new one
 }
 
 # --- measurement -------------------------------------------------------------
@@ -103,6 +105,10 @@ struct BwReply {
   seq @0 :UInt64;
   trees @1 :List(TreeInfo);
   padding @2 :Data;         # `padding` zero bytes; only the length is meaningful
+  # The candidate's view, merged by the prober (anti-entropy for membership news):
+  members @3 :List(Member);     # members as the candidate knows them
+  departed @4 :List(Member);    # tombstones: incarnations known to have left
+  routes @5 :List(RouteEntry);  # the candidate's routing table
 }
 
 # --- tree maintenance --------------------------------------------------------
@@ -172,6 +178,7 @@ struct MemberLeft {
   # Leaver -> every member: I handed my vnodes over (see routes) and I am gone.
   who @0 :UInt32;
   routes @1 :List(RouteEntry);
+  incarnation @2 :UInt64;   # of the leaver; receivers keep it as a tombstone
 }
 
 struct HandoverRequest {

@@ -56,11 +56,11 @@ constexpr shape tree_key_shape{1, 0};
 constexpr shape tree_info_shape{4, 1};
 constexpr shape subtree_entry_shape{1, 1};
 constexpr shape route_entry_shape{2, 1};
-constexpr shape member_shape{1, 1};
+constexpr shape member_shape{2, 1};
 constexpr shape ping_shape{1, 0};
 constexpr shape pong_shape{1, 0};
 constexpr shape bw_request_shape{1, 0};
-constexpr shape bw_reply_shape{1, 2};
+constexpr shape bw_reply_shape{1, 5};
 constexpr shape adopt_request_shape{1, 1};
 constexpr shape adopt_verdict_shape{1, 1};
 constexpr shape adopt_reply_shape{1, 1};
@@ -71,7 +71,7 @@ constexpr shape subtree_update_shape{0, 1};
 constexpr shape join_request_shape{0, 2};
 constexpr shape join_accept_shape{0, 2};
 constexpr shape member_joined_shape{0, 1};
-constexpr shape member_left_shape{1, 1};
+constexpr shape member_left_shape{2, 1};
 constexpr shape handover_request_shape{1, 1};
 constexpr shape routing_update_shape{0, 1};
 constexpr shape vnode_handover_shape{0, 1};
@@ -119,7 +119,8 @@ std::size_t body_words(const pong&) { return pong_shape.words(); }
 std::size_t body_words(const bw_request&) { return bw_request_shape.words(); }
 std::size_t body_words(const bw_reply& m) {
   return bw_reply_shape.words() + list_words(m.trees, tree_info_shape) +
-         bytes_to_words(m.padding);
+         bytes_to_words(m.padding) + list_words(m.members, member_shape) +
+         list_words(m.departed, member_shape) + list_words(m.routes, route_entry_shape);
 }
 std::size_t body_words(const adopt_request& m) {
   return adopt_request_shape.words() + list_words(m.trees, subtree_entry_shape);

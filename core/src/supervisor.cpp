@@ -12,11 +12,16 @@ namespace {
 // Timer tokens: sequence number times 4 plus what the timer is for.
 constexpr std::uint64_t token_timeout = 0;
 constexpr std::uint64_t token_start = 1;
-constexpr std::uint64_t token_leave = 2;
+constexpr std::uint64_t token_offer = 2;
+constexpr std::uint64_t token_flush = 3; // also joins: seq 1 is a flush, the join seq >= 2
 
 std::uint64_t token_for(std::uint64_t seq, std::uint64_t what) { return seq * 4 + what; }
 
 constexpr tree_kind kinds[] = {tree_kind::latency, tree_kind::bandwidth};
+
+// Vnode epochs: counter << 20 | issuing processor (processor ids stay below 2^20).
+constexpr unsigned epoch_id_bits = 20;
+constexpr std::uint64_t epoch_id_mask = (std::uint64_t{1} << epoch_id_bits) - 1;
 
 } // namespace
 
@@ -52,6 +57,23 @@ bool supervisor::all_parented() const {
   return true;
 }
 
+std::string supervisor::describe() const {
+  static const char* statuses[] = {"idle", "joining", "member", "leaving", "left"};
+  static const char* phases[] = {"pause", "ping", "download", "adopt"};
+  std::string r = "proc " + std::to_string(self_) + " " + statuses[static_cast<int>(status_)] +
+                  ", " + std::to_string(members_.size()) + " members";
+  if (schedule_.active())
+    r += ", measuring (" + std::to_string(schedule_.extra_left()) + " extra left)";
+  if (probe_)
+    r += ", probe " + std::to_string(probe_->seq) + " of " + std::to_string(probe_->cand) +
+         " in " + phases[static_cast<int>(probe_->at)];
+  if (!all_parented())
+    r += ", some tree without parent";
+  if (flush_pending_)
+    r += ", updates pending";
+  return r;
+}
+
 std::optional<duration> supervisor::measured_rtt(proc_id p) const {
   auto i = figures_.find(p);
   if (i == figures_.end() || i->second.rtt == duration::max())
@@ -59,10 +81,36 @@ std::optional<duration> supervisor::measured_rtt(proc_id p) const {
   return i->second.rtt;
 }
 
-void supervisor::add_member(proc_id p, const std::string& address) {
+bool supervisor::admit(timestamp now, const wire::member& m, outbox& out) {
+  if (m.id == self_ || m.id == no_proc)
+    return false;
+  if (auto t = tombstones_.find(m.id); t != tombstones_.end() && t->second.count(m.incarnation))
+    return false; // a late notice about an incarnation that has left
+  if (is_member(m.id)) {
+    auto known = member_info_[m.id].incarnation;
+    if (known == m.incarnation)
+      return false;
+    // A new incarnation: the old one left without our hearing of it.
+    depart(now, m.id, known, out);
+  }
+  add_member(m);
+  return true;
+}
+
+bool supervisor::depart(timestamp now, proc_id who, std::uint64_t inc, outbox& out) {
+  if (who == self_)
+    return false;
+  bool news = tombstones_[who].insert(inc).second;
+  if (is_member(who) && member_info_[who].incarnation == inc)
+    remove_member(now, who, out);
+  return news;
+}
+
+void supervisor::add_member(const wire::member& m) {
+  auto p = m.id;
   if (p >= is_member_.size())
     is_member_.resize(p + 1, false);
-  addresses_[p] = address;
+  member_info_[p] = m;
   if (is_member_[p])
     return;
   is_member_[p] = true;
@@ -82,8 +130,9 @@ void supervisor::remove_member(timestamp now, proc_id p, outbox& out) {
     return;
   is_member_[p] = false;
   members_.erase(std::lower_bound(members_.begin(), members_.end(), p));
-  addresses_.erase(p);
+  member_info_.erase(p);
   figures_.erase(p);
+  strikes_.erase(p);
   for (auto k : kinds)
     trees_[index_of({p, k})].reset();
   bool orphaned = false;
@@ -136,15 +185,95 @@ std::vector<proc_id> supervisor::sponsored(timestamp now) {
 }
 
 void supervisor::hand_over(const vnode_set& vnodes, proc_id to, outbox& out) {
-  if (vnodes.empty())
-    return;
+  auto give = vnodes;
+  for (auto& [seq, o] : offers_)
+    give -= o.vnodes; // already on offer to someone
+  if (!give.empty())
+    offer(give, to, false, out);
+}
+
+vnode_set supervisor::share_of_own() const {
+  // The upper half of our own vnodes (none when we have fewer than two).
+  vnode_set give;
+  if (own_.size() < 2)
+    return give;
+  auto keep = own_.size() / 2 + own_.size() % 2;
+  std::size_t seen = 0;
+  own_.for_each([&](vnode_id v) {
+    if (seen++ >= keep)
+      give.insert(v);
+  });
+  return give;
+}
+
+void supervisor::offer(const vnode_set& vnodes, proc_id to, bool leaving, outbox& out) {
   std::uint64_t epoch = 0;
   vnodes.for_each([&](vnode_id v) { epoch = std::max(epoch, routes_.epoch(v)); });
-  wire::route_entry entry{vnodes, to, epoch + 1};
-  apply_routes({entry});
-  for (auto m : members_)
-    if (m != self_)
-      send(out, m, wire::routing_update{{entry}});
+  // Every offer gets a higher epoch than any before it (should an earlier recipient
+  // take vnodes after we gave up on it, the later move still wins), and an epoch
+  // nobody else can issue: a counter above, our id in the low bits. So two
+  // processors that both believe they own a vnode can never announce the same
+  // epoch, and "the higher epoch wins" leaves every member with one owner.
+  auto base = std::max(epoch, last_offer_epoch_);
+  last_offer_epoch_ = (((base >> epoch_id_bits) + 1) << epoch_id_bits)
+                      | (static_cast<std::uint64_t>(self_) & epoch_id_mask);
+  auto seq = ++offer_seq_;
+  offers_[seq] = vnode_offer{vnodes, to, last_offer_epoch_, leaving};
+  send(out, to, wire::vnode_handover{{vnodes, to, last_offer_epoch_}});
+  out.timers.push_back({cfg_.probe_timeout, token_for(seq, token_offer)});
+}
+
+void supervisor::offer_resolved(timestamp now, std::uint64_t seq, bool accepted, outbox& out) {
+  auto i = offers_.find(seq);
+  if (i == offers_.end())
+    return;
+  auto o = std::move(i->second);
+  offers_.erase(i);
+  if (accepted) {
+    wire::route_entry entry{o.vnodes, o.to, o.epoch};
+    if (o.leaving) {
+      finish_leave(now, {entry}, out);
+      return;
+    }
+    apply_routes({entry});
+    for (auto m : members_)
+      if (m != self_ && m != o.to)
+        send(out, m, wire::routing_update{{entry}});
+  } else if (o.leaving && status_ == status::leaving) {
+    refused_.push_back(o.to);
+    offer_vnodes(now, out);
+    return;
+  }
+  // A refused join handover: the newcomer is gone; the vnodes stay ours. Either
+  // way, a leave that waited for this answer may go on now.
+  if (!o.leaving && status_ == status::leaving
+      && std::none_of(offers_.begin(), offers_.end(), [](auto& x) { return x.second.leaving; }))
+    offer_vnodes(now, out);
+}
+
+void supervisor::leave_all_trees(timestamp now, outbox& out) {
+  std::map<proc_id, wire::release> releases;
+  std::map<proc_id, wire::orphan> orphans;
+  for (auto& t : trees_) {
+    if (!t)
+      continue;
+    if (t->parent() != no_proc) {
+      releases[t->parent()].trees.push_back(t->key());
+      lose_parent(now, *t, out);
+    }
+    std::vector<proc_id> kids;
+    for (auto& [c, vs] : t->children())
+      kids.push_back(c);
+    for (auto c : kids) {
+      orphans[c].trees.push_back(t->key());
+      t->remove_child(c);
+    }
+    mark_subtree(*t);
+  }
+  for (auto& [p, r] : releases)
+    send(out, p, std::move(r));
+  for (auto& [c, o] : orphans)
+    send(out, c, std::move(o));
 }
 
 void supervisor::lose_parent(timestamp now, tree_state& t, outbox& out) {
@@ -153,14 +282,22 @@ void supervisor::lose_parent(timestamp now, tree_state& t, outbox& out) {
   event(out, tree_event::kind::parent_changed, now, t.key(), old, no_proc);
 }
 
+bool supervisor::busy() const noexcept {
+  return schedule_.active() || probe_.has_value() || flush_pending_
+         || status_ == status::leaving || status_ == status::joining;
+}
+
+void supervisor::report_busy(timestamp now, outbox& out) {
+  if (busy() == reported_busy_)
+    return;
+  reported_busy_ = !reported_busy_;
+  event(out, reported_busy_ ? tree_event::kind::busy : tree_event::kind::idle, now);
+}
+
 void supervisor::trigger(timestamp now, outbox& out) {
   if (status_ != status::member)
     return;
   schedule_.trigger();
-  if (!reported_measuring_) {
-    reported_measuring_ = true;
-    event(out, tree_event::kind::measuring_started, now);
-  }
   maybe_probe(now, out);
 }
 
@@ -187,6 +324,19 @@ void supervisor::mark_all_subtrees() {
 }
 
 void supervisor::flush(outbox& out) {
+  if (dirty_info_.empty() && dirty_subtree_.empty())
+    return;
+  if (cfg_.update_delay.count() == 0 || status_ != status::member) {
+    flush_now(out);
+    return;
+  }
+  if (!flush_pending_) {
+    flush_pending_ = true;
+    out.timers.push_back({cfg_.update_delay, token_for(0, token_flush)});
+  }
+}
+
+void supervisor::flush_now(outbox& out) {
   std::map<proc_id, wire::tree_update> updates;
   for (auto i : dirty_info_) {
     is_dirty_info_[i] = false;
@@ -225,13 +375,59 @@ void supervisor::event(outbox& out, tree_event::kind what, timestamp now, tree_k
   out.events.push_back(tree_event{what, k, old_parent, new_parent, now});
 }
 
-// --- API ---------------------------------------------------------------------
+// --- API: every entry point ends by reporting busy/idle -------------------------
 
 void supervisor::found(timestamp now, const std::vector<wire::member>& members,
                        const routing_table& routes, outbox& out) {
-  for (auto& m : members)
-    add_member(m.id, m.address);
-  add_member(self_, addresses_[self_]);
+  do_found(now, members, routes, out);
+  report_busy(now, out);
+}
+
+void supervisor::join(timestamp now, proc_id contact, const vnode_set& wanted, outbox& out) {
+  do_join(now, contact, wanted, out);
+  report_busy(now, out);
+}
+
+std::optional<error> supervisor::leave(timestamp now, proc_id recipient, outbox& out) {
+  auto result = do_leave(now, recipient, out);
+  report_busy(now, out);
+  return result;
+}
+
+void supervisor::on_message(timestamp now, proc_id from, const wire::message& m, outbox& out) {
+  do_message(now, from, m, out);
+  report_busy(now, out);
+}
+
+void supervisor::on_timer(timestamp now, std::uint64_t token, outbox& out) {
+  do_timer(now, token, out);
+  report_busy(now, out);
+}
+
+void supervisor::on_unreachable(timestamp now, proc_id p, outbox& out) {
+  if ((status_ == status::member || status_ == status::leaving) && is_member(p)) {
+    depart(now, p, member_info_[p].incarnation, out);
+    // A leave waiting on an offer to p goes on at once.
+    for (auto& [seq, o] : offers_)
+      if (o.to == p) {
+        offer_resolved(now, seq, false, out);
+        break;
+      }
+    flush(out);
+  }
+  report_busy(now, out);
+}
+
+
+void supervisor::do_found(timestamp now, const std::vector<wire::member>& members,
+                       const routing_table& routes, outbox& out) {
+  me_.id = self_;
+  for (auto& m : members) {
+    if (m.id == self_)
+      me_ = m;
+    add_member(m);
+  }
+  add_member(me_);
   routes_ = routes;
   status_ = status::member;
   set_own(routes_.owned_by(self_));
@@ -240,16 +436,22 @@ void supervisor::found(timestamp now, const std::vector<wire::member>& members,
   flush(out);
 }
 
-void supervisor::join(timestamp now, proc_id contact, const vnode_set& wanted, outbox& out) {
+void supervisor::do_join(timestamp now, proc_id contact, const vnode_set& wanted, outbox& out) {
   if (status_ != status::idle && status_ != status::left)
     return;
   status_ = status::joining;
-  add_member(self_, addresses_[self_]);
-  send(out, contact, wire::join_request{wire::member{self_, addresses_[self_]}, wanted});
+  me_.id = self_;
+  me_.incarnation = rng_() | 1; // a new incarnation for every join (0: founders)
+  add_member(me_);
+  contact_ = contact;
+  wanted_ = wanted;
+  join_attempts_ = 1;
+  send(out, contact, wire::join_request{me_, wanted});
+  out.timers.push_back({cfg_.probe_timeout, token_for(1 + join_attempts_, token_flush)});
   (void) now;
 }
 
-std::optional<error> supervisor::leave(timestamp now, proc_id recipient, outbox& out) {
+std::optional<error> supervisor::do_leave(timestamp now, proc_id recipient, outbox& out) {
   if (status_ != status::member)
     return make_error(errc::invalid_argument, "processor " + std::to_string(self_) +
                                                   " is not a member and cannot leave");
@@ -265,6 +467,11 @@ std::optional<error> supervisor::leave(timestamp now, proc_id recipient, outbox&
 }
 
 void supervisor::offer_vnodes(timestamp now, outbox& out) {
+  // Vnodes still on offer to a newcomer must not be offered twice: wait for the
+  // answers (offer_resolved calls us again).
+  for (auto& [seq, o] : offers_)
+    if (!o.leaving)
+      return;
   if (own_.empty()) {
     finish_leave(now, {}, out);
     return;
@@ -299,17 +506,12 @@ void supervisor::offer_vnodes(timestamp now, outbox& out) {
     }
   }
   offered_to_ = to;
-  std::uint64_t epoch = 0;
-  own_.for_each([&](vnode_id v) { epoch = std::max(epoch, routes_.epoch(v)); });
-  offer_epoch_ = epoch + 1;
-  send(out, to, wire::vnode_handover{{own_, to, offer_epoch_}});
-  ++leave_seq_;
-  out.timers.push_back({cfg_.probe_timeout, token_for(leave_seq_, token_leave)});
+  offer(own_, to, true, out);
 }
 
 void supervisor::on_vnode_handover(proc_id from, const wire::vnode_handover& m, outbox& out) {
   // Take the vnodes only while staying: a leaving processor would lose them.
-  bool take = status_ == status::member && is_member(from) && m.route.owner == self_;
+  bool take = status_ == status::member && m.route.owner == self_;
   if (take)
     apply_routes({m.route});
   send(out, from, wire::vnode_handover_ack{m.route.epoch, take});
@@ -317,25 +519,22 @@ void supervisor::on_vnode_handover(proc_id from, const wire::vnode_handover& m, 
 
 void supervisor::on_vnode_handover_ack(timestamp now, proc_id from,
                                        const wire::vnode_handover_ack& m, outbox& out) {
-  if (status_ != status::leaving || from != offered_to_ || m.epoch != offer_epoch_)
-    return;
-  if (m.accepted) {
-    finish_leave(now, {wire::route_entry{own_, from, offer_epoch_}}, out);
-    return;
-  }
-  refused_.push_back(from);
-  offer_vnodes(now, out);
+  for (auto& [seq, o] : offers_)
+    if (o.to == from && o.epoch == m.epoch) {
+      offer_resolved(now, seq, m.accepted, out);
+      return;
+    }
 }
 
 void supervisor::finish_leave(timestamp now, std::vector<wire::route_entry> routes,
                               outbox& out) {
   for (auto m : members_)
     if (m != self_)
-      send(out, m, wire::member_left{self_, routes});
+      send(out, m, wire::member_left{self_, routes, me_.incarnation});
   status_ = status::left;
   probe_.reset();
   schedule_ = measurement_schedule(cfg_.extra_measurements);
-  reported_measuring_ = false;
+  flush_pending_ = false;
   // Forget everything: a later join starts afresh.
   routes_ = routing_table{};
   own_.clear();
@@ -346,24 +545,45 @@ void supervisor::finish_leave(timestamp now, std::vector<wire::route_entry> rout
   is_dirty_subtree_.clear();
   members_.clear();
   is_member_.clear();
-  addresses_.clear();
+  member_info_.clear();
   figures_.clear();
+  strikes_.clear();
   sponsored_.clear();
   refused_.clear();
+  offers_.clear();
   offered_to_ = no_proc;
   event(out, tree_event::kind::left, now);
 }
 
 // --- events ------------------------------------------------------------------
 
-void supervisor::on_timer(timestamp now, std::uint64_t token, outbox& out) {
-  if (token % 4 == token_leave) {
-    // The recipient of our vnodes did not answer: try another one.
-    if (status_ == status::leaving && token / 4 == leave_seq_) {
-      refused_.push_back(offered_to_);
-      offer_vnodes(now, out);
-      flush(out);
+void supervisor::do_timer(timestamp now, std::uint64_t token, outbox& out) {
+  if (token % 4 == token_flush && token / 4 >= 2) { // a join attempt timed out
+    if (status_ != status::joining || token / 4 != static_cast<std::uint64_t>(1 + join_attempts_))
+      return;
+    if (join_attempts_ < 3) {
+      ++join_attempts_;
+      send(out, contact_, wire::join_request{me_, wanted_});
+      out.timers.push_back({cfg_.probe_timeout, token_for(1 + join_attempts_, token_flush)});
+    } else {
+      status_ = status::idle;
+      members_.clear();
+      is_member_.clear();
+      trees_.clear();
+      event(out, tree_event::kind::join_failed, now);
     }
+    return;
+  }
+  if (token % 4 == token_flush) {
+    flush_pending_ = false;
+    if (status_ == status::member || status_ == status::leaving)
+      flush_now(out);
+    return;
+  }
+  if (token % 4 == token_offer) {
+    // The recipient of an offer did not answer: as good as a refusal.
+    offer_resolved(now, token / 4, false, out);
+    flush(out);
     return;
   }
   if (!probe_ || token / 4 != probe_->seq)
@@ -372,12 +592,22 @@ void supervisor::on_timer(timestamp now, std::uint64_t token, outbox& out) {
     if (probe_->at == probe::phase::pause)
       start_probe(now, out);
   } else {
-    finish_probe(now, false, out);
+    // Unanswered: after `probe_strikes` in a row, the candidate is taken to be gone.
+    auto cand = probe_->cand;
+    if (cfg_.probe_strikes > 0 && ++strikes_[cand] >= cfg_.probe_strikes && is_member(cand)) {
+      strikes_.erase(cand);
+      probe_.reset();
+      ++probes_abandoned_;
+      depart(now, cand, member_info_[cand].incarnation, out); // may finish the probe
+      maybe_probe(now, out);
+    } else {
+      finish_probe(now, false, out);
+    }
   }
   flush(out);
 }
 
-void supervisor::on_message(timestamp now, proc_id from, const wire::message& m, outbox& out) {
+void supervisor::do_message(timestamp now, proc_id from, const wire::message& m, outbox& out) {
   if (status_ == status::left || status_ == status::idle)
     return;
   if (status_ == status::leaving && (std::holds_alternative<wire::adopt_request>(m)
@@ -389,7 +619,8 @@ void supervisor::on_message(timestamp now, proc_id from, const wire::message& m,
         no.verdicts.push_back({e.tree, false, {}});
       send(out, from, std::move(no));
     } else {
-      wire::bw_reply empty{std::get<wire::bw_request>(m).seq, {}, 0};
+      wire::bw_reply empty;
+      empty.seq = std::get<wire::bw_request>(m).seq;
       empty.padding = static_cast<std::uint32_t>(wire::bw_probe_bytes - wire::wire_size(empty));
       send(out, from, std::move(empty));
     }
@@ -440,15 +671,14 @@ void supervisor::on_message(timestamp now, proc_id from, const wire::message& m,
         on_member_joined(now, from, msg.who, out);
       } else if constexpr (std::is_same_v<T, wire::member_left>) {
         apply_routes(msg.routes);
-        if (is_member(msg.who))
+        if (depart(now, msg.who, msg.incarnation, out))
           for (auto s : sponsored(now))
             if (s != msg.who && s != from)
               send(out, s, msg);
-        remove_member(now, msg.who, out);
       } else if constexpr (std::is_same_v<T, wire::handover_request>) {
         // A leaving processor keeps its vnodes for the recipient it chose.
         if (status_ == status::member && is_member(msg.to))
-          hand_over(msg.vnodes & own_, msg.to, out);
+          hand_over(msg.vnodes.empty() ? share_of_own() : msg.vnodes & own_, msg.to, out);
       } else if constexpr (std::is_same_v<T, wire::vnode_handover>) {
         on_vnode_handover(from, msg, out);
       } else if constexpr (std::is_same_v<T, wire::vnode_handover_ack>) {
@@ -472,10 +702,6 @@ void supervisor::maybe_probe(timestamp now, outbox& out) {
   if (members_.size() < 2 || !schedule_.next(all_parented())) {
     if (members_.size() < 2)
       schedule_ = measurement_schedule(cfg_.extra_measurements);
-    if (reported_measuring_) {
-      reported_measuring_ = false;
-      event(out, tree_event::kind::measuring_stopped, now);
-    }
     return;
   }
   probe p;
@@ -551,6 +777,7 @@ void supervisor::finish_probe(timestamp now, bool completed, outbox& out) {
 void supervisor::on_pong(timestamp now, proc_id from, const wire::pong& m, outbox& out) {
   if (!probe_ || probe_->seq != m.seq || probe_->cand != from || probe_->at != probe::phase::ping)
     return;
+  strikes_.erase(from);
   probe_->rtt = now - probe_->sent;
   auto& f = figures_[from];
   f.rtt = std::min(f.rtt, probe_->rtt);
@@ -566,6 +793,13 @@ void supervisor::on_bw_request(proc_id from, const wire::bw_request& m, outbox& 
   for (auto& t : trees_)
     if (t)
       reply.trees.push_back(t->info());
+  reply.members.reserve(member_info_.size());
+  for (auto& [p, info] : member_info_)
+    reply.members.push_back(info);
+  for (auto& [p, incs] : tombstones_)
+    for (auto inc : incs)
+      reply.departed.push_back({p, {}, inc});
+  reply.routes = routes_.snapshot();
   auto bare = wire::wire_size(reply);
   reply.padding = bare < wire::bw_probe_bytes
                     ? static_cast<std::uint32_t>(wire::bw_probe_bytes - bare)
@@ -589,6 +823,11 @@ void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& 
   probe_->rtt = rtt;
   probe_->bw = bw;
 
+  merge_view(now, m, out);
+  // The view may have ended this probe: it can name a new incarnation of the
+  // candidate itself, which buries the one we were probing.
+  if (!probe_ || probe_->seq != m.seq)
+    return;
   auto ctx = context();
   std::vector<wire::subtree_entry> wanted;
   for (auto& info : m.trees) {
@@ -615,6 +854,51 @@ void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& 
   probe_->at = probe::phase::adopt;
   probe_->requested = wanted;
   send(out, from, wire::adopt_request{m.seq, std::move(wanted)});
+}
+
+void supervisor::merge_view(timestamp now, const wire::bw_reply& m, outbox& out) {
+  for (auto& d : m.departed) {
+    if (d.id == self_ && d.incarnation == me_.incarnation && status_ == status::member) {
+      // Taken for gone (a bounce meant for an earlier incarnation, or a silence):
+      // refute it as a new incarnation, which nobody has buried.
+      me_.incarnation = (rng_() | 1);
+      add_member(me_);
+      for (auto p : members_)
+        if (p != self_)
+          send(out, p, wire::member_joined{me_});
+      // Whoever buried us dropped us as parent and child: start over in every tree.
+      leave_all_trees(now, out);
+      trigger(now, out);
+      continue;
+    }
+    depart(now, d.id, d.incarnation, out);
+  }
+  bool news = false;
+  for (auto& mem : m.members)
+    news = admit(now, mem, out) || news;
+  apply_routes(foreign_routes(m.routes));
+  if (news)
+    trigger(now, out); // new trees exist
+}
+
+std::vector<wire::route_entry> supervisor::foreign_routes(std::vector<wire::route_entry> routes) const {
+  // An entry naming us that we did not learn ourselves either comes from our
+  // previous incarnation (stale: those vnodes were handed on when it left) or repeats
+  // an explicit update that reaches us anyway. Vnodes become ours only through
+  // explicit updates, so record them as owner-unknown just below that epoch: the
+  // explicit update (same epoch) or any later news wins over it.
+  std::vector<wire::route_entry> result;
+  result.reserve(routes.size());
+  for (auto& r : routes) {
+    if (r.owner == self_) {
+      if (r.epoch == 0)
+        continue;
+      r.owner = no_proc;
+      --r.epoch;
+    }
+    result.push_back(std::move(r));
+  }
+  return result;
 }
 
 void supervisor::on_adopt_request(proc_id from, const wire::adopt_request& m, outbox& out) {
@@ -646,8 +930,18 @@ void supervisor::on_adopt_request(proc_id from, const wire::adopt_request& m, ou
 
 void supervisor::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply& m,
                                 outbox& out) {
-  if (!probe_ || probe_->seq != m.seq || probe_->cand != from || probe_->at != probe::phase::adopt)
+  if (!probe_ || probe_->seq != m.seq || probe_->cand != from
+      || probe_->at != probe::phase::adopt) {
+    // We gave up on this probe (timeout, or took the candidate for gone): undo
+    // whatever it accepted, or it would count us as a child for ever.
+    wire::release undo;
+    for (auto& v : m.verdicts)
+      if (v.accepted)
+        undo.trees.push_back(v.tree);
+    if (!undo.trees.empty())
+      send(out, from, std::move(undo));
     return;
+  }
   std::map<proc_id, wire::release> releases;
   for (auto& v : m.verdicts) {
     if (!v.accepted)
@@ -707,12 +1001,27 @@ void supervisor::on_tree_update(timestamp now, proc_id from, const wire::tree_up
 
 void supervisor::on_join_request(timestamp now, proc_id from, const wire::join_request& m,
                                  outbox& out) {
+  if (status_ == status::leaving) {
+    // Pass the newcomer on to a member that stays (the one taking our vnodes, if known).
+    auto to = offered_to_;
+    if (to == no_proc || !is_member(to))
+      for (auto p : members_)
+        if (p != self_ && p != m.newcomer.id) {
+          to = p;
+          break;
+        }
+    if (to != no_proc)
+      send(out, to, m);
+    return;
+  }
   if (status_ != status::member)
     return;
   auto n = m.newcomer.id;
   (void) from;
-  bool fresh = !is_member(n);
-  add_member(n, m.newcomer.address);
+  bool known = is_member(n) && member_info_[n].incarnation == m.newcomer.incarnation;
+  if (!known && !admit(now, m.newcomer, out))
+    return; // an incarnation that has already left
+  bool fresh = !known;
   sponsored_.erase(std::remove_if(sponsored_.begin(), sponsored_.end(),
                                   [&](auto& s) { return s.first == n; }),
                    sponsored_.end());
@@ -723,31 +1032,12 @@ void supervisor::on_join_request(timestamp now, proc_id from, const wire::join_r
   if (fresh)
     for (auto p : members_)
       if (p != self_ && p != n)
-        send(out, p, wire::member_joined{{n, m.newcomer.address}});
-  if (m.wanted.empty()) {
-    if (own_.size() >= 2) {
-      // The upper half of our own vnodes.
-      auto keep = own_.size() / 2 + own_.size() % 2;
-      vnode_set give;
-      std::size_t seen = 0;
-      own_.for_each([&](vnode_id v) {
-        if (seen++ >= keep)
-          give.insert(v);
-      });
-      hand_over(give, n, out);
-    }
-  } else {
-    for (auto& [owner, vs] : routes_.partition(m.wanted)) {
-      if (owner == self_)
-        hand_over(vs, n, out);
-      else if (owner != no_proc && owner != n)
-        send(out, owner, wire::handover_request{vs, n});
-    }
-  }
-  // The snapshot already shows our own handovers.
+        send(out, p, wire::member_joined{m.newcomer});
+  // Vnodes move later: the newcomer asks their owners once it is a member, so that
+  // nothing is handed to a processor whose join then fails.
   wire::join_accept accept;
   for (auto p : members_)
-    accept.members.push_back({p, addresses_[p]});
+    accept.members.push_back(member_info_[p]);
   accept.routes = routes_.snapshot();
   send(out, n, std::move(accept));
   if (fresh)
@@ -759,8 +1049,8 @@ void supervisor::on_join_accept(timestamp now, proc_id from, const wire::join_ac
   if (status_ != status::joining)
     return;
   for (auto& mem : m.members)
-    add_member(mem.id, mem.address);
-  for (auto& r : m.routes)
+    admit(now, mem, out);
+  for (auto& r : foreign_routes(m.routes))
     routes_.apply(r);
   status_ = status::member;
   set_own(routes_.owned_by(self_));
@@ -768,19 +1058,27 @@ void supervisor::on_join_accept(timestamp now, proc_id from, const wire::join_ac
   // know every member yet.
   for (auto p : members_)
     if (p != self_ && p != from)
-      send(out, p, wire::member_joined{{self_, addresses_[self_]}});
+      send(out, p, wire::member_joined{me_});
+  // Now ask for vnodes (after the announcements: an owner must know us first, and
+  // messages between two processors arrive in order).
+  if (wanted_.empty()) {
+    send(out, from, wire::handover_request{{}, self_}); // a share of the contact's
+  } else {
+    for (auto& [owner, vs] : routes_.partition(wanted_))
+      if (owner != no_proc && owner != self_)
+        send(out, owner, wire::handover_request{vs, self_});
+  }
   event(out, tree_event::kind::joined, now);
   trigger(now, out);
 }
 
 void supervisor::on_member_joined(timestamp now, proc_id from, const wire::member& who,
                                   outbox& out) {
-  if (who.id == self_ || is_member(who.id))
+  if (!admit(now, who, out))
     return;
-  add_member(who.id, who.address);
   // Membership must end up symmetric: the newcomer may not know us yet.
   if (from != who.id && status_ == status::member)
-    send(out, who.id, wire::member_joined{{self_, addresses_[self_]}});
+    send(out, who.id, wire::member_joined{me_});
   // Newcomers we let in may have been told about members before this one joined.
   for (auto s : sponsored(now))
     if (s != who.id && s != from)

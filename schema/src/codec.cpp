@@ -100,6 +100,7 @@ void write(const wire::route_entry& r, cs::RouteEntry::Builder b) {
 
 void write(const wire::member& m, cs::Member::Builder b) {
   b.setId(m.id);
+  b.setIncarnation(m.incarnation);
   if (!m.address.empty())
     b.setAddress(capnp::Text::Reader(m.address.data(), m.address.size()));
 }
@@ -133,6 +134,9 @@ void write(const wire::bw_reply& m, body_builder b) {
   write_list(m.trees, [&](unsigned n) { return r.initTrees(n); });
   if (m.padding > 0)
     r.initPadding(m.padding); // zeroed by the allocator; no copy
+  write_list(m.members, [&](unsigned n) { return r.initMembers(n); });
+  write_list(m.departed, [&](unsigned n) { return r.initDeparted(n); });
+  write_list(m.routes, [&](unsigned n) { return r.initRoutes(n); });
 }
 
 void write(const wire::adopt_request& m, body_builder b) {
@@ -186,6 +190,7 @@ void write(const wire::member_joined& m, body_builder b) {
 void write(const wire::member_left& m, body_builder b) {
   auto r = b.initMemberLeft();
   r.setWho(m.who);
+  r.setIncarnation(m.incarnation);
   write_list(m.routes, [&](unsigned n) { return r.initRoutes(n); });
 }
 
@@ -267,7 +272,8 @@ wire::route_entry read(cs::RouteEntry::Reader r) {
 
 wire::member read(cs::Member::Reader r) {
   auto address = r.getAddress();
-  return wire::member{r.getId(), std::string(address.begin(), address.size())};
+  return wire::member{r.getId(), std::string(address.begin(), address.size()),
+                      r.getIncarnation()};
 }
 
 wire::adopt_verdict read(cs::AdoptVerdict::Reader r) {
@@ -299,6 +305,9 @@ wire::bw_reply read(cs::BwReply::Reader r) {
   if (padding > std::numeric_limits<std::uint32_t>::max())
     reject("bw_reply padding too large");
   m.padding = static_cast<std::uint32_t>(padding);
+  m.members = read_list(r.getMembers());
+  m.departed = read_list(r.getDeparted());
+  m.routes = read_list(r.getRoutes());
   return m;
 }
 
@@ -334,7 +343,7 @@ wire::member_joined read(cs::MemberJoined::Reader r) {
 }
 
 wire::member_left read(cs::MemberLeft::Reader r) {
-  return wire::member_left{r.getWho(), read_list(r.getRoutes())};
+  return wire::member_left{r.getWho(), read_list(r.getRoutes()), r.getIncarnation()};
 }
 
 wire::handover_request read(cs::HandoverRequest::Reader r) {

@@ -38,7 +38,7 @@ BOOST_AUTO_TEST_CASE(both_conditions_are_needed) {
   tree_state t{lat, p};
   // parent 3 at dist 4 ms, RTT 2 ms: our dist is 6 ms.
   t.set_parent(3, 2ms, 1e8, info(lat, 4ms, 0, 1, {0}));
-  BOOST_TEST(t.dist() == 6ms);
+  BOOST_TEST(t.dist().count() == duration{6ms}.count());
   // closer and nearer the root
   BOOST_TEST((latency_rule(t, p, 7, 1ms, info(lat, 5ms, 0, 0, {0})) == verdict::adopt));
   // closer but not nearer the root
@@ -57,13 +57,50 @@ BOOST_AUTO_TEST_CASE(descendants_and_self_are_never_adopted) {
   BOOST_TEST(!forbidden_parent(p, 7, info(lat, 1ms, 0, 0, {9, 0})));
 }
 
+BOOST_AUTO_TEST_CASE(banyan_escape_lets_a_wan_gateway_move_under_a_lan_peer) {
+  // p is in cluster B with a parent across the WAN (RTT 4 ms) at dist 0.25 ms:
+  // dist(p) = 4.25 ms. A LAN peer (RTT 0.3 ms) at dist 4.55 ms is not nearer the
+  // root, so the paper's rule keeps the WAN edge; banyan's escape allows the move:
+  // 4.55 + 0.3 <= 4.25 + (4 - 0.3) / 2.
+  tree_state t{lat, p};
+  t.set_parent(3, 4ms, 1e8, info(lat, 250us, 0, 1, {0}));
+  auto cand = info(lat, 4550us, 0, 0, {9, 0});
+  rule_context paper{rule_variant::paper};
+  BOOST_TEST((latency_rule(t, p, 7, 300us, cand, paper) == verdict::keep));
+  rule_context ctx;
+  ctx.min_rtt = 300us;
+  BOOST_TEST((latency_rule(t, p, 7, 300us, cand, ctx) == verdict::adopt));
+}
+
+BOOST_AUTO_TEST_CASE(banyan_does_not_chain_wan_hops_slower_than_the_direct_one) {
+  // p in C, parent in A (RTT 7 ms, dist 7.25 ms). A candidate in B (RTT 5 ms) at dist
+  // 4.3 ms would make p's dist 9.3 ms. The paper's rule takes it (4.3 < 7.25);
+  // banyan does not (B is not p's LAN, and the escape needs 9.3 <= 7.25 + 1).
+  tree_state t{lat, p};
+  t.set_parent(3, 7ms, 1e8, info(lat, 250us, 0, 1, {0}));
+  auto cand = info(lat, 4300us, 0, 0, {8, 0});
+  rule_context paper{rule_variant::paper};
+  BOOST_TEST((latency_rule(t, p, 7, 5ms, cand, paper) == verdict::adopt));
+  rule_context ctx;
+  ctx.min_rtt = 400us;
+  BOOST_TEST((latency_rule(t, p, 7, 5ms, cand, ctx) == verdict::keep));
+}
+
+BOOST_AUTO_TEST_CASE(locality_needs_evidence) {
+  rule_context ctx;
+  BOOST_TEST(!ctx.local(1ms)); // nothing measured: nobody is local
+  ctx.min_rtt = 300us;
+  BOOST_TEST(ctx.local(500us));
+  BOOST_TEST(!ctx.local(700us));
+}
+
 BOOST_AUTO_TEST_CASE(current_parent_is_refreshed_and_root_keeps_no_parent) {
   tree_state t{lat, p};
   t.set_parent(3, 2ms, 1e8, info(lat, 4ms, 0, 1, {0}));
   BOOST_TEST((latency_rule(t, p, 3, 1ms, info(lat, 3ms, 0, 1, {0})) == verdict::refresh));
   tree_state root{{p, tree_kind::latency}, p};
   BOOST_TEST(root.connected());
-  BOOST_TEST(root.dist() == 0ms);
+  BOOST_TEST(root.dist().count() == 0);
   BOOST_TEST((latency_rule(root, p, 7, 1ms, info({p, tree_kind::latency}, 0ms, 0, 0, {p}))
               == verdict::keep));
 }
@@ -74,10 +111,10 @@ BOOST_AUTO_TEST_SUITE(bandwidth)
 
 BOOST_AUTO_TEST_CASE(estimate_divides_by_the_children_cand_would_have) {
   // cand receives at 100 MB/s, link 90 MB/s, cand has 2 children: p would be the third.
-  BOOST_TEST(estimate_rate(p, 7, 90e6, info(bw, 0ms, 100e6, 2, {0}), false) == 30e6);
-  BOOST_TEST(estimate_rate(p, 7, 90e6, info(bw, 0ms, 100e6, 2, {0}), true) == 45e6);
+  BOOST_TEST(estimate_rate(90e6, info(bw, 0ms, 100e6, 2, {0}), false) == 30e6);
+  BOOST_TEST(estimate_rate(90e6, info(bw, 0ms, 100e6, 2, {0}), true) == 45e6);
   // the candidate's own rate bounds the estimate
-  BOOST_TEST(estimate_rate(p, 7, 900e6, info(bw, 0ms, 100e6, 0, {0}), false) == 100e6);
+  BOOST_TEST(estimate_rate(900e6, info(bw, 0ms, 100e6, 0, {0}), false) == 100e6);
 }
 
 BOOST_AUTO_TEST_CASE(adopts_only_a_better_estimate_beyond_the_margin) {
@@ -85,11 +122,33 @@ BOOST_AUTO_TEST_CASE(adopts_only_a_better_estimate_beyond_the_margin) {
   // parent: est 100 MB/s, 1 child (us), link 50 MB/s: we get 50 MB/s.
   t.set_parent(3, 2ms, 50e6, info(bw, 0ms, 100e6, 1, {0}));
   BOOST_TEST(t.est() == 50e6);
-  BOOST_TEST((bandwidth_rule(t, p, 7, 120e6, info(bw, 0ms, 200e6, 1, {0}), 0.05)
+}
+
+BOOST_AUTO_TEST_CASE(banyan_variant_prefers_a_local_parent_at_about_the_same_rate) {
+  rule_context ctx; // banyan
+  ctx.min_rtt = 300us;  // our LAN: 0.3 ms
+  tree_state t{bw, p};
+  // a remote parent (4 ms) giving us 50 MB/s
+  t.set_parent(3, 4ms, 50e6, info(bw, 0ms, 100e6, 1, {0}));
+  // a LAN candidate that would give 49 MB/s (within the margin): moves in banyan...
+  BOOST_TEST((bandwidth_rule(t, p, 7, 98e6, 300us, info(bw, 0ms, 49e6, 1, {0}), ctx)
+              == verdict::adopt));
+  // ...but not with the paper's rule
+  rule_context paper{rule_variant::paper};
+  paper.min_rtt = 300us;
+  BOOST_TEST((bandwidth_rule(t, p, 7, 98e6, 300us, info(bw, 0ms, 49e6, 1, {0}), paper)
+              == verdict::keep));
+  // a remote candidate at the same rate does not attract it either
+  BOOST_TEST((bandwidth_rule(t, p, 7, 98e6, 3ms, info(bw, 0ms, 49e6, 1, {0}), ctx)
+              == verdict::keep));
+  // The paper's rule with banyan's 5% margin (the same tree: est 50 MB/s).
+  rule_context strict{rule_variant::paper};
+  BOOST_TEST((bandwidth_rule(t, p, 7, 120e6, 2ms, info(bw, 0ms, 200e6, 1, {0}), strict)
               == verdict::adopt)); // 60 MB/s > 52.5
-  BOOST_TEST((bandwidth_rule(t, p, 7, 104e6, info(bw, 0ms, 200e6, 1, {0}), 0.05)
+  BOOST_TEST((bandwidth_rule(t, p, 7, 104e6, 2ms, info(bw, 0ms, 200e6, 1, {0}), strict)
               == verdict::keep)); // 52 MB/s is within the margin
-  BOOST_TEST((bandwidth_rule(t, p, 7, 104e6, info(bw, 0ms, 200e6, 1, {0}), 0.0)
+  strict.bw_margin = 0;
+  BOOST_TEST((bandwidth_rule(t, p, 7, 104e6, 2ms, info(bw, 0ms, 200e6, 1, {0}), strict)
               == verdict::adopt));
 }
 
@@ -98,7 +157,7 @@ BOOST_AUTO_TEST_CASE(loops_are_prevented_explicitly) {
   // adopted; the path check forbids it.
   tree_state t{bw, p};
   t.set_parent(3, 2ms, 10e6, info(bw, 0ms, 100e6, 1, {0}));
-  BOOST_TEST((bandwidth_rule(t, p, 7, 1e9, info(bw, 0ms, 1e9, 0, {p, 3, 0}), 0.0)
+  BOOST_TEST((bandwidth_rule(t, p, 7, 1e9, 1ms, info(bw, 0ms, 1e9, 0, {p, 3, 0}))
               == verdict::keep));
 }
 

@@ -83,6 +83,7 @@ void check_subtrees(const mini_grid& g) {
 
 /// Every live processor has the same routing table, and owns what it says.
 void check_routing(const mini_grid& g, std::size_t vnodes) {
+  BOOST_TEST_REQUIRE(g.ownership_conflicts().empty(), g.ownership_conflicts().front());
   auto live = g.live();
   const supervisor* first = nullptr;
   vnode_set owned;
@@ -98,7 +99,8 @@ void check_routing(const mini_grid& g, std::size_t vnodes) {
                                   << s->routes().owner(v) << " (epoch " << s->routes().epoch(v)
                                   << "), processor " << first->self() << " says "
                                   << first->routes().owner(v) << " (epoch "
-                                  << first->routes().epoch(v) << ")");
+                                  << first->routes().epoch(v) << "); history:"
+                                  << g.ownership_history(v));
     BOOST_TEST_REQUIRE((s->own_vnodes() == s->routes().owned_by(p)));
     BOOST_TEST_REQUIRE(!owned.intersects(s->own_vnodes()));
     owned |= s->own_vnodes();
@@ -229,15 +231,15 @@ BOOST_AUTO_TEST_CASE(random_interleaved_joins_and_leaves_converge) {
   // tree spans exactly the live processors, every subtree set is exact and every
   // routing table agrees.
   std::mt19937 rng{77};
-  for (int round = 0; round < 60; ++round) {
+  for (int round = 0; round < 200; ++round) {
     auto topo = random_topology(rng);
     auto n = static_cast<proc_id>(topo.proc_count());
     mini_grid g{topo, static_cast<std::uint64_t>(1000 + round)};
     g.start();
     std::vector<bool> up(n, true);
     std::uniform_int_distribution<proc_id> any(0, n - 1);
-    std::uniform_int_distribution<int> gap_us(0, 20000);
-    for (int step = 0; step < 12; ++step) {
+    std::uniform_int_distribution<int> gap_us(0, round % 2 ? 20000 : 3000);
+    for (int step = 0; step < 24; ++step) {
       g.run_for(std::chrono::microseconds(gap_us(rng)));
       auto p = any(rng);
       auto live = g.live();
@@ -253,13 +255,19 @@ BOOST_AUTO_TEST_CASE(random_interleaved_joins_and_leaves_converge) {
           if (live[q])
             contacts.push_back(q);
         auto c = contacts[std::uniform_int_distribution<std::size_t>(0, contacts.size() - 1)(rng)];
-        g.join(p, c, {});
+        // Half of the joins ask for specific vnodes (whoever owns them now).
+        vnode_set wanted;
+        if (std::bernoulli_distribution(0.5)(rng))
+          for (vnode_id v = 0; v < n; ++v)
+            if (std::bernoulli_distribution(0.3)(rng))
+              wanted.insert(v);
+        g.join(p, c, wanted);
         up[p] = true;
       }
     }
-    g.run();
+    auto events_run = g.run();
     BOOST_TEST_CONTEXT("round " << round << " with " << n << " processors") {
-      BOOST_TEST(!g.busy());
+      BOOST_TEST(!g.busy(), "after " << events_run << " events: " << g.busy_report());
       check_trees(g);
       check_subtrees(g);
       check_routing(g, n);

@@ -92,7 +92,7 @@ struct gen {
   }
   wire::subtree_entry subtree() { return {key(), vnodes()}; }
   wire::route_entry route() { return {vnodes(), proc(), u64()}; }
-  wire::member member() { return {proc(), text()}; }
+  wire::member member() { return {proc(), text(), coin() ? 0 : u64()}; }
   wire::adopt_verdict verdict() { return {key(), coin(), info()}; }
 
   template <class F>
@@ -109,7 +109,9 @@ struct gen {
       case 0: return wire::ping{u64()};
       case 1: return wire::pong{u64()};
       case 2: return wire::bw_request{u64()};
-      case 3: return wire::bw_reply{u64(), list([&] { return info(); }), static_cast<std::uint32_t>(upto(300))};
+      case 3: return wire::bw_reply{u64(), list([&] { return info(); }), static_cast<std::uint32_t>(upto(300)),
+                                    list([&] { return member(); }), list([&] { return member(); }),
+                                    list([&] { return route(); })};
       case 4: return wire::adopt_request{u64(), list([&] { return subtree(); })};
       case 5: return wire::adopt_reply{u64(), list([&] { return verdict(); })};
       case 6: return wire::release{list([&] { return key(); })};
@@ -119,7 +121,7 @@ struct gen {
       case 10: return wire::join_request{member(), vnodes()};
       case 11: return wire::join_accept{list([&] { return member(); }), list([&] { return route(); })};
       case 12: return wire::member_joined{member()};
-      case 13: return wire::member_left{proc(), list([&] { return route(); })};
+      case 13: return wire::member_left{proc(), list([&] { return route(); }), u64()};
       case 14: return wire::handover_request{vnodes(), proc()};
       case 15: return wire::routing_update{list([&] { return route(); })};
       case 16: return wire::vnode_handover{route()};
@@ -252,7 +254,7 @@ BOOST_AUTO_TEST_CASE(wire_size_equals_encoding_at_rounding_edges) {
     ms.push_back(wire::tree_update{{t, t}});
   }
   for (std::uint32_t padding : {0u, 1u, 7u, 8u, 9u, 4096u})
-    ms.push_back(wire::bw_reply{1, {}, padding});
+    ms.push_back(wire::bw_reply{1, {}, padding, {}, {}, {}});
   ms.push_back(wire::join_accept{});
   ms.push_back(wire::join_accept{{{1, ""}, {2, "x"}}, {{vnode_set{}, 1, 1}}});
   ms.push_back(wire::join_request{{banyan::no_proc, ""}, {}});
@@ -284,7 +286,7 @@ BOOST_AUTO_TEST_CASE(wire_size_equals_encoding_randomized) {
 
 BOOST_AUTO_TEST_CASE(bandwidth_probe_reply_is_about_128_kib) {
   gen g(5);
-  wire::bw_reply reply{42, {g.info(), g.info()}, static_cast<std::uint32_t>(wire::bw_probe_bytes)};
+  wire::bw_reply reply{42, {g.info(), g.info()}, static_cast<std::uint32_t>(wire::bw_probe_bytes), {}, {}, {}};
   const wire::envelope e{1, 2, reply};
   const bytes frame = bs::encode(e);
   BOOST_TEST(frame.size() >= wire::bw_probe_bytes);
@@ -483,7 +485,7 @@ BOOST_AUTO_TEST_CASE(pointer_amplification_hits_traversal_limit) {
 }
 
 BOOST_AUTO_TEST_CASE(oversized_frames_are_rejected) {
-  const bytes frame = bs::encode({1, 2, wire::bw_reply{1, {}, 4096}});
+  const bytes frame = bs::encode({1, 2, wire::bw_reply{1, {}, 4096, {}, {}, {}}});
   const auto d = bs::decode_body(frame.data() + 4, frame.size() - 4, 1024);
   BOOST_REQUIRE(!d.has_value());
   BOOST_TEST(d.err().code == errc::oversized_frame);

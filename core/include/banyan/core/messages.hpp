@@ -51,11 +51,16 @@ struct route_entry {
   }
 };
 
+/// A processor as a member: its id and its incarnation. A processor that leaves and
+/// joins again comes back as a new incarnation, so a late notice about the old one
+/// (joined or left) can never be mistaken for news about the new one. Founding
+/// members are incarnation 0; a joiner draws a random non-zero one.
 struct member {
   proc_id id = no_proc;
   std::string address; ///< transport address ("host:port"); empty in emulation
+  std::uint64_t incarnation = 0;
   friend bool operator==(const member& a, const member& b) {
-    return a.id == b.id && a.address == b.address;
+    return a.id == b.id && a.address == b.address && a.incarnation == b.incarnation;
   }
 };
 
@@ -65,13 +70,20 @@ struct ping { std::uint64_t seq = 0; friend bool operator==(ping a, ping b) { re
 struct pong { std::uint64_t seq = 0; friend bool operator==(pong a, pong b) { return a.seq == b.seq; } };
 /// Bandwidth probe: the prober asks for a 128 KiB download.
 struct bw_request { std::uint64_t seq = 0; friend bool operator==(bw_request a, bw_request b) { return a.seq == b.seq; } };
-/// The download: the candidate's place in every tree, padded to `bw_probe_bytes`.
+/// The download: the candidate's place in every tree, and its view of the
+/// computation (members, departed incarnations, routing table) for the prober to
+/// merge (anti-entropy: membership news that missed a processor reaches it with its
+/// next probe), padded to `bw_probe_bytes`.
 struct bw_reply {
   std::uint64_t seq = 0;
   std::vector<tree_info> trees;
   std::uint32_t padding = 0; ///< bytes of filler that bring the reply to 128 KiB
+  std::vector<member> members;
+  std::vector<member> departed; ///< tombstones: incarnations known to have left
+  std::vector<route_entry> routes;
   friend bool operator==(const bw_reply& a, const bw_reply& b) {
-    return a.seq == b.seq && a.trees == b.trees && a.padding == b.padding;
+    return a.seq == b.seq && a.trees == b.trees && a.padding == b.padding &&
+           a.members == b.members && a.departed == b.departed && a.routes == b.routes;
   }
 };
 
@@ -133,6 +145,7 @@ struct join_request {
   }
 };
 /// Contact -> newcomer: the members and the routing table as the contact knows them.
+/// The newcomer then asks the owners of the vnodes it wants (handover_request).
 struct join_accept {
   std::vector<member> members;
   std::vector<route_entry> routes;
@@ -149,11 +162,13 @@ struct member_joined {
 struct member_left {
   proc_id who = no_proc;
   std::vector<route_entry> routes;
+  std::uint64_t incarnation = 0; ///< of the leaver
   friend bool operator==(const member_left& a, const member_left& b) {
-    return a.who == b.who && a.routes == b.routes;
+    return a.who == b.who && a.routes == b.routes && a.incarnation == b.incarnation;
   }
 };
-/// Anyone -> an owner: hand these vnodes (those you own) over to `to`.
+/// Newcomer -> an owner, once the newcomer is a member: hand these vnodes (those you
+/// own) over to `to`; empty `vnodes`: a share of yours (the upper half).
 struct handover_request {
   vnode_set vnodes;
   proc_id to = no_proc;

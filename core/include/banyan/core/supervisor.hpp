@@ -29,6 +29,8 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "banyan/core/error.hpp"
@@ -64,6 +66,13 @@ struct supervisor_config {
   /// Judge candidates by the best figures measured so far (minimum RTT, maximum
   /// bandwidth): contention only ever makes a measurement look worse.
   bool best_measurements = true;
+  /// tree_update and subtree_update messages are held this long so that a burst of
+  /// changes (a probe can move many trees at once, and changes cascade) costs one
+  /// message per neighbour. 0 sends them at the end of every event.
+  duration update_delay = std::chrono::milliseconds(1);
+  /// A candidate that leaves this many probes in a row unanswered is taken to have
+  /// left (a backstop for when the network cannot tell; 0 never gives up on anyone).
+  int probe_strikes = 3;
   /// How long a contact relays membership and routing news to a newcomer it let in.
   duration sponsor_window = std::chrono::seconds(5);
 };
@@ -72,10 +81,11 @@ struct supervisor_config {
 struct tree_event {
   enum class kind : std::uint8_t {
     parent_changed,    ///< tree, old_parent, new_parent
-    measuring_started, ///< the schedule became active
-    measuring_stopped, ///< the schedule ran out
+    busy, ///< started measuring, holding updates, joining or leaving
+    idle, ///< nothing more to do until something happens
     cycle_broken,      ///< tree, old_parent: left a parent to break a cycle
     joined,            ///< became a member
+    join_failed,       ///< the contact never answered: back to idle
     left,              ///< handed its vnodes over and stopped
   };
   kind what = kind::parent_changed;
@@ -113,7 +123,8 @@ public:
   void found(timestamp now, const std::vector<wire::member>& members,
              const routing_table& routes, outbox& out);
   /// Asks `contact` to be let in with the vnodes `wanted` (empty: a share of the
-  /// contact's own vnodes).
+  /// contact's own vnodes). Asks again after `probe_timeout`, three times in all;
+  /// then gives up with a `join_failed` event.
   void join(timestamp now, proc_id contact, const vnode_set& wanted, outbox& out);
   /// Offers every vnode to `recipient` (no_proc: the nearest member measured so
   /// far); once a member that is not leaving itself has taken them, tells every
@@ -123,6 +134,10 @@ public:
 
   void on_message(timestamp now, proc_id from, const wire::message& m, outbox& out);
   void on_timer(timestamp now, std::uint64_t token, outbox& out);
+  /// The network could not deliver to `p`: no processor runs there (a refused
+  /// connection, or the emulated network's equivalent). The incarnation of `p` we
+  /// know is taken to have left.
+  void on_unreachable(timestamp now, proc_id p, outbox& out);
 
   // --- inspection ----------------------------------------------------------
   proc_id self() const noexcept { return self_; }
@@ -131,6 +146,8 @@ public:
   proc_id parent(tree_key k) const;
   bool all_parented() const;
   bool measuring() const noexcept { return schedule_.active() || probe_.has_value(); }
+  /// Measuring, holding tree updates to send, joining or leaving.
+  bool busy() const noexcept;
   const vnode_set& own_vnodes() const noexcept { return own_; }
   const routing_table& routes() const noexcept { return routes_; }
   const std::vector<proc_id>& members() const noexcept { return members_; }
@@ -138,6 +155,8 @@ public:
   /// Probes completed (answered to the end) and abandoned (timed out or candidate gone).
   std::uint64_t probes_completed() const noexcept { return probes_completed_; }
   std::uint64_t probes_abandoned() const noexcept { return probes_abandoned_; }
+  /// One line on what the supervisor is doing (status, schedule, probe), for logs.
+  std::string describe() const;
   /// Best RTT measured to p so far, if any.
   std::optional<duration> measured_rtt(proc_id p) const;
 
@@ -157,18 +176,40 @@ private:
     rate bw = 0;
   };
 
+  void do_found(timestamp now, const std::vector<wire::member>& members,
+                const routing_table& routes, outbox& out);
+  void do_join(timestamp now, proc_id contact, const vnode_set& wanted, outbox& out);
+  std::optional<error> do_leave(timestamp now, proc_id recipient, outbox& out);
+  void do_message(timestamp now, proc_id from, const wire::message& m, outbox& out);
+  void do_timer(timestamp now, std::uint64_t token, outbox& out);
+
   static std::size_t index_of(tree_key k) {
     return static_cast<std::size_t>(k.root) * tree_kind_count + static_cast<std::size_t>(k.kind);
   }
   tree_state* find_tree(tree_key k);
-  void add_member(proc_id p, const std::string& address);
+  void add_member(const wire::member& m);
+  /// Takes note of member m; true when it is news (a member we did not know, or a
+  /// new incarnation of one). A tombstoned incarnation is never admitted again.
+  bool admit(timestamp now, const wire::member& m, outbox& out);
+  /// Incarnation `inc` of `who` left: tombstone it, and forget it if it is the one
+  /// we know. Returns whether this was news (not heard before).
+  bool depart(timestamp now, proc_id who, std::uint64_t inc, outbox& out);
   void remove_member(timestamp now, proc_id p, outbox& out);
   void set_own(vnode_set own);
   /// Returns whether anything changed.
   bool apply_routes(const std::vector<wire::route_entry>& routes);
+  /// Offers vnodes to a newcomer that asked for them (those not already on offer).
   void hand_over(const vnode_set& vnodes, proc_id to, outbox& out);
+  void offer(const vnode_set& vnodes, proc_id to, bool leaving, outbox& out);
+  vnode_set share_of_own() const;
+  /// An offer was answered (or timed out: not accepted).
+  void offer_resolved(timestamp now, std::uint64_t seq, bool accepted, outbox& out);
   void lose_parent(timestamp now, tree_state& t, outbox& out);
+  /// Releases every parent and orphans every child (after being taken for gone).
+  void leave_all_trees(timestamp now, outbox& out);
   void trigger(timestamp now, outbox& out);
+  /// Emits busy/idle when that changed; called at the end of every entry point.
+  void report_busy(timestamp now, outbox& out);
 
   // probing
   void maybe_probe(timestamp now, outbox& out);
@@ -178,6 +219,10 @@ private:
   void finish_probe(timestamp now, bool completed, outbox& out);
   void on_pong(timestamp now, proc_id from, const wire::pong& m, outbox& out);
   void on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& m, outbox& out);
+  /// Anti-entropy: takes in the members, departures and routes a candidate knows.
+  void merge_view(timestamp now, const wire::bw_reply& m, outbox& out);
+  /// Routes from someone else's snapshot, with entries naming us made harmless.
+  std::vector<wire::route_entry> foreign_routes(std::vector<wire::route_entry> routes) const;
   void on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply& m, outbox& out);
 
   // serving others
@@ -199,8 +244,10 @@ private:
   void mark_info(const tree_state& t);
   void mark_subtree(const tree_state& t);
   void mark_all_subtrees();
-  /// Sends the tree_update and subtree_update messages the handler's changes call for.
+  /// Sends the tree_update and subtree_update messages the changes call for: at
+  /// once with `now`, else after `update_delay` (see flush_now).
   void flush(outbox& out);
+  void flush_now(outbox& out);
   void send(outbox& out, proc_id to, wire::message m);
   void event(outbox& out, tree_event::kind what, timestamp now, tree_key k = {},
              proc_id old_parent = no_proc, proc_id new_parent = no_proc);
@@ -212,29 +259,46 @@ private:
 
   std::vector<proc_id> members_; // sorted
   std::vector<bool> is_member_;
-  std::map<proc_id, std::string> addresses_;
+  std::map<proc_id, wire::member> member_info_;
+  std::map<proc_id, std::set<std::uint64_t>> tombstones_;
+  wire::member me_;
   routing_table routes_;
   vnode_set own_;
 
   std::vector<std::optional<tree_state>> trees_; // by index_of(key)
   std::vector<std::size_t> dirty_info_, dirty_subtree_;
   std::vector<bool> is_dirty_info_, is_dirty_subtree_;
+  bool flush_pending_ = false;
 
   measurement_schedule schedule_;
-  bool reported_measuring_ = false;
+  bool reported_busy_ = false;
   std::optional<probe> probe_;
   std::uint64_t next_seq_ = 1;
   std::map<proc_id, peer_figures> figures_;
+  std::map<proc_id, int> strikes_; ///< consecutive unanswered probes per candidate
   /// Newcomers this processor let in, and when: for `sponsor_window` they hear from
   /// it about members and vnode moves it learns of later, which closes the gap when
   /// processors join through different contacts at the same time.
   std::vector<std::pair<proc_id, timestamp>> sponsored_;
   std::vector<proc_id> sponsored(timestamp now);
-  /// While leaving: who we offered our vnodes to, who refused, and the offer's epoch.
+  /// Vnodes on offer (vnode_handover sent, no answer yet), by offer number. Owners
+  /// move vnodes only once the recipient has taken them.
+  struct vnode_offer {
+    vnode_set vnodes;
+    proc_id to = no_proc;
+    std::uint64_t epoch = 0;
+    bool leaving = false; ///< all our vnodes, offered because we leave
+  };
+  std::map<std::uint64_t, vnode_offer> offers_;
+  std::uint64_t offer_seq_ = 0;
+  std::uint64_t last_offer_epoch_ = 0;
+  /// While leaving: the recipient we are trying, and those that refused.
   proc_id offered_to_ = no_proc;
   std::vector<proc_id> refused_;
-  std::uint64_t offer_epoch_ = 0;
-  std::uint64_t leave_seq_ = 0;
+  /// While joining: the contact, what we asked for, and how many times we asked.
+  proc_id contact_ = no_proc;
+  vnode_set wanted_;
+  int join_attempts_ = 0;
   std::uint64_t probes_completed_ = 0;
   std::uint64_t probes_abandoned_ = 0;
 };

@@ -1,0 +1,96 @@
+#pragma once
+/// An in-process grid: one CAF actor per processor (its supervisor runs the
+/// parent-selection protocol) on an emulated wide-area network (a network actor
+/// that owns a `net::wan_model` built from a topology). EMULATED: no byte leaves
+/// the process; delays and bandwidth sharing come from the model.
+///
+/// Time is either virtual (CAF's test coordinator: deterministic, as fast as the
+/// CPU allows, driven by `run_until`/`run_until_quiet`) or real (CAF's normal
+/// scheduler; the same calls then wait on the wall clock).
+///
+/// CAF stays behind this header: embedders and tools include no CAF headers.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "banyan/actors/cluster_monitor.hpp"
+#include "banyan/core/error.hpp"
+#include "banyan/core/supervisor.hpp"
+#include "banyan/core/topology.hpp"
+#include "banyan/core/tree.hpp"
+
+namespace banyan::actors {
+
+enum class clock_mode { virtual_time, real_time };
+
+struct cluster_config {
+  banyan::topology topo;
+  std::uint64_t seed = 1;
+  clock_mode clock = clock_mode::virtual_time;
+  supervisor_config sup;
+  /// Processors started at `start()`: the first `initial` ids (0 = all of the topology).
+  std::size_t initial = 0;
+  /// vnodes given to each initial processor: processor p owns [p*k, (p+1)*k).
+  std::uint32_t vnodes_per_proc = 1;
+  /// Worker threads in real time.
+  std::size_t threads = 2;
+};
+
+/// Counters of the emulated network.
+struct network_stats {
+  std::uint64_t messages = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t dropped = 0; ///< addressed to processors that were not running
+};
+
+class emulated_cluster {
+public:
+  explicit emulated_cluster(cluster_config cfg);
+  ~emulated_cluster();
+  emulated_cluster(const emulated_cluster&) = delete;
+  emulated_cluster& operator=(const emulated_cluster&) = delete;
+
+  /// Starts the initial processors as founding members; they begin measuring.
+  void start();
+  /// Processor `p` (a topology slot not running now) joins through `contact`,
+  /// asking for `wanted` vnodes (empty: a share of the contact's).
+  std::optional<error> join(proc_id p, proc_id contact, const vnode_set& wanted = {});
+  /// Processor `p` hands its vnodes to `recipient` (no_proc: its nearest member) and stops.
+  std::optional<error> leave(proc_id p, proc_id recipient = no_proc);
+
+  /// Emulated time since `start()`.
+  duration elapsed() const;
+  /// Runs until `elapsed() >= t` (virtual: jumps; real: sleeps).
+  void run_until(duration t);
+  /// Runs until no processor measures and nothing is in flight (virtual), or until
+  /// trees have not changed for `settle` while nobody measures (real); at most `limit`.
+  /// Returns false when the limit was reached first.
+  bool run_until_quiet(duration limit, duration settle = std::chrono::milliseconds(500));
+
+  /// Nobody measures and no message is in flight.
+  bool quiet() const;
+
+  const banyan::topology& topo() const;
+  const cluster_monitor& monitor() const;
+  /// Time of the last parent change, relative to `start()`.
+  duration last_change() const;
+  network_stats net_stats() const;
+  bool running(proc_id p) const;
+  std::vector<proc_id> running_procs() const;
+
+  /// Direct read of a processor's supervisor. Virtual time only, and only between
+  /// run calls (nothing runs then); nullptr when p is not running.
+  const supervisor* inspect(proc_id p) const;
+  /// Probes started by processors, summed over every processor that ever ran.
+  std::uint64_t probes() const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace banyan::actors

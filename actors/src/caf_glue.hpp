@@ -1,0 +1,42 @@
+#pragma once
+// Internal: the CAF atoms and message types banyan's actors exchange in-process.
+// Local messages only: these types are never serialized by CAF (the wire encoding
+// is Cap'n Proto, done by the TCP transport), hence "unsafe" message types.
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "banyan/core/messages.hpp"
+#include "banyan/core/routing_table.hpp"
+#include "banyan/core/vnode_set.hpp"
+
+namespace banyan::actors {
+
+using send_atom = caf::atom_constant<caf::atom("bsend")>;
+using deliver_atom = caf::atom_constant<caf::atom("bdeliver")>;
+using tick_atom = caf::atom_constant<caf::atom("btick")>;
+using timer_atom = caf::atom_constant<caf::atom("btimer")>;
+using attach_atom = caf::atom_constant<caf::atom("battach")>;
+using detach_atom = caf::atom_constant<caf::atom("bdetach")>;
+using found_atom = caf::atom_constant<caf::atom("bfound")>;
+using join_atom = caf::atom_constant<caf::atom("bjoin")>;
+using leave_atom = caf::atom_constant<caf::atom("bleave")>;
+using unreachable_atom = caf::atom_constant<caf::atom("bunreach")>;
+
+/// What a founding member starts with.
+struct found_args {
+  std::vector<wire::member> members;
+  routing_table routes;
+};
+using found_args_ptr = std::shared_ptr<const found_args>;
+using envelope_batch = std::vector<wire::envelope>;
+
+} // namespace banyan::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::wire::envelope)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::actors::envelope_batch)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::actors::found_args_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::vnode_set)

@@ -1,0 +1,106 @@
+// The emulated wide-area network as an actor. EMULATED: messages never leave the
+// process. The actor owns a wan_model; every message a processor sends is
+// submitted to the model with its modelled wire size, and the actor wakes itself
+// (a delayed message on the actor clock, so virtual time works) whenever the model
+// says the next delivery is due.
+
+#include <set>
+#include <unordered_map>
+
+#include "banyan/net/wan_model.hpp"
+#include "processor_actor.hpp"
+
+namespace banyan::actors {
+
+namespace {
+
+struct network_state {
+  std::unique_ptr<net::wan_model> model;
+  std::unordered_map<std::uint64_t, wire::envelope> flying;
+  std::vector<caf::actor> procs;
+  std::multiset<timestamp> ticks;
+  std::shared_ptr<shared_counters> ctr;
+  static inline const char* name = "banyan.emulated_network";
+};
+
+using network_ptr = caf::stateful_actor<network_state>*;
+
+void pump(network_ptr self) {
+  auto& st = self->state;
+  auto now = now_of(self);
+  for (auto& d : st.model->advance(now)) {
+    auto i = st.flying.find(d.id);
+    if (i == st.flying.end())
+      continue;
+    auto e = std::move(i->second);
+    st.flying.erase(i);
+    --st.ctr->in_flight;
+    if (d.to < st.procs.size() && st.procs[d.to]) {
+      self->send(st.procs[d.to], deliver_atom::value, std::move(e));
+    } else {
+      // Nobody runs there: the sender hears of it one way later, as it would from
+      // a refused connection.
+      ++st.ctr->dropped;
+      if (e.from < st.procs.size() && st.procs[e.from])
+        self->delayed_send(st.procs[e.from], st.model->topo().one_way(e.to, e.from),
+                           unreachable_atom::value, e.to);
+    }
+  }
+  if (auto next = st.model->next_event()) {
+    if (st.ticks.empty() || *next < *st.ticks.begin()) {
+      auto delay = std::max(*next - now, duration{0});
+      st.ticks.insert(*next);
+      self->delayed_send(self, delay, tick_atom::value, next->count());
+    }
+  }
+}
+
+caf::behavior network_actor(network_ptr self, banyan::topology topo,
+                            std::shared_ptr<shared_counters> ctr) {
+  self->state.procs.resize(topo.proc_count());
+  self->state.model = std::make_unique<net::wan_model>(std::move(topo));
+  self->state.ctr = std::move(ctr);
+  return {
+    [=](send_atom, envelope_batch& batch) {
+      auto& st = self->state;
+      auto now = now_of(self);
+      for (auto& e : batch) {
+        if (e.to >= st.procs.size()) {
+          ++st.ctr->dropped;
+          continue;
+        }
+        auto bytes = wire::wire_size(e.body);
+        auto id = st.model->submit(now, e.from, e.to, bytes);
+        st.flying.emplace(id, std::move(e));
+        ++st.ctr->in_flight;
+        ++st.ctr->messages;
+        st.ctr->bytes += bytes;
+      }
+      pump(self);
+    },
+    [=](tick_atom, std::int64_t at) {
+      auto& ticks = self->state.ticks;
+      if (auto i = ticks.find(timestamp{at}); i != ticks.end())
+        ticks.erase(i);
+      pump(self);
+    },
+    [=](attach_atom, proc_id p, caf::actor a) {
+      if (p < self->state.procs.size())
+        self->state.procs[p] = std::move(a);
+    },
+    [=](detach_atom, proc_id p, const caf::actor& who) {
+      // Only the processor attached now: a rejoined incarnation may already be there.
+      if (p < self->state.procs.size() && self->state.procs[p] == who)
+        self->state.procs[p] = nullptr;
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_emulated_network(caf::actor_system& sys, const banyan::topology& topo,
+                                  std::shared_ptr<shared_counters> counters) {
+  return sys.spawn(network_actor, topo, std::move(counters));
+}
+
+} // namespace banyan::actors

@@ -1,0 +1,37 @@
+#pragma once
+// Internal: a processor as a CAF actor. It owns its supervisor (the pure state
+// machine of core/), feeds it every message and timer with the actor clock's time,
+// and carries out what the supervisor asks: messages go to the network actor in
+// one batch per event, timers become delayed messages to itself, tree events go
+// to the monitor. A processor that left detaches from the network and quits.
+
+#include <atomic>
+#include <memory>
+
+#include "banyan/actors/cluster_monitor.hpp"
+#include "banyan/core/topology.hpp"
+#include "banyan/core/supervisor.hpp"
+#include "caf_glue.hpp"
+
+namespace banyan::actors {
+
+/// Counters shared between the actors and the harness.
+struct shared_counters {
+  std::atomic<std::uint64_t> in_flight{0};
+  std::atomic<std::uint64_t> messages{0};
+  std::atomic<std::uint64_t> bytes{0};
+  std::atomic<std::uint64_t> dropped{0};
+};
+
+caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> sup,
+                           caf::actor net, cluster_monitor* mon);
+
+/// The network actor that owns the emulated wide-area network model.
+caf::actor spawn_emulated_network(caf::actor_system& sys, const banyan::topology& topo,
+                                  std::shared_ptr<shared_counters> counters);
+
+inline timestamp now_of(caf::local_actor* self) {
+  return std::chrono::duration_cast<timestamp>(self->clock().now().time_since_epoch());
+}
+
+} // namespace banyan::actors

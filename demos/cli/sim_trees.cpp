@@ -1,0 +1,199 @@
+#include "sim_trees.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "tree_report.hpp"
+
+namespace banyan::cli {
+
+std::vector<proc_id> leave_half(actors::emulated_cluster& c) {
+  std::vector<proc_id> leaving;
+  auto running = c.running_procs();
+  for (std::size_t i = 1; i < running.size(); i += 2)
+    leaving.push_back(running[i]);
+  for (auto p : leaving)
+    c.leave(p);
+  return leaving;
+}
+
+void rejoin(actors::emulated_cluster& c, const std::vector<proc_id>& procs) {
+  auto& topo = c.topo();
+  auto running = c.running_procs();
+  for (auto p : procs) {
+    // A contact in the newcomer's own cluster if there is one, as a site-local
+    // launcher would give it.
+    proc_id contact = running.front();
+    for (auto q : running)
+      if (topo.leaf_of(q) == topo.leaf_of(p)) {
+        contact = q;
+        break;
+      }
+    auto k = 1u; // the vnodes it started with: [p*k, (p+1)*k)
+    if (auto err = c.join(p, contact, vnode_set::range(p * k, (p + 1) * k)))
+      std::cerr << "rejoin of " << p << " failed: " << err->to_string() << "\n";
+  }
+}
+
+namespace {
+
+void print_kind(const char* name, const kind_stats& s) {
+  std::printf("  %-9s trees %4zu  invalid %zu  WAN edges mean %5.2f max %3zu  depth mean "
+              "%5.2f max %3d\n",
+              name, s.trees, s.invalid, s.wan_edges_mean, s.wan_edges_max, s.depth_mean,
+              s.depth_max);
+  if (s.invalid > 0)
+    std::printf("    first problem: %s\n", s.first_problem.c_str());
+}
+
+churn_event settle_after(actors::emulated_cluster& c, std::string what, std::size_t n,
+                         const sim_trees_options& opt) {
+  churn_event ev;
+  ev.what = std::move(what);
+  ev.at_ms = to_ms(c.elapsed());
+  ev.procs = n;
+  if (opt.verbose)
+    std::cerr << "--- " << ev.what << " of " << n << " processors at " << ev.at_ms << " ms\n";
+  ev.settled = run_with_progress(c, from_ms(opt.limit_s * 1000), from_ms(10), opt.verbose);
+  ev.restabilize_ms = std::max(0.0, to_ms(c.last_change()) - ev.at_ms);
+  return ev;
+}
+
+} // namespace
+
+int run_sim_trees(const sim_trees_options& opt) {
+  auto topo = load_topology(opt.topology);
+  if (!topo) {
+    std::cerr << "banyan sim trees: " << topo.err().to_string() << "\n";
+    return 2;
+  }
+  if (opt.clock != "virtual" && opt.clock != "real") {
+    std::cerr << "banyan sim trees: --clock must be 'virtual' or 'real', not '" << opt.clock
+              << "'\n";
+    return 2;
+  }
+  if (opt.rules != "banyan" && opt.rules != "paper") {
+    std::cerr << "banyan sim trees: --rules must be 'banyan' or 'paper', not '" << opt.rules
+              << "'\n";
+    return 2;
+  }
+  if (opt.extra < 0 || opt.local_bias < 0 || opt.local_bias > 1) {
+    std::cerr << "banyan sim trees: --extra must be >= 0 and --local-bias within [0, 1]\n";
+    return 2;
+  }
+  if (opt.rejoin_at_ms >= 0 && opt.leave_half_at_ms < 0) {
+    std::cerr << "banyan sim trees: --rejoin-at needs --leave-half-at\n";
+    return 2;
+  }
+  if (opt.rejoin_at_ms >= 0 && opt.rejoin_at_ms <= opt.leave_half_at_ms) {
+    std::cerr << "banyan sim trees: --rejoin-at must come after --leave-half-at\n";
+    return 2;
+  }
+  for (auto r : opt.dot_roots)
+    if (r >= topo->proc_count()) {
+      std::cerr << "banyan sim trees: --dot-root " << r << " is not a processor of "
+                << topo->name << " (0.." << topo->proc_count() - 1 << ")\n";
+      return 2;
+    }
+  actors::cluster_config cfg;
+  cfg.topo = *topo;
+  cfg.seed = opt.seed;
+  cfg.clock = opt.clock == "real" ? actors::clock_mode::real_time
+                                  : actors::clock_mode::virtual_time;
+  cfg.sup.rules = opt.rules == "paper" ? rule_variant::paper : rule_variant::banyan;
+  cfg.sup.extra_measurements = opt.extra;
+  cfg.sup.local_bias = opt.local_bias;
+  actors::emulated_cluster c(cfg);
+  if (opt.verbose)
+    std::cerr << "banyan sim trees: " << topo->name << ", " << topo->proc_count()
+              << " processors, seed " << opt.seed << ", " << opt.clock << " time (EMULATED network)\n";
+  c.start();
+  auto limit = from_ms(opt.limit_s * 1000);
+  bool settled = run_with_progress(c, limit, from_ms(10), opt.verbose);
+  auto converged_ms = to_ms(c.last_change());
+  auto probes_formation = c.probes();
+  auto lat = summarize(c, tree_kind::latency);
+  auto bw = summarize(c, tree_kind::bandwidth);
+  auto clusters = topo->clusters().size();
+
+  std::printf("%s: %zu processors in %zu clusters, seed %llu\n", topo->name.c_str(),
+              topo->proc_count(), clusters, static_cast<unsigned long long>(opt.seed));
+  std::printf("  converged after %.1f ms of emulated time%s; %.1f probes per processor\n",
+              converged_ms, settled ? "" : " (NOT settled within the limit)",
+              static_cast<double>(probes_formation) / static_cast<double>(topo->proc_count()));
+  print_kind("latency", lat);
+  print_kind("bandwidth", bw);
+
+  nlohmann::json j;
+  j["topology"] = topo->name;
+  j["procs"] = topo->proc_count();
+  j["clusters"] = clusters;
+  j["seed"] = opt.seed;
+  j["clock"] = opt.clock;
+  j["rules"] = opt.rules;
+  j["extra_measurements"] = opt.extra;
+  j["local_bias"] = opt.local_bias;
+  j["converged_ms"] = converged_ms;
+  j["settled"] = settled;
+  j["probes_per_proc"] = static_cast<double>(probes_formation) /
+                         static_cast<double>(topo->proc_count());
+  j["latency"] = to_json(lat);
+  j["bandwidth"] = to_json(bw);
+
+  if (!opt.dot_dir.empty()) {
+    std::filesystem::create_directories(opt.dot_dir);
+    for (auto r : opt.dot_roots)
+      for (auto k : {tree_kind::latency, tree_kind::bandwidth})
+        for (auto& f : export_tree(c, {r, k}, opt.dot_dir))
+          std::printf("  wrote %s\n", f.c_str());
+  }
+
+  bool ok = settled && lat.invalid == 0 && bw.invalid == 0;
+  if (opt.leave_half_at_ms >= 0) {
+    std::vector<churn_event> events;
+    c.run_until(from_ms(opt.leave_half_at_ms));
+    auto gone = leave_half(c);
+    events.push_back(settle_after(c, "leave", gone.size(), opt));
+    if (opt.rejoin_at_ms >= 0) {
+      c.run_until(from_ms(opt.rejoin_at_ms));
+      rejoin(c, gone);
+      events.push_back(settle_after(c, "rejoin", gone.size(), opt));
+    }
+    auto lat2 = summarize(c, tree_kind::latency);
+    auto bw2 = summarize(c, tree_kind::bandwidth);
+    nlohmann::json evs = nlohmann::json::array();
+    for (auto& e : events) {
+      std::printf("  %-6s of %zu processors at %.1f ms: trees stable again after %.1f ms%s\n",
+                  e.what.c_str(), e.procs, e.at_ms, e.restabilize_ms,
+                  e.settled ? "" : " (NOT settled within the limit)");
+      evs.push_back({{"event", e.what}, {"at_ms", e.at_ms}, {"procs", e.procs},
+                     {"restabilize_ms", e.restabilize_ms}, {"settled", e.settled}});
+      ok = ok && e.settled;
+    }
+    std::printf("  after churn (%zu processors live):\n", c.running_procs().size());
+    print_kind("latency", lat2);
+    print_kind("bandwidth", bw2);
+    j["events"] = evs;
+    j["after_churn"] = {{"latency", to_json(lat2)}, {"bandwidth", to_json(bw2)}};
+    ok = ok && lat2.invalid == 0 && bw2.invalid == 0;
+  }
+  auto ns = c.net_stats();
+  j["messages"] = ns.messages;
+  j["bytes"] = ns.bytes;
+  j["probes_total"] = c.probes();
+  j["cycles_broken"] = c.monitor().cycles_broken();
+  j["ok"] = ok;
+  if (!opt.json_path.empty()) {
+    std::ofstream out(opt.json_path);
+    if (!out) {
+      std::cerr << "banyan sim trees: cannot write " << opt.json_path << "\n";
+      return 2;
+    }
+    out << j.dump(2) << "\n";
+    std::printf("  wrote %s\n", opt.json_path.c_str());
+  }
+  return ok ? 0 : 1;
+}
+
+} // namespace banyan::cli

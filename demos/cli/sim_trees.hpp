@@ -1,0 +1,50 @@
+#pragma once
+// `banyan sim trees`: start the processors of a topology on the emulated network,
+// wait until no tree changes, report what formed; optionally make half of the
+// processors leave and rejoin and report how long the trees took to heal.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "banyan/actors/emulated_cluster.hpp"
+
+namespace banyan::cli {
+
+struct sim_trees_options {
+  std::string topology = "paper-3c201";
+  std::uint64_t seed = 1;
+  std::string clock = "virtual";
+  std::string json_path;
+  double leave_half_at_ms = -1;
+  double rejoin_at_ms = -1;
+  std::string dot_dir;
+  std::vector<proc_id> dot_roots{0};
+  double limit_s = 600;
+  std::string rules = "banyan"; ///< "banyan" or "paper"
+  int extra = 10;               ///< extra measurements after every tree has a parent
+  double local_bias = 0.5;      ///< chance a probe goes to a known LAN peer
+  bool verbose = true;
+};
+
+/// One churn event and how long the trees took to settle after it.
+struct churn_event {
+  std::string what; ///< "leave" or "rejoin"
+  double at_ms = 0;
+  std::size_t procs = 0;
+  double restabilize_ms = 0;
+  bool settled = false;
+};
+
+/// Half of the running processors (every other one, so each cluster loses half)
+/// hand their vnodes to their nearest member and leave.
+std::vector<proc_id> leave_half(actors::emulated_cluster& c);
+/// The given processors rejoin through a running processor of their own cluster and
+/// take back the vnodes they started with.
+void rejoin(actors::emulated_cluster& c, const std::vector<proc_id>& procs);
+
+int run_sim_trees(const sim_trees_options& opt);
+
+} // namespace banyan::cli

@@ -1,0 +1,105 @@
+#include "tree_report.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <unistd.h>
+
+namespace banyan::cli {
+
+kind_stats summarize(const actors::emulated_cluster& c, tree_kind kind) {
+  kind_stats s;
+  auto cluster_of = c.topo().cluster_of();
+  auto live = c.monitor().live();
+  double wan_sum = 0, depth_sum = 0;
+  for (auto root : c.monitor().roots()) {
+    auto t = c.monitor().tree_of({root, kind});
+    ++s.trees;
+    if (auto problem = t.validate(live)) {
+      if (s.invalid++ == 0)
+        s.first_problem = "tree " + std::string(to_string(kind)) + " rooted at " +
+                          std::to_string(root) + ": " + *problem;
+    }
+    auto wan = t.cross_edges(cluster_of);
+    wan_sum += static_cast<double>(wan);
+    s.wan_edges_max = std::max(s.wan_edges_max, wan);
+    depth_sum += t.depth_mean();
+    s.depth_max = std::max(s.depth_max, t.depth_max());
+  }
+  if (s.trees > 0) {
+    s.wan_edges_mean = wan_sum / static_cast<double>(s.trees);
+    s.depth_mean = depth_sum / static_cast<double>(s.trees);
+  }
+  return s;
+}
+
+nlohmann::json to_json(const kind_stats& s) {
+  return {{"trees", s.trees},           {"invalid", s.invalid},
+          {"wan_edges_mean", s.wan_edges_mean}, {"wan_edges_max", s.wan_edges_max},
+          {"depth_mean", s.depth_mean}, {"depth_max", s.depth_max}};
+}
+
+std::string progress_line(const actors::emulated_cluster& c) {
+  auto& m = c.monitor();
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "t=%8.1f ms  trees complete %4zu/%-4zu  measuring %4zu  parent changes %7llu",
+                to_ms(c.elapsed()), m.complete_trees(), m.roots().size() * 2, m.measuring(),
+                static_cast<unsigned long long>(m.parent_changes()));
+  return buf;
+}
+
+std::vector<std::string> export_tree(const actors::emulated_cluster& c, tree_key k,
+                                     const std::string& dir) {
+  std::vector<std::string> files;
+  auto& topo = c.topo();
+  std::vector<std::string> names;
+  for (auto& g : topo.groups)
+    names.push_back(g.name);
+  auto t = c.monitor().tree_of(k);
+  auto base = dir + "/" + to_string(k.kind) + "-root" + std::to_string(k.root);
+  std::string title = std::string(to_string(k.kind)) + " tree rooted at " +
+                      std::to_string(k.root) + " (" + topo.name + ")";
+  {
+    std::ofstream out(base + ".dot");
+    out << t.to_dot(topo.cluster_of(), names, title);
+  }
+  files.push_back(base + ".dot");
+  if (std::system("command -v dot >/dev/null 2>&1") == 0) {
+    auto cmd = "dot -Tsvg '" + base + ".dot' -o '" + base + ".svg' && dot -Tpng '" + base +
+               ".dot' -o '" + base + ".png'";
+    if (std::system(cmd.c_str()) == 0) {
+      files.push_back(base + ".svg");
+      files.push_back(base + ".png");
+    }
+  }
+  return files;
+}
+
+bool run_with_progress(actors::emulated_cluster& c, duration limit, duration step,
+                       bool verbose) {
+  bool tty = isatty(fileno(stderr)) != 0;
+  auto start = c.elapsed();
+  auto next_line = start;
+  for (;;) {
+    auto t = c.elapsed() + step;
+    c.run_until(t);
+    bool quiet = c.quiet();
+    if (verbose && (tty || c.elapsed() >= next_line || quiet)) {
+      std::cerr << (tty ? "\r" : "") << progress_line(c) << (tty ? "" : "\n") << std::flush;
+      next_line = c.elapsed() + step * 10;
+    }
+    if (quiet) {
+      if (verbose && tty)
+        std::cerr << "\n";
+      return true;
+    }
+    if (c.elapsed() - start > limit) {
+      if (verbose && tty)
+        std::cerr << "\n";
+      return false;
+    }
+  }
+}
+
+} // namespace banyan::cli

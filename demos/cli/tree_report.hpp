@@ -1,0 +1,40 @@
+#pragma once
+// Summaries of the trees a cluster formed: what `banyan sim trees` and the demo print
+// and write as JSON.
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "banyan/actors/emulated_cluster.hpp"
+
+namespace banyan::cli {
+
+struct kind_stats {
+  std::size_t trees = 0;
+  std::size_t invalid = 0; ///< trees that do not span exactly the live processors
+  double wan_edges_mean = 0;
+  std::size_t wan_edges_max = 0;
+  double depth_mean = 0;
+  int depth_max = 0;
+  std::string first_problem; ///< what is wrong with the first invalid tree
+};
+
+kind_stats summarize(const actors::emulated_cluster& c, tree_kind kind);
+nlohmann::json to_json(const kind_stats& s);
+
+/// One line of progress: time, complete trees, measuring processors, changes.
+std::string progress_line(const actors::emulated_cluster& c);
+
+/// Writes the DOT of one tree; renders SVG next to it when graphviz is installed.
+/// Returns the files written.
+std::vector<std::string> export_tree(const actors::emulated_cluster& c, tree_key k,
+                                     const std::string& dir);
+
+/// Runs the cluster in emulated-time steps until it is quiet, printing progress.
+/// Returns false when `limit` passed first.
+bool run_with_progress(actors::emulated_cluster& c, duration limit, duration step,
+                       bool verbose);
+
+} // namespace banyan::cli
