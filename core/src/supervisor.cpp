@@ -966,6 +966,8 @@ void supervisor::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_r
   }
   for (auto& [p, r] : releases)
     send(out, p, std::move(r));
+  if (std::any_of(m.verdicts.begin(), m.verdicts.end(), [](auto& v) { return v.accepted; }))
+    schedule_.progress(cfg_.until_stable);
   finish_probe(now, true, out);
 }
 

@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
   trees->add_option("--dot-dir", st.dot_dir, "write DOT (and SVG/PNG) of the trees of --dot-root");
   trees->add_option("--dot-root", st.dot_roots, "roots to export (default 0)");
   trees->add_option("--limit", st.limit_s, "give up after this many emulated seconds");
-  trees->add_option("--rules", st.rules, "parent rules: banyan (default) or paper")
+  trees->add_option("--rules", st.rules,
+                    "banyan (default) or paper: the paper's rules, uniform candidates and "
+                    "10 extra measurements after every tree has a parent")
     ->check(CLI::IsMember({"banyan", "paper"}));
   trees->add_option("--extra", st.extra, "extra measurements once every tree has a parent (10)");
   trees->add_option("--local-bias", st.local_bias,

@@ -104,6 +104,11 @@ int run_sim_trees(const sim_trees_options& opt) {
   cfg.sup.rules = opt.rules == "paper" ? rule_variant::paper : rule_variant::banyan;
   cfg.sup.extra_measurements = opt.extra;
   cfg.sup.local_bias = opt.local_bias;
+  if (opt.rules == "paper") {
+    // The paper throughout: its rules, uniform candidates, 10 extra after parented.
+    cfg.sup.local_bias = 0;
+    cfg.sup.until_stable = false;
+  }
   actors::emulated_cluster c(cfg);
   if (opt.verbose)
     std::cerr << "banyan sim trees: " << topo->name << ", " << topo->proc_count()

@@ -116,6 +116,7 @@ std::uint64_t pair_key(std::uint32_t a, std::uint32_t b) {
 
 struct wan_model::impl {
   topology topo;
+  wan_options opts;
   std::vector<int> leaf;           ///< leaf group of every processor
   std::vector<timestamp> cpu_free; ///< when each sender's CPU is next free
   std::vector<resource> res;
@@ -149,7 +150,7 @@ struct wan_model::impl {
   timestamp advanced{std::numeric_limits<timestamp::rep>::min()}; ///< last advance's now
   wan_stats stats;
 
-  explicit impl(topology t) : topo(std::move(t)) {
+  explicit impl(topology t, wan_options o) : topo(std::move(t)), opts(o) {
     leaf = topo.cluster_of();
     const auto n = static_cast<std::uint32_t>(leaf.size());
     cpu_free.assign(n, timestamp{std::numeric_limits<timestamp::rep>::min()});
@@ -219,6 +220,19 @@ struct wan_model::impl {
   void ready(const message& m, timestamp t) {
     if (m.from == m.to) {
       arrivals.push({t, m});
+      return;
+    }
+    if (m.bytes <= opts.squeeze_bytes && streams.find(pair_key(m.from, m.to)) == streams.end()) {
+      // A small message on an idle stream slips between the packets of the bulk
+      // transfers: charge its uncontended transmission time and leave the sharing
+      // alone. FIFO per pair still holds: the stream is idle, the sender's CPU spaces
+      // consecutive messages, and ties are delivered in id order.
+      const auto& r = route_between(leaf[m.from], leaf[m.to], m.from, m.to);
+      const auto bw = topo.path_bandwidth(m.from, m.to);
+      const auto tx = std::isinf(bw) ? duration{0}
+                                     : duration{static_cast<std::int64_t>(
+                                         std::ceil(static_cast<double>(m.bytes) * 1e9 / bw))};
+      arrivals.push({t + tx + r.one_way, m});
       return;
     }
     auto& s = streams[pair_key(m.from, m.to)];
@@ -500,7 +514,8 @@ struct wan_model::impl {
   }
 };
 
-wan_model::wan_model(topology topo) : impl_(std::make_unique<impl>(std::move(topo))) {}
+wan_model::wan_model(topology topo, wan_options opts)
+  : impl_(std::make_unique<impl>(std::move(topo), opts)) {}
 wan_model::~wan_model() = default;
 wan_model::wan_model(wan_model&&) noexcept = default;
 wan_model& wan_model::operator=(wan_model&&) noexcept = default;

@@ -75,8 +75,11 @@ link A B rtt 2ms bw 100Mbit
 
 } // namespace
 
+// These tests check the sharing model to the nanosecond, small messages included.
+const wan_options exact{0};
+
 BOOST_AUTO_TEST_CASE(single_transfer_time) {
-  wan_model m(builtin("tiny-2c8")); // 20us overhead, 1Gbit NICs, 100Mbit A-B, 2ms RTT
+  wan_model m(builtin("tiny-2c8"), exact); // 20us overhead, 1Gbit NICs, 100Mbit A-B, 2ms RTT
   const auto wan = m.submit(0ns, 0, 4, 1'000'000);
   const auto lan = m.submit(0ns, 1, 2, 1'000'000);
   BOOST_CHECK_EQUAL(wan, 1u);
@@ -98,7 +101,7 @@ BOOST_AUTO_TEST_CASE(single_transfer_time) {
 }
 
 BOOST_AUTO_TEST_CASE(one_sender_two_receivers_halves_the_nic) {
-  wan_model m(parse_ok(two_clusters));
+  wan_model m(parse_ok(two_clusters), exact);
   const auto x = m.submit(0ns, 0, 1, 1'000'000);
   const auto y = m.submit(0ns, 0, 2, 1'000'000);
   m.advance(0ns);
@@ -111,7 +114,7 @@ BOOST_AUTO_TEST_CASE(one_sender_two_receivers_halves_the_nic) {
 
   // With a send overhead the second starts 20us later; the first has the NIC alone for
   // 20us (2500 bytes), they share, then the second has it alone for its last 2500 bytes.
-  wan_model o(builtin("tiny-2c8"));
+  wan_model o(builtin("tiny-2c8"), exact);
   const auto p = o.submit(0ns, 0, 1, 1'000'000);
   const auto q = o.submit(0ns, 0, 2, 1'000'000);
   auto e = drain(o);
@@ -120,7 +123,7 @@ BOOST_AUTO_TEST_CASE(one_sender_two_receivers_halves_the_nic) {
 }
 
 BOOST_AUTO_TEST_CASE(wan_link_shared_only_by_its_users) {
-  wan_model m(parse_ok(two_clusters));
+  wan_model m(parse_ok(two_clusters), exact);
   const auto a = m.submit(0ns, 0, 4, 1'000'000); // A -> B
   const auto b = m.submit(0ns, 1, 5, 1'000'000); // A -> B, another sender and receiver
   const auto c = m.submit(0ns, 6, 7, 1'000'000); // inside B
@@ -143,7 +146,7 @@ BOOST_AUTO_TEST_CASE(max_min_leaves_unused_share_to_others) {
   wan_model m(parse_ok("default nic 1Gbit\n"
                        "group A procs 2 rtt 0.2ms nic 100Mbit\n"
                        "group C procs 1\n"
-                       "link A C rtt 4ms bw 10Mbit\n"));
+                       "link A C rtt 4ms bw 10Mbit\n"), exact);
   const auto local = m.submit(0ns, 0, 1, 22'500'000);
   const auto far = m.submit(0ns, 0, 2, 1'250'000);
   m.advance(0ns);
@@ -168,7 +171,7 @@ BOOST_AUTO_TEST_CASE(max_min_flow_limited_elsewhere) {
                        "group B rtt 0.5ms\n"
                        "group fast in B procs 2 rtt 0.2ms\n"
                        "group slow in B procs 1 nic 10Mbit\n"
-                       "link A B bw 90Mbit\n"));
+                       "link A B bw 90Mbit\n"), exact);
   const auto f1 = m.submit(0ns, 0, 3, 5'000'000);
   const auto f2 = m.submit(0ns, 1, 4, 10'000'000);
   const auto s = m.submit(0ns, 2, 5, 1'250'000);
@@ -184,7 +187,7 @@ BOOST_AUTO_TEST_CASE(max_min_flow_limited_elsewhere) {
 }
 
 BOOST_AUTO_TEST_CASE(send_overhead_serializes_a_sender) {
-  wan_model m(builtin("tiny-2c8")); // 20us per message
+  wan_model m(builtin("tiny-2c8"), exact); // 20us per message
   const auto a = m.submit(0ns, 0, 1, 0);
   const auto b = m.submit(0ns, 0, 2, 0);
   const auto c = m.submit(0ns, 0, 3, 0);
@@ -203,7 +206,7 @@ BOOST_AUTO_TEST_CASE(send_overhead_serializes_a_sender) {
 }
 
 BOOST_AUTO_TEST_CASE(fifo_per_ordered_pair) {
-  wan_model m(builtin("tiny-2c8"));
+  wan_model m(builtin("tiny-2c8"), exact);
   const auto big = m.submit(0ns, 0, 4, 1'000'000);
   const auto small = m.submit(0ns, 0, 4, 10);
   const auto side = m.submit(0ns, 0, 5, 10); // another pair: not held back
@@ -224,7 +227,7 @@ BOOST_AUTO_TEST_CASE(fifo_per_ordered_pair) {
   check_time(d[small].at, d[big].at + 800ns);
 
   // Many messages of decreasing size on one pair still arrive in order.
-  wan_model n(builtin("paper-3c201"));
+  wan_model n(builtin("paper-3c201"), exact);
   std::vector<std::uint64_t> ids;
   for (std::size_t k = 0; k < 50; ++k)
     ids.push_back(
@@ -242,7 +245,7 @@ BOOST_AUTO_TEST_CASE(uplink_shared_by_a_machine) {
                        "default rtt 10ms\n"
                        "group S rtt 1ms\n"
                        "group m1 in S procs 4 rtt 0.01ms nic 10Gbit uplink 1Gbit\n"
-                       "group m2 in S procs 4 rtt 0.01ms nic 10Gbit uplink 1Gbit\n"));
+                       "group m2 in S procs 4 rtt 0.01ms nic 10Gbit uplink 1Gbit\n"), exact);
   std::vector<std::uint64_t> across;
   for (proc_id p = 0; p < 4; ++p)
     across.push_back(m.submit(0ns, p, p + 4, 31'250'000));
@@ -262,7 +265,7 @@ BOOST_AUTO_TEST_CASE(uplink_inbound_and_outbound_are_separate) {
   wan_model m(parse_ok("send_overhead 0s\n"
                        "default rtt 10ms\n"
                        "group m1 procs 2 rtt 0.01ms uplink 100Mbit\n"
-                       "group m2 procs 2 rtt 0.01ms\n"));
+                       "group m2 procs 2 rtt 0.01ms\n"), exact);
   const auto out = m.submit(0ns, 0, 2, 1000);
   const auto in = m.submit(0ns, 3, 1, 1000);
   const auto out2 = m.submit(0ns, 1, 3, 1000);
@@ -276,7 +279,7 @@ BOOST_AUTO_TEST_CASE(asymmetric_link_directions) {
   wan_model m(parse_ok("default nic 1Gbit\n"
                        "group A procs 2 rtt 0.2ms\n"
                        "group B procs 2 rtt 0.2ms\n"
-                       "link A B rtt 2ms bw 200Mbit/150Mbit\n"));
+                       "link A B rtt 2ms bw 200Mbit/150Mbit\n"), exact);
   const auto ab = m.submit(0ns, 0, 2, 1'000'000);
   const auto ba = m.submit(0ns, 2, 0, 1'000'000);
   auto d = drain(m);
@@ -289,7 +292,7 @@ BOOST_AUTO_TEST_CASE(asymmetric_link_directions) {
 }
 
 BOOST_AUTO_TEST_CASE(next_event_and_advance_agree) {
-  wan_model m(builtin("tiny-2c8"));
+  wan_model m(builtin("tiny-2c8"), exact);
   BOOST_CHECK(!m.next_event());
   BOOST_CHECK(m.advance(1s).empty());
   const auto id = m.submit(1s, 0, 1, 125'000); // 1ms on a 1Gbit NIC
@@ -322,7 +325,7 @@ BOOST_AUTO_TEST_CASE(next_event_and_advance_agree) {
 }
 
 BOOST_AUTO_TEST_CASE(simultaneous_deliveries_ordered_by_id) {
-  wan_model m(parse_ok(two_clusters));
+  wan_model m(parse_ok(two_clusters), exact);
   // Zero overhead, equal sizes, same latency: all arrive at one instant.
   const auto a = m.submit(0ns, 3, 2, 1000);
   const auto b = m.submit(0ns, 1, 0, 1000);
@@ -429,7 +432,7 @@ BOOST_AUTO_TEST_CASE(randomized_conservation) {
   for (const char* name : {"paper-4c137", "mpichg-3level", "wan-1000"}) {
     BOOST_TEST_CONTEXT(name) {
       std::mt19937_64 rng(42);
-      wan_model m(builtin(name));
+      wan_model m(builtin(name), exact);
       const auto plans = random_plans(rng, 3000, m.topo().proc_count(), 200'000);
       const auto all = run_plans(m, plans, rng);
       std::uint64_t bytes = 0;
@@ -452,7 +455,7 @@ BOOST_AUTO_TEST_CASE(randomized_conservation) {
 
       // Same inputs, same outputs.
       std::mt19937_64 rng2(42);
-      wan_model again(builtin(name));
+      wan_model again(builtin(name), exact);
       const auto plans2 = random_plans(rng2, 3000, again.topo().proc_count(), 200'000);
       const auto all2 = run_plans(again, plans2, rng2);
       BOOST_REQUIRE_EQUAL(all2.size(), all.size());
@@ -498,7 +501,7 @@ std::vector<std::pair<resource_name, rate>> path_of(const topology& t, proc_id a
 /// full resource on which no flow is faster. (That allocation is unique.)
 void check_max_min(const topology& topo, std::size_t n, std::int64_t gap_ns,
                    std::size_t min_concurrency) {
-  wan_model m(topo);
+  wan_model m(topo, exact);
   std::mt19937_64 rng(7);
   auto plans = random_plans(rng, n, topo.proc_count(), gap_ns);
   for (auto& p : plans)
@@ -588,7 +591,7 @@ BOOST_AUTO_TEST_CASE(hundred_thousand_messages_run_fast) {
   std::vector<std::vector<proc_id>> children(n);
   for (proc_id k = 1; k < n; ++k)
     children[order[(k - 1) / 4]].push_back(order[k]);
-  wan_model m(topo);
+  wan_model m(topo, exact);
   const std::size_t segments = 500;
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t s = 0; s < segments; ++s)
@@ -615,4 +618,28 @@ BOOST_AUTO_TEST_CASE(hundred_thousand_messages_run_fast) {
     BOOST_REQUIRE_EQUAL(got[p], segments);
   BOOST_CHECK_GE(max_active, 100u);
   BOOST_CHECK_LT(secs, 60.0); // generous: shared machines, sanitizer builds
+}
+
+BOOST_AUTO_TEST_CASE(small_messages_on_idle_pairs_slip_between_bulk_transfers) {
+  // tiny-2c8: 20 us send overhead, 1 Gbit/s NICs. A 1 MB transfer 0 -> 1 takes the
+  // whole of 0's NIC; a 100-byte message 0 -> 2 then is not slowed by it (default
+  // options), while with squeezing off it shares the NIC like any other flow.
+  auto run = [](wan_options o) {
+    wan_model m(builtin("tiny-2c8"), o);
+    m.submit(timestamp{0}, 0, 1, 1'000'000);
+    auto small = m.submit(timestamp{0}, 0, 2, 100);
+    timestamp at{};
+    while (auto t = m.next_event())
+      for (auto& d : m.advance(*t))
+        if (d.id == small)
+          at = d.at;
+    return at;
+  };
+  auto squeezed = run({});
+  auto shared = run(exact);
+  auto topo = builtin("tiny-2c8");
+  // overheads of two messages, then 100 B at 1 Gbit/s (800 ns), then one way
+  auto expected = 2 * topo.send_overhead + duration{800} + topo.one_way(0, 2);
+  BOOST_TEST(squeezed.count() == expected.count());
+  BOOST_TEST(shared.count() > squeezed.count());
 }

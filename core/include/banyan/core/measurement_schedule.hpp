@@ -31,6 +31,14 @@ public:
     return false;
   }
 
+  /// A probe changed a parent: with `until_stable`, the extra measurements count
+  /// again from here, so measuring ends after `extra` probes in a row that changed
+  /// nothing (rather than `extra` probes after the last tree found a parent).
+  void progress(bool until_stable) noexcept {
+    if (active_ && until_stable)
+      extra_left_ = extra_;
+  }
+
   bool active() const noexcept { return active_; }
   int extra_left() const noexcept { return extra_left_; }
   int extra() const noexcept { return extra_; }

@@ -47,6 +47,9 @@ namespace banyan {
 struct supervisor_config {
   /// Measurements after every tree has a parent (the paper uses 10).
   int extra_measurements = 10;
+  /// Count those extra measurements from the last probe that changed a parent
+  /// (false: from the moment every tree had a parent, as the paper does).
+  bool until_stable = true;
   /// A probe whose candidate has not answered by then is abandoned.
   duration probe_timeout = std::chrono::seconds(1);
   /// A random pause in [0, probe_jitter] before each probe, so that processors do

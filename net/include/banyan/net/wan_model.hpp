@@ -31,6 +31,9 @@
 ///
 ///   4. Latency. The message is delivered one_way(a, b) after its last byte was sent.
 ///
+///   Small messages (wan_options::squeeze_bytes) on an idle pair skip step 3's sharing:
+///   they take their uncontended transmission time.
+///
 /// A message to oneself is delivered at its start and uses no resources. Times are whole
 /// nanoseconds; a transmission's end is rounded up to the next nanosecond.
 
@@ -46,6 +49,16 @@
 #include "banyan/core/types.hpp"
 
 namespace banyan::net {
+
+/// Modelling choices of the wan_model.
+struct wan_options {
+  /// A message of at most this many bytes on an idle pair does not take part in
+  /// bandwidth sharing: it is charged its uncontended transmission time (it would
+  /// slip between the packets of bulk transfers). Control messages are that small;
+  /// 0 makes every message share. Also the main cost saver: rates are recomputed
+  /// only for bulk transfers.
+  std::size_t squeeze_bytes = 4096;
+};
 
 /// A message that has arrived at its destination.
 struct delivery {
@@ -73,7 +86,7 @@ struct wan_stats {
 class wan_model {
 public:
   /// `topo` must be a valid topology (as returned by `parse_topology`).
-  explicit wan_model(topology topo);
+  explicit wan_model(topology topo, wan_options opts = {});
   ~wan_model();
   wan_model(wan_model&&) noexcept;
   wan_model& operator=(wan_model&&) noexcept;
