@@ -87,7 +87,8 @@ bool run_with_progress(actors::emulated_cluster& c, duration limit, duration ste
     bool quiet = c.quiet();
     if (verbose && (tty || c.elapsed() >= next_line || quiet)) {
       std::cerr << (tty ? "\r" : "") << progress_line(c) << (tty ? "" : "\n") << std::flush;
-      next_line = c.elapsed() + step * 10;
+      // a terminal gets a live line; logs get one line per emulated second
+      next_line = c.elapsed() + (tty ? step : std::chrono::duration_cast<duration>(std::chrono::seconds(1)));
     }
     if (quiet) {
       if (verbose && tty)
