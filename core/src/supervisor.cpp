@@ -74,6 +74,11 @@ std::string supervisor::describe() const {
   return r;
 }
 
+const wire::member* supervisor::member_info(proc_id p) const {
+  auto i = member_info_.find(p);
+  return i == member_info_.end() || !is_member(p) ? nullptr : &i->second;
+}
+
 std::optional<duration> supervisor::measured_rtt(proc_id p) const {
   auto i = figures_.find(p);
   if (i == figures_.end() || i->second.rtt == duration::max())

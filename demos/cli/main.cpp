@@ -2,6 +2,7 @@
 //   banyan demo                 the main demonstration on an embedded default
 //   banyan sim trees ...        trees forming and healing on an emulated grid
 //   banyan topology [NAME]      list the built-in topologies or describe one
+//   banyan node ...             one processor over TCP as this process
 
 #include <iostream>
 
@@ -9,6 +10,7 @@
 
 #include "banyan/core/topology.hpp"
 #include "demo.hpp"
+#include "node.hpp"
 #include "plan.hpp"
 #include "sim_trees.hpp"
 
@@ -51,6 +53,8 @@ int main(int argc, char** argv) {
 
   std::function<int()> plan_action; // set when `banyan plan` is parsed
   banyan::cli::add_plan_command(app, plan_action);
+  std::function<int()> node_action; // set when `banyan node` is parsed
+  banyan::cli::add_node_command(app, node_action);
 
   try {
     app.parse(argc, argv);
@@ -59,6 +63,8 @@ int main(int argc, char** argv) {
   }
   if (plan_action)
     return plan_action();
+  if (node_action)
+    return node_action();
   if (*demo_cmd)
     return banyan::cli::run_demo(demo);
   if (*trees) {

@@ -31,6 +31,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "banyan/core/error.hpp"
@@ -122,6 +123,11 @@ public:
 
   supervisor(proc_id self, supervisor_config cfg, std::uint64_t seed);
 
+  /// The transport address ("host:port") other processors reach this one at; it travels
+  /// in join requests and membership notices. Set it before `found` or `join` (empty in
+  /// emulation).
+  void set_address(std::string address) { me_.address = std::move(address); }
+
   /// Starts as a founding member that knows every member and the routing table.
   void found(timestamp now, const std::vector<wire::member>& members,
              const routing_table& routes, outbox& out);
@@ -155,6 +161,9 @@ public:
   const routing_table& routes() const noexcept { return routes_; }
   const std::vector<proc_id>& members() const noexcept { return members_; }
   bool is_member(proc_id p) const { return p < is_member_.size() && is_member_[p]; }
+  /// What this processor knows of member `p` (address, incarnation); nullptr when `p`
+  /// is not a member. Valid until the next event.
+  const wire::member* member_info(proc_id p) const;
   /// Probes completed (answered to the end) and abandoned (timed out or candidate gone).
   std::uint64_t probes_completed() const noexcept { return probes_completed_; }
   std::uint64_t probes_abandoned() const noexcept { return probes_abandoned_; }

@@ -1,0 +1,187 @@
+#pragma once
+/// One processor over real TCP, for embedding in a program: a `banyan::node` owns a
+/// supervisor (the protocol state machine of core/), runs it in a CAF actor on the real
+/// clock, and moves its messages with a `net::tcp_transport` (libuv, on a thread of its
+/// own, HMAC challenge-response under a shared secret). See docs/api.md.
+///
+///     banyan::node_config cfg;
+///     cfg.id = 3;
+///     cfg.listen = "0.0.0.0:7003";
+///     cfg.advertise = "10.0.0.3:7003";
+///     cfg.secret = read_secret();
+///     banyan::node n(cfg);                       // or n(my_actor_system, cfg)
+///     n.on_event([](const banyan::node_event& e) { log(to_string(e)); });
+///     if (auto port = n.start(); !port) fail(port.err());
+///     auto joined = n.join({{"10.0.0.1:7000"}});  // any member's address
+///     if (auto err = joined.get()) fail(*err);
+///     ...
+///     n.leave().wait();                           // hands its vnodes over
+///     n.stop();
+///
+/// Bootstrap: the first processor `found`s the computation with the vnodes it owns;
+/// every other one `join`s through any member's address (its processor id is learnt
+/// from that member's side of the handshake, or may be given).
+///
+/// Threads. Every method is thread-safe. `found`, `join` and `leave` return at once;
+/// their futures and completion callbacks are fulfilled on the node's actor. Event
+/// handlers run there too, one at a time and in order: they may call any method but
+/// `stop` and must not wait on a future of this node. CAF stays behind this header.
+
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "banyan/core/error.hpp"
+#include "banyan/core/messages.hpp"
+#include "banyan/core/supervisor.hpp"
+#include "banyan/core/types.hpp"
+#include "banyan/core/vnode_set.hpp"
+#include "banyan/net/tcp_transport.hpp"
+
+namespace caf {
+class actor_system;
+} // namespace caf
+
+namespace banyan {
+
+/// Processor ids a node may take: [0, max_node_id]. Ids above are reserved (a node uses
+/// a few of them internally while it learns a contact's id).
+inline constexpr proc_id max_node_id = 0x7fffffff;
+
+/// A member to join through.
+struct node_contact {
+  std::string address;  ///< "host:port" or "[v6]:port"
+  proc_id id = no_proc; ///< its processor id; no_proc: learnt from its handshake
+};
+
+struct node_config {
+  proc_id id = no_proc;               ///< this processor; required, at most max_node_id
+  std::string listen = "127.0.0.1:0"; ///< "host:port" to listen on; port 0: an ephemeral one
+  /// The address other processors reach this one at; empty: the listen host with the
+  /// port actually bound (so set it when listening on 0.0.0.0 or behind NAT).
+  std::string advertise;
+  std::string secret; ///< shared by every processor of the computation; never sent
+  supervisor_config sup;
+  std::uint64_t seed = 0; ///< the supervisor's randomness; 0: from std::random_device
+  /// Emulated wide-area links on one host (see docs/transport.md); empty: none.
+  net::link_shaper shaper;
+  /// CAF worker threads, when the node owns its actor system.
+  std::size_t threads = 2;
+  /// `stop` waits this long at most for queued frames to reach the kernel.
+  duration drain_timeout = std::chrono::seconds(1);
+};
+
+/// Something that happened to a node; one log line each (`to_string`).
+struct node_event {
+  enum class kind : std::uint8_t {
+    joined,         ///< became a member (`found` or `join`)
+    join_failed,    ///< a join was given up (`detail` says why)
+    left,           ///< handed its vnodes over and left
+    member_joined,  ///< `peer` became a member (as far as this node knows)
+    member_left,    ///< `peer` left, or was found unreachable
+    parent_changed, ///< in `tree`, from `old_parent` to `new_parent`
+    cycle_broken,   ///< left `old_parent` in `tree` to break a cycle
+    busy,           ///< started measuring, joining or leaving
+    idle,           ///< nothing more to do until something happens
+    transport,      ///< a connection came up, went down or was refused (`detail`)
+  };
+  kind what = kind::transport;
+  tree_key tree;
+  proc_id old_parent = no_proc;
+  proc_id new_parent = no_proc;
+  proc_id peer = no_proc;
+  std::string detail;
+};
+
+const char* to_string(node_event::kind k);
+/// "parent_changed: latency tree of 2: 4 -> 1", "member_joined: 5 at 127.0.0.1:4005"
+std::string to_string(const node_event& e);
+
+/// One tree as this node sees it.
+struct node_tree {
+  tree_key tree;
+  proc_id parent = no_proc; ///< no_proc: none (always so in the tree rooted here)
+  std::uint32_t children = 0;
+};
+
+/// A snapshot of a node, as of its last change.
+struct node_status {
+  proc_id id = no_proc;
+  std::string address; ///< advertised; empty before `start`
+  supervisor::status state = supervisor::status::idle;
+  std::vector<wire::member> members; ///< by id, this node included
+  vnode_set own_vnodes;
+  std::vector<node_tree> trees; ///< two per member (latency, bandwidth), by root
+  bool all_parented = false;    ///< every tree rooted elsewhere has a parent here
+  bool busy = false;            ///< measuring, holding updates, joining or leaving
+  std::uint64_t probes_completed = 0;
+  std::uint64_t probes_abandoned = 0;
+};
+
+const char* to_string(supervisor::status s);
+
+class node {
+public:
+  using event_handler = std::function<void(const node_event&)>;
+  /// The outcome of `found`, `join` or `leave`: nothing on success.
+  using result = std::optional<error>;
+  using completion = std::function<void(const result&)>;
+
+  /// A node that owns its actor system (`node_config::threads` workers).
+  explicit node(node_config cfg);
+  /// A node that runs its actor in `sys`, which must outlive it.
+  node(caf::actor_system& sys, node_config cfg);
+  /// Stops (see `stop`).
+  ~node();
+  node(const node&) = delete;
+  node& operator=(const node&) = delete;
+
+  /// Receives every event from now on (replaces an earlier handler).
+  void on_event(event_handler h);
+
+  /// Binds, listens and starts the actor. Returns the port listened on. Sets SIGPIPE to
+  /// be ignored if it has its default disposition (a write to a peer that just died
+  /// would otherwise kill the process). Errors:
+  /// `invalid_argument` (bad id or listen address, started twice), `io_error` (bind).
+  expected<std::uint16_t> start();
+
+  /// Founds the computation as its only member, owning `vnodes`.
+  std::future<result> found(vnode_set vnodes, completion done = {});
+  /// Joins through the first of `contacts` that lets it in, asking for `wanted` vnodes
+  /// (empty: a share of the contact's). A contact that cannot be reached, refuses the
+  /// handshake or does not answer is skipped. Errors: `auth_failed` (a contact refused
+  /// our secret), `timeout`, `unknown_peer` (no contact reachable), `invalid_argument`
+  /// (already a member or joining).
+  std::future<result> join(std::vector<node_contact> contacts, vnode_set wanted = {},
+                           completion done = {});
+  /// Hands every vnode to another member, tells everyone, and leaves. Errors:
+  /// `invalid_argument` (not a member, or the last one), `timeout` (every member refused).
+  std::future<result> leave(completion done = {});
+
+  /// Drains queued frames (at most `drain_timeout`), closes every connection and stops
+  /// the actor; operations still pending complete with `stopped`. Does not leave: a
+  /// stopped member is found unreachable by the others (call `leave` first). Idempotent.
+  void stop();
+
+  proc_id id() const noexcept;
+  /// The port listened on (0 before `start`).
+  std::uint16_t port() const;
+  /// The advertised address (empty before `start`).
+  std::string address() const;
+  node_status status() const;
+  supervisor::status state() const;
+  std::vector<proc_id> members() const;
+  vnode_set own_vnodes() const;
+  /// Our parent in `k` (no_proc: none, or no such tree).
+  proc_id parent(tree_key k) const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace banyan

@@ -1,0 +1,339 @@
+// banyan::node: the public face of one processor over TCP. It owns (or borrows) the
+// actor system, the transport and the node actor (node_actor.cpp), and reads the
+// actor's snapshot for inspection.
+
+#include "banyan/actors/node.hpp"
+
+#include <csignal>
+#include <mutex>
+#include <random>
+#include <utility>
+
+#include "node_actor.hpp"
+
+namespace banyan {
+
+using namespace banyan::actors;
+
+namespace {
+
+/// "host:port" or "[v6]:port" -> host and port.
+std::optional<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& s) {
+  std::string host;
+  std::string port;
+  if (!s.empty() && s.front() == '[') {
+    auto close = s.find(']');
+    if (close == std::string::npos || close + 1 >= s.size() || s[close + 1] != ':')
+      return std::nullopt;
+    host = s.substr(1, close - 1);
+    port = s.substr(close + 2);
+  } else {
+    auto colon = s.rfind(':');
+    if (colon == std::string::npos || s.find(':') != colon)
+      return std::nullopt;
+    host = s.substr(0, colon);
+    port = s.substr(colon + 1);
+  }
+  if (host.empty() || port.empty() || port.size() > 5
+      || port.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  auto p = std::stoul(port);
+  if (p > 65535)
+    return std::nullopt;
+  return std::make_pair(host, static_cast<std::uint16_t>(p));
+}
+
+/// A write to a connection the peer has just closed raises SIGPIPE (libuv writes with
+/// plain writev), which would end the process: ignore it, unless the program handles it.
+void ignore_sigpipe() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL)
+    std::signal(SIGPIPE, SIG_IGN);
+}
+
+std::string tree_name(tree_key k) {
+  return std::string(to_string(k.kind)) + " tree of " + std::to_string(k.root);
+}
+
+std::string proc_name(proc_id p) {
+  return p == no_proc ? std::string("none") : std::to_string(p);
+}
+
+} // namespace
+
+const char* to_string(node_event::kind k) {
+  switch (k) {
+  case node_event::kind::joined:
+    return "joined";
+  case node_event::kind::join_failed:
+    return "join_failed";
+  case node_event::kind::left:
+    return "left";
+  case node_event::kind::member_joined:
+    return "member_joined";
+  case node_event::kind::member_left:
+    return "member_left";
+  case node_event::kind::parent_changed:
+    return "parent_changed";
+  case node_event::kind::cycle_broken:
+    return "cycle_broken";
+  case node_event::kind::busy:
+    return "busy";
+  case node_event::kind::idle:
+    return "idle";
+  case node_event::kind::transport:
+    return "transport";
+  }
+  return "?";
+}
+
+std::string to_string(const node_event& e) {
+  std::string s = to_string(e.what);
+  switch (e.what) {
+  case node_event::kind::parent_changed:
+    return s + ": " + tree_name(e.tree) + ": " + proc_name(e.old_parent) + " -> "
+           + proc_name(e.new_parent);
+  case node_event::kind::cycle_broken:
+    return s + ": " + tree_name(e.tree) + ": left " + proc_name(e.old_parent);
+  case node_event::kind::member_joined:
+  case node_event::kind::member_left:
+    s += ": " + std::to_string(e.peer);
+    return e.detail.empty() ? s : s + " at " + e.detail;
+  case node_event::kind::transport:
+    return e.detail;
+  default:
+    return e.detail.empty() ? s : s + ": " + e.detail;
+  }
+}
+
+const char* to_string(supervisor::status s) {
+  switch (s) {
+  case supervisor::status::idle:
+    return "idle";
+  case supervisor::status::joining:
+    return "joining";
+  case supervisor::status::member:
+    return "member";
+  case supervisor::status::leaving:
+    return "leaving";
+  case supervisor::status::left:
+    return "left";
+  }
+  return "?";
+}
+
+struct node::impl {
+  node_config cfg;
+  std::unique_ptr<caf::actor_system_config> own_cfg; // when the node owns its system
+  std::unique_ptr<caf::actor_system> own_sys;
+  caf::actor_system* sys = nullptr;
+  std::shared_ptr<node_shared> shared = std::make_shared<node_shared>();
+
+  enum class phase { fresh, running, stopped };
+  std::mutex stop_mtx;    // one stop at a time
+  mutable std::mutex mtx; // guards the members below
+  phase at = phase::fresh;
+  std::shared_ptr<net::tcp_transport> transport;
+  caf::actor actor; // read by the transport's callbacks: set before, reset after them
+  std::uint16_t port = 0;
+  std::string address;
+
+  explicit impl(node_config c) : cfg(std::move(c)) {}
+
+  expected<std::uint16_t> start() {
+    std::lock_guard<std::mutex> lk(mtx);
+    if (at != phase::fresh)
+      return make_error(errc::invalid_argument, "node already started");
+    if (cfg.id > max_node_id)
+      return make_error(errc::invalid_argument,
+                        "processor id " + std::to_string(cfg.id) + " is not in [0, "
+                            + std::to_string(max_node_id) + "]");
+    auto listen = parse_host_port(cfg.listen);
+    if (!listen)
+      return make_error(errc::invalid_argument,
+                        "bad listen address \"" + cfg.listen + "\" (want host:port or [v6]:port)");
+    if (cfg.advertise.empty() && (listen->first == "0.0.0.0" || listen->first == "::"))
+      return make_error(errc::invalid_argument, "listening on " + listen->first
+                                                    + " needs an advertised address");
+    if (!cfg.advertise.empty() && !parse_host_port(cfg.advertise))
+      return make_error(errc::invalid_argument, "bad advertised address \"" + cfg.advertise
+                                                    + "\" (want host:port or [v6]:port)");
+    ignore_sigpipe();
+    net::tcp_config tc;
+    tc.self = cfg.id;
+    tc.listen_host = listen->first;
+    tc.listen_port = listen->second;
+    tc.secret = cfg.secret;
+    tc.shaper = cfg.shaper;
+    // The callbacks run on the loop thread, which starts after `actor` is set and is
+    // joined (transport->stop) before `actor` is reset.
+    transport = std::make_shared<net::tcp_transport>(
+        tc, [this](wire::envelope&& e) { caf::anon_send(actor, deliver_atom::value, std::move(e)); },
+        [this](const net::transport_event& ev) { caf::anon_send(actor, net_event_atom::value, ev); });
+    auto seed = cfg.seed;
+    if (seed == 0)
+      seed = (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+    actor = spawn_node_actor(*sys, cfg.id, cfg.sup, seed, transport, shared);
+    auto p = transport->start();
+    if (!p) {
+      at = phase::stopped;
+      shutdown_actor();
+      transport.reset();
+      return p.err();
+    }
+    port = *p;
+    if (!cfg.advertise.empty())
+      address = cfg.advertise;
+    else if (listen->first.find(':') != std::string::npos)
+      address = "[" + listen->first + "]:" + std::to_string(port);
+    else
+      address = listen->first + ":" + std::to_string(port);
+    caf::anon_send(actor, address_atom::value, address);
+    at = phase::running;
+    return port;
+  }
+
+  std::future<result> submit(node_request::kind what, vnode_set vnodes,
+                             std::vector<node_contact> contacts, completion done) {
+    auto promise = std::make_shared<std::promise<result>>();
+    auto future = promise->get_future();
+    auto req = std::make_shared<node_request>();
+    req->what = what;
+    req->vnodes = std::move(vnodes);
+    req->contacts = std::move(contacts);
+    req->done = [promise, done = std::move(done)](const result& r) {
+      if (done)
+        done(r);
+      promise->set_value(r);
+    };
+    std::lock_guard<std::mutex> lk(mtx);
+    if (at == phase::running) {
+      caf::anon_send(actor, request_atom::value, std::move(req));
+    } else {
+      auto fn = std::move(req->done);
+      req->done = nullptr;
+      fn(make_error(at == phase::fresh ? errc::invalid_argument : errc::stopped,
+                    at == phase::fresh ? "node not started" : "node stopped"));
+    }
+    return future;
+  }
+
+  /// Only while no transport callback can run (before start, after stop).
+  void shutdown_actor() {
+    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+    caf::scoped_actor self{*sys};
+    self->wait_for(actor);
+    actor = nullptr;
+  }
+
+  void stop() {
+    // Not under `mtx`: the actor's event handler may read the node while we wait for it.
+    std::lock_guard<std::mutex> serial(stop_mtx);
+    std::shared_ptr<net::tcp_transport> tp;
+    {
+      std::lock_guard<std::mutex> lk(mtx);
+      const bool running = at == phase::running;
+      at = phase::stopped; // requests from now on fail with `stopped`
+      if (!running)
+        return;
+      tp = transport;
+    }
+    tp->drain(cfg.drain_timeout);
+    tp->stop();       // no callback runs after this
+    shutdown_actor(); // pending requests complete with `stopped`
+    std::lock_guard<std::mutex> lk(mtx);
+    transport.reset();
+  }
+};
+
+node::node(node_config cfg) : impl_(std::make_unique<impl>(std::move(cfg))) {
+  impl_->own_cfg = std::make_unique<caf::actor_system_config>();
+  impl_->own_cfg->set("scheduler.max-threads", impl_->cfg.threads);
+  impl_->own_sys = std::make_unique<caf::actor_system>(*impl_->own_cfg);
+  impl_->sys = impl_->own_sys.get();
+  impl_->shared->status.id = impl_->cfg.id;
+}
+
+node::node(caf::actor_system& sys, node_config cfg)
+  : impl_(std::make_unique<impl>(std::move(cfg))) {
+  impl_->sys = &sys;
+  impl_->shared->status.id = impl_->cfg.id;
+}
+
+node::~node() {
+  stop();
+}
+
+void node::on_event(event_handler h) {
+  std::lock_guard<std::mutex> lk(impl_->shared->mtx);
+  impl_->shared->on_event = std::move(h);
+}
+
+expected<std::uint16_t> node::start() {
+  return impl_->start();
+}
+
+std::future<node::result> node::found(vnode_set vnodes, completion done) {
+  return impl_->submit(node_request::kind::found, std::move(vnodes), {}, std::move(done));
+}
+
+std::future<node::result> node::join(std::vector<node_contact> contacts, vnode_set wanted,
+                                     completion done) {
+  return impl_->submit(node_request::kind::join, std::move(wanted), std::move(contacts),
+                       std::move(done));
+}
+
+std::future<node::result> node::leave(completion done) {
+  return impl_->submit(node_request::kind::leave, {}, {}, std::move(done));
+}
+
+void node::stop() {
+  impl_->stop();
+}
+
+proc_id node::id() const noexcept {
+  return impl_->cfg.id;
+}
+
+std::uint16_t node::port() const {
+  std::lock_guard<std::mutex> lk(impl_->mtx);
+  return impl_->port;
+}
+
+std::string node::address() const {
+  std::lock_guard<std::mutex> lk(impl_->mtx);
+  return impl_->address;
+}
+
+node_status node::status() const {
+  std::lock_guard<std::mutex> lk(impl_->shared->mtx);
+  return impl_->shared->status;
+}
+
+supervisor::status node::state() const {
+  std::lock_guard<std::mutex> lk(impl_->shared->mtx);
+  return impl_->shared->status.state;
+}
+
+std::vector<proc_id> node::members() const {
+  std::lock_guard<std::mutex> lk(impl_->shared->mtx);
+  std::vector<proc_id> ids;
+  for (auto& m : impl_->shared->status.members)
+    ids.push_back(m.id);
+  return ids;
+}
+
+vnode_set node::own_vnodes() const {
+  std::lock_guard<std::mutex> lk(impl_->shared->mtx);
+  return impl_->shared->status.own_vnodes;
+}
+
+proc_id node::parent(tree_key k) const {
+  std::lock_guard<std::mutex> lk(impl_->shared->mtx);
+  for (auto& t : impl_->shared->status.trees)
+    if (t.tree == k)
+      return t.parent;
+  return no_proc;
+}
+
+} // namespace banyan

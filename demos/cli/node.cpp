@@ -1,0 +1,367 @@
+#include "node.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "banyan/actors/node.hpp"
+#include "banyan/core/topology.hpp"
+
+namespace banyan::cli {
+
+namespace {
+
+/// One line on stderr, exit code 2.
+int bad(const std::string& what) {
+  std::cerr << "banyan node: " << what << "\n";
+  return 2;
+}
+
+std::optional<std::uint64_t> parse_uint(const std::string& s, std::uint64_t max) {
+  if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  try {
+    auto v = std::stoull(s);
+    if (v > max)
+      return std::nullopt;
+    return v;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+/// "host:port" or "[v6]:port", port 0-65535.
+bool host_port_ok(const std::string& s) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return false;
+  auto host = s.substr(0, colon);
+  if (host.front() == '[' ? host.back() != ']' || host.size() < 3
+                          : host.find(':') != std::string::npos)
+    return false;
+  return parse_uint(s.substr(colon + 1), 65535).has_value();
+}
+
+/// "0-1023", "7", "0-9,20-29", "{0-9,20-29}": inclusive ranges, as vnode_set prints them.
+std::optional<vnode_set> parse_vnodes(std::string s) {
+  if (s.size() >= 2 && s.front() == '{' && s.back() == '}')
+    s = s.substr(1, s.size() - 2);
+  if (s.empty())
+    return std::nullopt;
+  std::vector<vnode_set::interval> xs;
+  std::stringstream in(s);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    auto dash = part.find('-');
+    auto lo = parse_uint(part.substr(0, dash), vnode_set::max_member - 1);
+    auto hi = dash == std::string::npos ? lo
+                                        : parse_uint(part.substr(dash + 1), vnode_set::max_member - 1);
+    if (!lo || !hi || *hi < *lo)
+      return std::nullopt;
+    xs.push_back({static_cast<vnode_id>(*lo), static_cast<vnode_id>(*hi + 1)});
+  }
+  return vnode_set::from_intervals(std::move(xs));
+}
+
+/// "[ID@]HOST:PORT".
+std::optional<node_contact> parse_contact(const std::string& s) {
+  node_contact c;
+  auto at = s.find('@');
+  c.address = at == std::string::npos ? s : s.substr(at + 1);
+  if (at != std::string::npos) {
+    auto id = parse_uint(s.substr(0, at), max_node_id);
+    if (!id)
+      return std::nullopt;
+    c.id = static_cast<proc_id>(*id);
+  }
+  if (!host_port_ok(c.address))
+    return std::nullopt;
+  return c;
+}
+
+nlohmann::json status_json(const banyan::node& n, const std::string& error) {
+  const auto s = n.status();
+  nlohmann::json j;
+  j["id"] = s.id;
+  j["pid"] = static_cast<long>(::getpid());
+  j["port"] = n.port();
+  j["address"] = n.address(); // at once; the snapshot has it a moment later
+  j["state"] = to_string(s.state);
+  auto& members = j["members"] = nlohmann::json::array();
+  for (auto& m : s.members)
+    members.push_back({{"id", m.id}, {"address", m.address}, {"incarnation", m.incarnation}});
+  j["own_vnodes"] = s.own_vnodes.to_string();
+  j["own_vnode_count"] = s.own_vnodes.size();
+  auto& runs = j["own_vnode_intervals"] = nlohmann::json::array();
+  for (auto iv : s.own_vnodes.intervals())
+    runs.push_back({iv.lo, iv.hi});
+  j["all_parented"] = s.all_parented;
+  j["busy"] = s.busy;
+  auto& trees = j["trees"] = nlohmann::json::array();
+  for (auto& t : s.trees)
+    trees.push_back({{"root", t.tree.root},
+                     {"kind", to_string(t.tree.kind)},
+                     {"parent", t.parent == no_proc ? nlohmann::json() : nlohmann::json(t.parent)},
+                     {"children", t.children}});
+  j["probes"] = {{"completed", s.probes_completed}, {"abandoned", s.probes_abandoned}};
+  if (!error.empty())
+    j["error"] = error;
+  return j;
+}
+
+/// Writes the file whole or not at all (a reader never sees half of it).
+void write_status(const std::string& path, const nlohmann::json& j) {
+  if (path.empty())
+    return;
+  auto tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump(1) << "\n";
+    if (!out)
+      return;
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+/// "trees: 8/8 parented, 4 members"
+std::string tree_summary(const node_status& s) {
+  std::size_t parented = 0;
+  std::size_t total = 0;
+  for (auto& t : s.trees) {
+    if (t.tree.root == s.id)
+      continue;
+    ++total;
+    parented += t.parent != no_proc;
+  }
+  return "trees: " + std::to_string(parented) + "/" + std::to_string(total) + " parented, "
+         + std::to_string(s.members.size()) + " members, " + std::to_string(s.own_vnodes.size())
+         + " vnodes " + s.own_vnodes.to_string();
+}
+
+class logger {
+public:
+  logger(proc_id id, bool verbose) : prefix_("node " + std::to_string(id) + ": "), verbose_(verbose) {}
+  void line(const std::string& s) {
+    std::lock_guard<std::mutex> lk(mtx_);
+    std::cout << prefix_ << s << std::endl;
+  }
+  bool verbose() const { return verbose_; }
+
+private:
+  std::mutex mtx_;
+  std::string prefix_;
+  bool verbose_;
+};
+
+} // namespace
+
+int run_node(const node_options& opt) {
+  if (!opt.extras.empty())
+    return bad("unexpected argument \"" + opt.extras.front() + "\"");
+  if (opt.id.empty())
+    return bad("--id is required");
+  auto id = parse_uint(opt.id, max_node_id);
+  if (!id)
+    return bad("bad --id \"" + opt.id + "\" (want 0-" + std::to_string(max_node_id) + ")");
+  if (opt.listen.empty())
+    return bad("--listen is required (host:port; port 0 picks a free one)");
+  if (!host_port_ok(opt.listen))
+    return bad("bad --listen \"" + opt.listen + "\" (want host:port or [v6]:port)");
+  if (!opt.advertise.empty() && !host_port_ok(opt.advertise))
+    return bad("bad --advertise \"" + opt.advertise + "\" (want host:port or [v6]:port)");
+  std::vector<node_contact> contacts;
+  for (auto& j : opt.join) {
+    auto c = parse_contact(j);
+    if (!c)
+      return bad("bad --join \"" + j + "\" (want host:port or id@host:port)");
+    contacts.push_back(*c);
+  }
+  vnode_set vnodes;
+  if (!opt.vnodes.empty()) {
+    auto v = parse_vnodes(opt.vnodes);
+    if (!v)
+      return bad("bad --vnodes \"" + opt.vnodes + "\" (want LO-HI, inclusive, e.g. 0-1023 or 0-9,20-29)");
+    vnodes = *v;
+  } else if (contacts.empty()) {
+    vnodes = vnode_set::range(0, 1024);
+  }
+  if (opt.secret_file.empty())
+    return bad("--secret-file is required");
+  std::string secret;
+  {
+    std::ifstream in(opt.secret_file, std::ios::binary);
+    if (!in)
+      return bad("cannot read --secret-file \"" + opt.secret_file + "\"");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    secret = ss.str();
+    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r'))
+      secret.pop_back();
+    if (secret.empty())
+      return bad("--secret-file \"" + opt.secret_file + "\" is empty");
+  }
+  auto leave_ms = parse_uint(opt.leave_timeout_ms, 3600 * 1000);
+  if (!leave_ms)
+    return bad("bad --leave-timeout \"" + opt.leave_timeout_ms + "\" (milliseconds)");
+
+  node_config cfg;
+  cfg.id = static_cast<proc_id>(*id);
+  cfg.listen = opt.listen;
+  cfg.advertise = opt.advertise;
+  cfg.secret = secret;
+  if (!opt.topology.empty()) {
+    auto t = load_topology(opt.topology);
+    if (!t)
+      return bad("--topology: " + t.err().to_string());
+    auto topo = std::make_shared<const topology>(std::move(*t));
+    if (cfg.id >= topo->proc_count())
+      return bad("--topology " + topo->name + " has " + std::to_string(topo->proc_count())
+                 + " processors: no place for processor " + std::to_string(cfg.id));
+    // Processor p stands in for the topology's processor p; --site double-checks that.
+    auto& leaf = topo->groups[static_cast<std::size_t>(topo->leaf_of(cfg.id))].name;
+    if (!opt.site.empty() && opt.site != leaf)
+      return bad("processor " + std::to_string(cfg.id) + " is in group " + leaf + " of topology "
+                 + topo->name + ", not in " + opt.site);
+    auto self = cfg.id;
+    cfg.shaper = [topo, self](proc_id to) {
+      if (to >= topo->proc_count())
+        return net::link_shape{};
+      return net::link_shape{topo->one_way(self, to), topo->path_bandwidth(self, to)};
+    };
+  } else if (!opt.site.empty()) {
+    return bad("--site needs --topology");
+  }
+
+  // Signals are taken synchronously by this thread; every thread started below (CAF,
+  // libuv) inherits the mask and never sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  auto wait_signal = [&](std::chrono::milliseconds d) {
+    timespec ts{static_cast<time_t>(d.count() / 1000), static_cast<long>(d.count() % 1000) * 1000000};
+    return sigtimedwait(&signals, nullptr, &ts) > 0;
+  };
+
+  logger log(cfg.id, opt.verbose);
+  std::atomic<bool> dirty{true};
+  banyan::node n(cfg);
+  std::string last_summary;
+  n.on_event([&](const node_event& e) {
+    using k = node_event::kind;
+    dirty = true;
+    switch (e.what) {
+    case k::parent_changed:
+    case k::busy:
+      if (log.verbose())
+        log.line(to_string(e));
+      return;
+    case k::idle: {
+      // One line when the trees settle, if they look different from the last time.
+      auto st = n.status();
+      if (st.state != supervisor::status::member)
+        return;
+      auto s = tree_summary(st);
+      if (s != last_summary || log.verbose())
+        log.line(s);
+      last_summary = s;
+      return;
+    }
+    case k::transport:
+      if (log.verbose() || e.detail.find("wrong shared secret") != std::string::npos
+          || e.detail.find("version mismatch") != std::string::npos)
+        log.line(to_string(e));
+      return;
+    default:
+      log.line(to_string(e));
+    }
+  });
+  auto port = n.start();
+  if (!port) {
+    std::cerr << "banyan node: cannot start: " << port.err().to_string() << "\n";
+    return 1;
+  }
+  log.line("listening on " + n.address() + " (pid " + std::to_string(::getpid()) + ")");
+  write_status(opt.json_status, status_json(n, {}));
+
+  auto pending = contacts.empty() ? n.found(vnodes) : n.join(contacts, vnodes);
+  bool member = false;
+  bool signalled = false;
+  while (!signalled) {
+    signalled = wait_signal(std::chrono::milliseconds(100));
+    if (!member && pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      if (auto err = pending.get()) {
+        log.line("cannot join: " + err->message);
+        n.stop();
+        write_status(opt.json_status, status_json(n, err->to_string()));
+        return 1;
+      }
+      member = true;
+    }
+    if (dirty.exchange(false))
+      write_status(opt.json_status, status_json(n, {}));
+  }
+
+  int code = 0;
+  if (n.state() == supervisor::status::member) {
+    log.line("signal: leaving");
+    auto left = n.leave();
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(*leave_ms);
+    bool again = false;
+    while (left.wait_for(std::chrono::seconds(0)) != std::future_status::ready
+           && std::chrono::steady_clock::now() < deadline && !again)
+      again = wait_signal(std::chrono::milliseconds(20));
+    if (again) {
+      log.line("second signal: stopping without finishing the leave");
+      code = 1;
+    } else if (left.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      log.line("leave timed out after " + std::to_string(*leave_ms) + " ms: stopping");
+      code = 1;
+    } else if (auto err = left.get()) {
+      // The last member has nobody to hand its vnodes to: that is a clean end too.
+      log.line("not leaving gracefully: " + err->message);
+    }
+  } else {
+    log.line("signal: stopping (" + std::string(to_string(n.state())) + ")");
+  }
+  n.stop();
+  write_status(opt.json_status, status_json(n, {}));
+  log.line("stopped");
+  return code;
+}
+
+void add_node_command(CLI::App& app, std::function<int()>& action) {
+  auto opt = std::make_shared<node_options>();
+  auto cmd = app.add_subcommand("node", "run one processor over TCP as this process");
+  cmd->add_option("--id", opt->id, "processor id (required)");
+  cmd->add_option("--listen", opt->listen, "host:port to listen on; port 0 picks one (required)");
+  cmd->add_option("--advertise", opt->advertise, "host:port others reach us at (default: --listen with the bound port)");
+  cmd->add_option("--join", opt->join, "[id@]host:port of a member to join through (repeatable)");
+  cmd->add_option("--vnodes", opt->vnodes, "vnodes, e.g. 0-1023: owned when founding (default 0-1023), wanted when joining (default a share)");
+  cmd->add_option("--secret-file", opt->secret_file, "file holding the cluster's shared secret (required)");
+  cmd->add_option("--topology", opt->topology, "emulate this topology's links (processor p = its processor p)");
+  cmd->add_option("--site", opt->site, "with --topology: the group this processor must be in");
+  cmd->add_option("--json-status", opt->json_status, "keep this JSON file up to date with our status");
+  cmd->add_option("--leave-timeout", opt->leave_timeout_ms, "ms to finish a graceful leave (10000)");
+  cmd->add_flag("-v,--verbose", opt->verbose, "log every parent change and connection");
+  cmd->allow_extras();
+  cmd->callback([opt, cmd, &action] {
+    opt->extras = cmd->remaining();
+    action = [opt] { return run_node(*opt); };
+  });
+}
+
+} // namespace banyan::cli

@@ -1,0 +1,45 @@
+#pragma once
+// `banyan node`: one processor as an OS process, over real TCP (banyan::node).
+//
+//   banyan node --id N --listen HOST:PORT --secret-file F
+//               [--join [ID@]HOST:PORT ...] [--vnodes SET] [--advertise HOST:PORT]
+//               [--topology T [--site GROUP]] [--json-status FILE] [-v]
+//
+// Without --join it founds the computation, owning --vnodes (default 0-1023); with it,
+// it joins through the first contact that lets it in, asking for --vnodes (default: a
+// share of the contact's). It logs membership and tree events, keeps --json-status up to
+// date, and on SIGINT/SIGTERM leaves gracefully (hands its vnodes over), then exits 0.
+// Exit codes: 0 done, 1 could not start or join, 2 bad arguments (one line on stderr).
+// See docs/api.md.
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace banyan::cli {
+
+struct node_options {
+  std::string id;
+  std::string listen;
+  std::string advertise;
+  std::vector<std::string> join;
+  std::string vnodes;
+  std::string secret_file;
+  std::string topology;
+  std::string site;
+  std::string json_status;
+  std::string leave_timeout_ms = "10000";
+  bool verbose = false;
+  std::vector<std::string> extras; ///< unrecognised arguments (an error)
+};
+
+/// Runs `banyan node` until a signal (or a failed join): 0, 1 or 2 as above.
+int run_node(const node_options& opt);
+
+/// Registers the `node` subcommand on `app`; when it is used, parsing sets `action` to
+/// the function that runs it.
+void add_node_command(CLI::App& app, std::function<int()>& action);
+
+} // namespace banyan::cli

@@ -1,0 +1,220 @@
+// banyan::node in one process: real TCP on 127.0.0.1 with ephemeral ports, the real
+// clock, and CAF actor systems both borrowed (two nodes share the test's) and owned.
+// Every wait has a deadline.
+
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include "banyan/actors/node.hpp"
+#include "node_check.hpp"
+
+using namespace banyan;
+using namespace std::chrono_literals;
+using banyan::test::check_converged;
+using banyan::test::poll_until;
+
+namespace {
+
+node_config config(proc_id id, std::string secret = "test secret") {
+  node_config cfg;
+  cfg.id = id;
+  cfg.listen = "127.0.0.1:0";
+  cfg.secret = std::move(secret);
+  cfg.seed = 1000 + id;
+  return cfg;
+}
+
+/// The future's value, or a timeout error if it takes longer than `limit`.
+node::result wait(std::future<node::result>& f, std::chrono::milliseconds limit) {
+  if (f.wait_for(limit) != std::future_status::ready)
+    return make_error(errc::timeout, "the test gave up waiting");
+  return f.get();
+}
+
+/// Events of one node, recorded from its actor's thread.
+struct recorder {
+  std::mutex mtx;
+  std::vector<node_event> events;
+  node::event_handler handler() {
+    return [this](const node_event& e) {
+      std::lock_guard<std::mutex> lk(mtx);
+      events.push_back(e);
+    };
+  }
+  std::size_t count(node_event::kind k, proc_id peer = no_proc) {
+    std::lock_guard<std::mutex> lk(mtx);
+    std::size_t n = 0;
+    for (auto& e : events)
+      n += e.what == k && (peer == no_proc || e.peer == peer);
+    return n;
+  }
+};
+
+std::optional<std::string> converged(std::initializer_list<const node*> nodes,
+                                     const vnode_set* all = nullptr) {
+  std::vector<node_status> ss;
+  for (auto* n : nodes)
+    ss.push_back(n->status());
+  return check_converged(ss, all);
+}
+
+/// Waits until `nodes` converge; on failure reports what was still wrong.
+void require_converged(std::initializer_list<const node*> nodes, const vnode_set* all,
+                       std::chrono::milliseconds limit) {
+  std::optional<std::string> why;
+  bool ok = poll_until(limit, [&] { return !(why = converged(nodes, all)); });
+  BOOST_REQUIRE_MESSAGE(ok, "not converged: " << why.value_or(""));
+}
+
+struct test_system {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  test_system() {
+    cfg.set("scheduler.max-threads", 2);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(three_nodes_join_form_trees_and_one_leaves) {
+  test_system ts; // outlives the nodes that borrow it
+  const auto all = vnode_set::range(0, 300);
+  node a(*ts.sys, config(0));
+  node b(*ts.sys, config(1));
+  node c(config(2)); // owns its actor system
+  recorder ra, rb;
+  a.on_event(ra.handler());
+  b.on_event(rb.handler());
+  for (auto* n : {&a, &b, &c}) {
+    auto port = n->start();
+    BOOST_REQUIRE_MESSAGE(port.has_value(), "start: " << (port ? "" : port.err().to_string()));
+    BOOST_TEST(*port != 0);
+    BOOST_TEST(n->address() == "127.0.0.1:" + std::to_string(*port));
+  }
+  auto founded = a.found(all);
+  BOOST_REQUIRE(!wait(founded, 5s));
+  BOOST_TEST(a.own_vnodes().to_string() == all.to_string());
+  BOOST_TEST((a.state() == supervisor::status::member));
+
+  // b knows only a's address (a's id comes from its handshake); c joins through b.
+  std::atomic<int> callbacks{0};
+  auto jb = b.join({{a.address()}}, {}, [&](const node::result& r) { callbacks += !r ? 1 : 100; });
+  BOOST_REQUIRE_MESSAGE(!wait(jb, 10s).has_value(), "b could not join");
+  auto jc = c.join({{b.address(), b.id()}});
+  BOOST_REQUIRE_MESSAGE(!wait(jc, 10s).has_value(), "c could not join");
+  BOOST_TEST(callbacks.load() == 1);
+
+  require_converged({&a, &b, &c}, &all, 15s);
+  BOOST_TEST(ra.count(node_event::kind::member_joined, 1) == 1u);
+  BOOST_TEST(ra.count(node_event::kind::member_joined, 2) == 1u);
+  BOOST_TEST(rb.count(node_event::kind::joined) == 1u);
+  for (proc_id r : {0u, 1u, 2u})
+    BOOST_TEST((b.parent({r, tree_kind::latency}) == no_proc) == (r == 1));
+  auto members = c.members();
+  BOOST_TEST(members == (std::vector<proc_id>{0, 1, 2}));
+
+  // A second join or found while a member is refused.
+  auto again = b.join({{a.address()}});
+  auto err = wait(again, 5s);
+  BOOST_REQUIRE(err.has_value());
+  BOOST_TEST(static_cast<int>(err->code) == static_cast<int>(errc::invalid_argument));
+
+  // b leaves: its vnodes go to a or c, and both see it gone.
+  auto vb = b.own_vnodes();
+  BOOST_TEST(!vb.empty());
+  auto left = b.leave();
+  auto lerr = wait(left, 10s);
+  BOOST_REQUIRE_MESSAGE(!lerr.has_value(), "leave: " << (lerr ? lerr->to_string() : ""));
+  BOOST_TEST((b.state() == supervisor::status::left));
+  BOOST_TEST(rb.count(node_event::kind::left) == 1u);
+  require_converged({&a, &c}, &all, 10s);
+  BOOST_TEST(ra.count(node_event::kind::member_left, 1) == 1u);
+  b.stop();
+
+  // c stops without leaving (as if it crashed): a finds it unreachable at once.
+  c.stop();
+  BOOST_REQUIRE(poll_until(5s, [&] { return a.members() == std::vector<proc_id>{0}; }));
+  // The last member cannot leave: nobody would take its vnodes.
+  auto last = a.leave();
+  auto last_err = wait(last, 5s);
+  BOOST_REQUIRE(last_err.has_value());
+  BOOST_TEST(static_cast<int>(last_err->code) == static_cast<int>(errc::invalid_argument));
+  a.stop();
+  // After stop, requests fail at once.
+  auto late = a.found(all);
+  auto late_err = wait(late, 1s);
+  BOOST_REQUIRE(late_err.has_value());
+  BOOST_TEST(static_cast<int>(late_err->code) == static_cast<int>(errc::stopped));
+}
+
+BOOST_AUTO_TEST_CASE(joins_that_cannot_succeed_fail_with_a_reason) {
+  node a(config(0, "right"));
+  BOOST_REQUIRE(a.start().has_value());
+  auto f = a.found(vnode_set::range(0, 10));
+  BOOST_REQUIRE(!wait(f, 5s));
+
+  // Not started yet: refused at once.
+  node early(config(9));
+  auto e0 = early.join({{a.address()}});
+  auto e0r = wait(e0, 1s);
+  BOOST_REQUIRE(e0r.has_value());
+  BOOST_TEST(static_cast<int>(e0r->code) == static_cast<int>(errc::invalid_argument));
+
+  // Wrong secret: refused by the contact's handshake, and reported as such.
+  node wrong(config(1, "wrong"));
+  BOOST_REQUIRE(wrong.start().has_value());
+  auto w = wrong.join({{a.address()}});
+  auto werr = wait(w, 10s);
+  BOOST_REQUIRE(werr.has_value());
+  BOOST_TEST(static_cast<int>(werr->code) == static_cast<int>(errc::auth_failed));
+  BOOST_TEST(werr->message.find("wrong shared secret") != std::string::npos, werr->message);
+  BOOST_TEST(a.members() == std::vector<proc_id>{0});
+  wrong.stop();
+
+  // A dead contact is skipped for the next one.
+  node dead(config(5));
+  BOOST_REQUIRE(dead.start().has_value());
+  auto dead_address = dead.address();
+  dead.stop();
+  node d(config(2, "right"));
+  BOOST_REQUIRE(d.start().has_value());
+  auto t0 = std::chrono::steady_clock::now();
+  auto j = d.join({{dead_address}, {a.address()}});
+  auto jerr = wait(j, 10s);
+  BOOST_REQUIRE_MESSAGE(!jerr.has_value(), "join: " << (jerr ? jerr->to_string() : ""));
+  BOOST_TEST((std::chrono::steady_clock::now() - t0 < 3s)); // refused, not timed out
+  require_converged({&a, &d}, nullptr, 10s);
+
+  // Only dead contacts: unknown_peer.
+  node lonely(config(3, "right"));
+  BOOST_REQUIRE(lonely.start().has_value());
+  auto l = lonely.join({{dead_address}});
+  auto lerr = wait(l, 10s);
+  BOOST_REQUIRE(lerr.has_value());
+  BOOST_TEST(static_cast<int>(lerr->code) == static_cast<int>(errc::unknown_peer), lerr->to_string());
+  BOOST_TEST((lonely.state() == supervisor::status::idle));
+}
+
+BOOST_AUTO_TEST_CASE(bad_configuration_is_refused_by_start) {
+  auto cfg = config(1);
+  cfg.listen = "nonsense";
+  node n(cfg);
+  auto r = n.start();
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST(static_cast<int>(r.err().code) == static_cast<int>(errc::invalid_argument));
+
+  auto any = config(2);
+  any.listen = "0.0.0.0:0"; // which address would others use?
+  node m(any);
+  BOOST_TEST(!m.start().has_value());
+
+  node big(config(max_node_id + 1));
+  BOOST_TEST(!big.start().has_value());
+}
