@@ -356,7 +356,16 @@ void on_net_event(node_ptr self, const net::transport_event& ev) {
   auto& st = self->state;
   using kind = net::transport_event::kind;
   const bool failed = ev.what == kind::rejected || ev.what == kind::error;
-  emit(self, {node_event::kind::transport, {}, no_proc, no_proc, ev.peer, net::to_string(ev)});
+  if (ev.peer == discovery_id) {
+    // Learning a contact's id: say "the contact", not the reserved id.
+    auto line = net::to_string(ev);
+    auto id = "to " + std::to_string(discovery_id) + " at ";
+    if (auto at = line.find(id); at != std::string::npos)
+      line.replace(at, id.size(), "to the contact at ");
+    emit(self, {node_event::kind::transport, {}, no_proc, no_proc, no_proc, line});
+  } else {
+    emit(self, {node_event::kind::transport, {}, no_proc, no_proc, ev.peer, net::to_string(ev)});
+  }
   if (st.joining && st.joining->discovering && ev.peer == discovery_id) {
     if (failed) {
       auto& j = *st.joining;

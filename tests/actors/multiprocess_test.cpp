@@ -253,6 +253,23 @@ BOOST_FIXTURE_TEST_CASE(processes_join_form_trees_leave_and_survive_a_kill, clus
   }
 }
 
+BOOST_FIXTURE_TEST_CASE(links_shaped_after_a_topology, cluster_fixture) {
+  // tiny-2c8: processors 0-3 in cluster A, 4-7 in B, 2 ms RTT and 100 Mbit/s between
+  // them. The shaper delays and paces every frame; trees must still form.
+  std::vector<proc> ps;
+  ps.push_back(start_node(*this, 0, {"--topology", "tiny-2c8", "--site", "A"}));
+  for (proc_id id : {1u, 4u, 5u})
+    ps.push_back(start_node(*this, id, {"--topology", "tiny-2c8", "--join", address_of(ps[0])}));
+  require_converged(ps, nullptr, 15s);
+  for (auto& p : ps)
+    BOOST_REQUIRE(::kill(p.pid, SIGTERM) == 0);
+  for (auto& p : ps) {
+    auto c = wait_exit(p.pid, 15s);
+    BOOST_REQUIRE_MESSAGE(c.has_value(), "node " << p.id << " did not exit: " << slurp(p.log_file));
+    BOOST_TEST(*c == 0, "node " << p.id << ": " << slurp(p.log_file));
+  }
+}
+
 BOOST_FIXTURE_TEST_CASE(a_wrong_secret_is_refused, cluster_fixture) {
   auto founder = start_node(*this, 0, {});
   auto wrong = file("wrong-secret", "not the secret\n");
@@ -287,6 +304,10 @@ BOOST_FIXTURE_TEST_CASE(bad_arguments_exit_with_2, cluster_fixture) {
       {"node", "--id", "1", "--listen", "127.0.0.1:0", "--secret-file", secret, "--site", "A"},
       {"node", "--id", "99", "--listen", "127.0.0.1:0", "--secret-file", secret, "--topology",
        "tiny-2c8"},
+      {"node", "--id", "0", "--listen", "127.0.0.1:0", "--secret-file", secret, "--topology",
+       "tiny-2c8", "--site", "B"},
+      {"node", "--id", "0", "--listen", "127.0.0.1:0", "--secret-file", secret, "--topology",
+       "no-such-topology"},
   };
   int i = 0;
   for (auto& args : cases) {
