@@ -212,6 +212,12 @@ int run_node(const node_options& opt) {
     if (secret.empty())
       return bad("--secret-file \"" + opt.secret_file + "\" is empty");
   }
+  if (!opt.json_status.empty()) {
+    auto probe = opt.json_status + ".tmp"; // where write_status writes first
+    if (!std::ofstream(probe, std::ios::app))
+      return bad("cannot write --json-status \"" + opt.json_status + "\"");
+    std::remove(probe.c_str());
+  }
   auto leave_ms = parse_uint(opt.leave_timeout_ms, 3600 * 1000);
   if (!leave_ms)
     return bad("bad --leave-timeout \"" + opt.leave_timeout_ms + "\" (milliseconds)");

@@ -308,6 +308,8 @@ BOOST_FIXTURE_TEST_CASE(bad_arguments_exit_with_2, cluster_fixture) {
        "tiny-2c8", "--site", "B"},
       {"node", "--id", "0", "--listen", "127.0.0.1:0", "--secret-file", secret, "--topology",
        "no-such-topology"},
+      {"node", "--id", "0", "--listen", "127.0.0.1:0", "--secret-file", secret, "--json-status",
+       dir + "/no/such/dir/status.json"},
   };
   int i = 0;
   for (auto& args : cases) {
