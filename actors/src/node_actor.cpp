@@ -256,6 +256,9 @@ void on_tree_event(node_ptr self, const tree_event& e) {
       if (auto c = st.complaints.find(j.current.id); c != st.complaints.end())
         why += " (" + gist(c->second, j.current.address) + ")";
       j.reasons.push_back(why);
+      // Not a member of ours: stop the transport from retrying the join request.
+      if (st.peers.erase(j.current.id) != 0)
+        st.tp->remove_peer(j.current.id);
       try_next_contact(self);
     }
     break;
