@@ -5,7 +5,14 @@
 /// nearer the root:
 ///   (I)  RTT(p,cand) < RTT(p,parent)     (II) dist(cand,root) < dist(p,root)
 ///
-/// banyan keeps (I) and replaces (II) by
+/// banyan, for a move between two LAN parents (both local, see rule_context): adopt
+/// when the message would arrive sooner through cand, counting forwarding overhead o
+/// per child (the paper's planned improvement):
+///   dist(cand) + RTT(p,cand) + o (children(cand) + 1) + o < dist(p) + o children(parent)
+/// (the last o is a margin against swapping back and forth). In a LAN all RTTs are
+/// alike, so (I) would freeze the first, random attachments; this instead builds
+/// shallow trees whose fan-out balances latency against overhead.
+/// Otherwise banyan keeps (I) and replaces (II) by
 ///   (II-local)  cand is local (in p's LAN, see rule_context) and dist(cand) < dist(p)
 ///   or (II-escape)  dist(cand) + RTT(p,cand) <= dist(p) + (RTT(p,parent) - RTT(p,cand)) / 2
 /// Why: under the paper's (II) a processor whose parent is across the WAN but shallow

@@ -20,6 +20,8 @@ struct rule_context {
   double local_factor = 2.0;
   /// Bandwidth hysteresis (relative): an estimate must improve by this much.
   double bw_margin = 0.05;
+  /// Forwarding overhead per child, for comparing LAN parents (latency rule).
+  duration per_child{0};
 
   bool local(duration rtt) const noexcept {
     return min_rtt != duration::max()

@@ -61,6 +61,10 @@ struct supervisor_config {
   /// A peer is local (same LAN) when its RTT is at most this multiple of the
   /// smallest RTT measured so far.
   double local_factor = 2.0;
+  /// Forwarding overhead per child, counted when the banyan latency rule compares
+  /// two LAN parents (a parent sends to its children one after another): the
+  /// paper's planned "consider forwarding overhead". About one message's send cost.
+  duration forward_overhead = std::chrono::microseconds(20);
   /// Bandwidth rule hysteresis: adopt only when the estimate improves by this much.
   double bw_margin = 0.05;
   /// Chance that a probe goes to a peer already known to be local (same LAN)
