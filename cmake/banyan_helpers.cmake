@@ -39,5 +39,8 @@ function(banyan_test)
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)
   endif()
+  if(BANYAN_SANITIZE)
+    math(EXPR A_TIMEOUT "${A_TIMEOUT} * 6") # sanitized code runs several times slower
+  endif()
   set_tests_properties(${A_NAME} PROPERTIES TIMEOUT ${A_TIMEOUT})
 endfunction()
