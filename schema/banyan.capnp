@@ -19,7 +19,8 @@
 # absent. A new union member in `Frame.body` is unknown to an old decoder, which rejects
 # the frame as malformed, so such an addition needs `Frame.version` raised, or a
 # handshake that tells both sides what the peer understands. The collectives (broadcast
-# segments, reductions) will be appended to `Frame.body` this way.
+# segments, reductions) were appended to `Frame.body` this way, within version 1, before
+# any release: every peer of version 1 knows them.
 
 @0xd4a4ff6c8d2997c3;
 
@@ -205,6 +206,72 @@ struct VnodeHandoverAck {
   accepted @1 :Bool;
 }
 
+# --- collectives (docs/collectives.md) ---------------------------------------
+
+struct BcastSegment {
+  # One segment of a broadcast, for the vnodes to reach through the receiver (the
+  # header): it delivers to those it owns, passes those below a child to that child,
+  # and sends the rest point-to-point to their owners.
+  origin @0 :UInt32;        # the processor that started the broadcast
+  seq @1 :UInt64;           # its number there
+  kind @2 :TreeKind;        # the tree followed: the one of `kind` rooted at `origin`
+  vnodes @3 :List(Interval);
+  direct @4 :Bool;          # point-to-point rather than down the tree
+  hops @5 :UInt32;          # processors passed since the last hold (loop bound)
+  stream @6 :UInt64;        # the sender's number for this (receiver, vnodes) stream
+  index @7 :UInt32;         # this segment's place, 0 .. count-1
+  count @8 :UInt32;         # segments in the message
+  total @9 :UInt64;         # bytes in the whole message
+  payload @10 :Data;        # this segment's bytes
+  first @11 :Bool;          # the first frame the sender sends in this stream: a receiver
+                            # takes a stream only from its first frame on, or not at all
+}
+
+enum ReduceKind {
+  # `banyan::reduce_kind`.
+  sum @0;
+  min @1;
+  max @2;
+  product @3;
+  user @4;                  # a user operator, by number (ReducePartial.userOp)
+}
+
+enum ElementType {
+  # `banyan::element_type`: host byte order.
+  int32 @0;
+  int64 @1;
+  float32 @2;
+  float64 @3;
+  bytes @4;                 # opaque: user operators only
+}
+
+struct ReducePartial {
+  # A partial result of reduction number `op` covering the contributions of `vnodes`, on
+  # its way to the owner of vnode `root`.
+  op @0 :UInt64;
+  root @1 :UInt32;
+  kind @2 :ReduceKind;
+  type @3 :ElementType;
+  userOp @4 :UInt32;
+  vnodes @5 :List(Interval);
+  direct @6 :Bool;          # point-to-point to the root's owner rather than up the tree
+  hops @7 :UInt32;          # processors passed since the last hold (loop bound)
+  data @8 :Data;
+}
+
+struct ReduceRecord {
+  # Vnodes whose reductions are accounted for up to and including number `done`.
+  vnodes @0 :List(Interval);
+  done @1 :UInt64;
+}
+
+struct ReduceHandoff {
+  # Old owner -> new owner of vnodes (routed to the owner until it finds them): how far
+  # their contributions to reductions went.
+  records @0 :List(ReduceRecord);
+  hops @1 :UInt32;
+}
+
 # --- connection handshake (issue 4; not carried yet) -------------------------
 #
 # Proposed flow (issue 4 settles it): challenge-response on a fresh TCP connection,
@@ -269,6 +336,8 @@ struct Frame {
     routingUpdate @18 :RoutingUpdate;
     vnodeHandover @19 :VnodeHandover;
     vnodeHandoverAck @20 :VnodeHandoverAck;
-    # Appended later: broadcast segments, reductions (see "Evolution" above).
+    bcastSegment @21 :BcastSegment;
+    reducePartial @22 :ReducePartial;
+    reduceHandoff @23 :ReduceHandoff;
   }
 }

@@ -10,12 +10,13 @@ namespace {
 // --- names ------------------------------------------------------------------
 
 // In the order of the alternatives of `message`.
-constexpr std::array<const char*, 18> message_names = {
+constexpr std::array<const char*, 21> message_names = {
     "ping",          "pong",           "bw_request",       "bw_reply",
     "adopt_request", "adopt_reply",    "release",          "orphan",
     "tree_update",   "subtree_update", "join_request",     "join_accept",
     "member_joined", "member_left",    "handover_request", "routing_update",
-    "vnode_handover", "vnode_handover_ack"};
+    "vnode_handover", "vnode_handover_ack", "bcast_segment", "reduce_partial",
+    "reduce_handoff"};
 static_assert(message_names.size() == std::variant_size_v<message>,
               "a message type was added: name it here and model its size below");
 
@@ -76,6 +77,10 @@ constexpr shape handover_request_shape{1, 1};
 constexpr shape routing_update_shape{0, 1};
 constexpr shape vnode_handover_shape{0, 1};
 constexpr shape vnode_handover_ack_shape{2, 0};
+constexpr shape bcast_segment_shape{6, 2};
+constexpr shape reduce_partial_shape{4, 2};
+constexpr shape reduce_record_shape{1, 1};
+constexpr shape reduce_handoff_shape{1, 1};
 
 constexpr std::size_t bytes_to_words(std::size_t bytes) {
   return (bytes + word_bytes - 1) / word_bytes;
@@ -102,6 +107,7 @@ std::size_t content_words(const adopt_verdict& v) {
   return tree_info_shape.words() + content_words(v.info);
 }
 std::size_t content_words(const tree_key&) { return 0; }
+std::size_t content_words(const reduce_record& r) { return vnodes_words(r.vnodes); }
 
 template <class T>
 std::size_t list_words(const std::vector<T>& xs, shape s) {
@@ -165,6 +171,17 @@ std::size_t body_words(const vnode_handover& m) {
   return vnode_handover_shape.words() + route_entry_shape.words() + content_words(m.route);
 }
 std::size_t body_words(const vnode_handover_ack&) { return vnode_handover_ack_shape.words(); }
+
+// Data is its bytes rounded up to words (null, 0 words, when empty).
+std::size_t body_words(const bcast_segment& m) {
+  return bcast_segment_shape.words() + vnodes_words(m.vnodes) + bytes_to_words(m.payload.size());
+}
+std::size_t body_words(const reduce_partial& m) {
+  return reduce_partial_shape.words() + vnodes_words(m.vnodes) + bytes_to_words(m.data.size());
+}
+std::size_t body_words(const reduce_handoff& m) {
+  return reduce_handoff_shape.words() + list_words(m.records, reduce_record_shape);
+}
 
 } // namespace
 

@@ -113,6 +113,11 @@ void write(const wire::adopt_verdict& v, cs::AdoptVerdict::Builder b) {
 
 void write(tree_key k, cs::TreeKey::Builder b) { write_tree(k, b); }
 
+void write(const wire::reduce_record& r, cs::ReduceRecord::Builder b) {
+  write_vnodes(r.vnodes, [&](unsigned n) { return b.initVnodes(n); });
+  b.setDone(r.done);
+}
+
 template <class T, class Init>
 void write_list(const std::vector<T>& xs, Init&& init) {
   if (xs.empty())
@@ -215,6 +220,74 @@ void write(const wire::vnode_handover_ack& m, body_builder b) {
   r.setAccepted(m.accepted);
 }
 
+// Empty data stays a null pointer, like empty lists.
+template <class Init>
+void write_data(const shared_bytes& bytes, Init&& init) {
+  if (bytes.empty())
+    return;
+  auto out = init(list_size(bytes.size()));
+  std::memcpy(out.begin(), bytes.data(), bytes.size());
+}
+
+cs::ReduceKind to_capnp(reduce_kind k) {
+  switch (k) {
+    case reduce_kind::sum: return cs::ReduceKind::SUM;
+    case reduce_kind::min: return cs::ReduceKind::MIN;
+    case reduce_kind::max: return cs::ReduceKind::MAX;
+    case reduce_kind::product: return cs::ReduceKind::PRODUCT;
+    case reduce_kind::user: return cs::ReduceKind::USER;
+  }
+  assert(false && "unknown reduce_kind");
+  return cs::ReduceKind::SUM;
+}
+
+cs::ElementType to_capnp(element_type t) {
+  switch (t) {
+    case element_type::int32: return cs::ElementType::INT32;
+    case element_type::int64: return cs::ElementType::INT64;
+    case element_type::float32: return cs::ElementType::FLOAT32;
+    case element_type::float64: return cs::ElementType::FLOAT64;
+    case element_type::bytes: return cs::ElementType::BYTES;
+  }
+  assert(false && "unknown element_type");
+  return cs::ElementType::BYTES;
+}
+
+void write(const wire::bcast_segment& m, body_builder b) {
+  auto r = b.initBcastSegment();
+  r.setOrigin(m.op.origin);
+  r.setSeq(m.op.seq);
+  r.setKind(to_capnp(m.kind));
+  write_vnodes(m.vnodes, [&](unsigned n) { return r.initVnodes(n); });
+  r.setDirect(m.direct);
+  r.setHops(m.hops);
+  r.setStream(m.stream);
+  r.setFirst(m.first);
+  r.setIndex(m.index);
+  r.setCount(m.count);
+  r.setTotal(m.total);
+  write_data(m.payload, [&](unsigned n) { return r.initPayload(n); });
+}
+
+void write(const wire::reduce_partial& m, body_builder b) {
+  auto r = b.initReducePartial();
+  r.setOp(m.op);
+  r.setRoot(m.root);
+  r.setKind(to_capnp(m.fn.kind));
+  r.setType(to_capnp(m.fn.type));
+  r.setUserOp(m.fn.user);
+  write_vnodes(m.vnodes, [&](unsigned n) { return r.initVnodes(n); });
+  r.setDirect(m.direct);
+  r.setHops(m.hops);
+  write_data(m.data, [&](unsigned n) { return r.initData(n); });
+}
+
+void write(const wire::reduce_handoff& m, body_builder b) {
+  auto r = b.initReduceHandoff();
+  write_list(m.records, [&](unsigned n) { return r.initRecords(n); });
+  r.setHops(m.hops);
+}
+
 // --- shared pieces, capnp -> C++ -------------------------------------------------
 
 tree_kind from_capnp(cs::TreeKind k) {
@@ -281,6 +354,10 @@ wire::adopt_verdict read(cs::AdoptVerdict::Reader r) {
 }
 
 tree_key read(cs::TreeKey::Reader r) { return read_tree(r); }
+
+wire::reduce_record read(cs::ReduceRecord::Reader r) {
+  return wire::reduce_record{read_vnodes(r.getVnodes()), r.getDone()};
+}
 
 template <class ListReader>
 auto read_list(ListReader xs) {
@@ -362,6 +439,62 @@ wire::vnode_handover_ack read(cs::VnodeHandoverAck::Reader r) {
   return wire::vnode_handover_ack{r.getEpoch(), r.getAccepted()};
 }
 
+shared_bytes read_data(capnp::Data::Reader d) { return shared_bytes::copy_of(d.begin(), d.size()); }
+
+reduce_kind from_capnp(cs::ReduceKind k) {
+  switch (k) {
+    case cs::ReduceKind::SUM: return reduce_kind::sum;
+    case cs::ReduceKind::MIN: return reduce_kind::min;
+    case cs::ReduceKind::MAX: return reduce_kind::max;
+    case cs::ReduceKind::PRODUCT: return reduce_kind::product;
+    case cs::ReduceKind::USER: return reduce_kind::user;
+  }
+  reject("unknown reduce kind " + std::to_string(static_cast<unsigned>(k)));
+}
+
+element_type from_capnp(cs::ElementType t) {
+  switch (t) {
+    case cs::ElementType::INT32: return element_type::int32;
+    case cs::ElementType::INT64: return element_type::int64;
+    case cs::ElementType::FLOAT32: return element_type::float32;
+    case cs::ElementType::FLOAT64: return element_type::float64;
+    case cs::ElementType::BYTES: return element_type::bytes;
+  }
+  reject("unknown element type " + std::to_string(static_cast<unsigned>(t)));
+}
+
+wire::bcast_segment read(cs::BcastSegment::Reader r) {
+  wire::bcast_segment m;
+  m.op = wire::collective_id{r.getOrigin(), r.getSeq()};
+  m.kind = from_capnp(r.getKind());
+  m.vnodes = read_vnodes(r.getVnodes());
+  m.direct = r.getDirect();
+  m.hops = r.getHops();
+  m.stream = r.getStream();
+  m.first = r.getFirst();
+  m.index = r.getIndex();
+  m.count = r.getCount();
+  m.total = r.getTotal();
+  m.payload = read_data(r.getPayload());
+  return m;
+}
+
+wire::reduce_partial read(cs::ReducePartial::Reader r) {
+  wire::reduce_partial m;
+  m.op = r.getOp();
+  m.root = r.getRoot();
+  m.fn = reduce_op{from_capnp(r.getKind()), from_capnp(r.getType()), r.getUserOp()};
+  m.vnodes = read_vnodes(r.getVnodes());
+  m.direct = r.getDirect();
+  m.hops = r.getHops();
+  m.data = read_data(r.getData());
+  return m;
+}
+
+wire::reduce_handoff read(cs::ReduceHandoff::Reader r) {
+  return wire::reduce_handoff{read_list(r.getRecords()), r.getHops()};
+}
+
 wire::message read_body(body_reader b) {
   using W = cs::Frame::Body::Which;
   switch (b.which()) {
@@ -383,6 +516,9 @@ wire::message read_body(body_reader b) {
     case W::ROUTING_UPDATE: return read(b.getRoutingUpdate());
     case W::VNODE_HANDOVER: return read(b.getVnodeHandover());
     case W::VNODE_HANDOVER_ACK: return read(b.getVnodeHandoverAck());
+    case W::BCAST_SEGMENT: return read(b.getBcastSegment());
+    case W::REDUCE_PARTIAL: return read(b.getReducePartial());
+    case W::REDUCE_HANDOFF: return read(b.getReduceHandoff());
   }
   reject("unknown message type " + std::to_string(static_cast<unsigned>(b.which())));
 }

@@ -3,7 +3,19 @@
 // bandwidth-sharing model: each message takes one-way latency plus size over the
 // path bandwidth of a topology. It lets the protocol be tested in microseconds;
 // the actor-level tests run the same supervisors on the real emulated network.
+//
+// Riders (optional): protocol engines that ride along each supervisor, such as the
+// collective engines. A rider takes the messages it sends (its own types), sees every
+// event of its supervisor, has its own timers, and keeps its processor reachable after
+// the supervisor has left for as long as it says it is `active`. A rider's message that
+// cannot be delivered (nobody runs there, or the incarnation it was sent to is gone)
+// comes back to the rider that sent it, one way later, as from a refused connection.
+// Riders' messages travel on connections, as over TCP: a sender's messages to a
+// processor go to the incarnation its connection reached, and only once a bounce has
+// told the sender that the connection broke does a later message reach a newer
+// incarnation.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <queue>
@@ -20,8 +32,43 @@ namespace banyan::test {
 
 class mini_grid {
 public:
+  /// Something riding along one supervisor instance (see the top of this file). It
+  /// reports sends and timers through the supervisor's `outbox` type (events unused).
+  class rider {
+  public:
+    virtual ~rider() = default;
+    /// Returns false when it does not take `m`: it bounces back to the sender.
+    virtual bool on_message(timestamp now, proc_id from, const wire::message& m, outbox& out) = 0;
+    virtual void on_timer(timestamp now, std::uint64_t token, outbox& out) = 0;
+    /// After every event its supervisor handled (the supervisor's sends go first).
+    virtual void after_supervisor(timestamp now, outbox& out) = 0;
+    /// `m`, sent by this rider to `to`, could not be delivered.
+    virtual void on_undeliverable(timestamp now, proc_id to, const wire::message& m, outbox& out) = 0;
+    /// Still has work: keeps the processor reachable after its supervisor has left.
+    virtual bool active(timestamp now) const = 0;
+  };
+  /// Makes the rider of a new supervisor instance (at start and at every join).
+  using rider_factory = std::function<std::unique_ptr<rider>(proc_id, const supervisor&)>;
+
   mini_grid(topology topo, std::uint64_t seed, supervisor_config cfg = {})
-    : topo_(std::move(topo)), seed_(seed), cfg_(cfg), sups_(topo_.proc_count()) {}
+    : topo_(std::move(topo)), seed_(seed), cfg_(cfg), sups_(topo_.proc_count()),
+      riders_(topo_.proc_count()) {}
+
+  /// Set before `start`.
+  void set_rider_factory(rider_factory f) { make_rider_ = std::move(f); }
+  rider* rider_of(proc_id p) const { return riders_[p].get(); }
+  /// Reachable: its supervisor runs, or its rider is still active.
+  bool reachable(proc_id p) const { return supervisor_running(p) || rider_active(p); }
+  /// Rider messages that bounced back to a rider instance that was gone (lost).
+  std::size_t lost_rider_messages() const { return lost_rider_messages_; }
+  /// Runs `f` on processor p's rider now and sends what it produced.
+  void with_rider(proc_id p, const std::function<void(rider&, timestamp, outbox&)>& f) {
+    if (!riders_[p])
+      return;
+    outbox out;
+    f(*riders_[p], now_, out);
+    carry_out_rider(p, out);
+  }
 
   void start(std::size_t n = 0) {
     if (n == 0)
@@ -37,6 +84,7 @@ public:
       outbox out;
       sups_[p]->found(now_, members, routes, out);
       carry_out(p, out);
+      attach_rider(p);
     }
   }
 
@@ -46,6 +94,7 @@ public:
     outbox out;
     sups_[p]->join(now_, contact, wanted, out);
     carry_out(p, out);
+    attach_rider(p);
   }
 
   void leave(proc_id p, proc_id recipient = no_proc) {
@@ -55,6 +104,7 @@ public:
     if (err)
       throw std::runtime_error(err->to_string());
     carry_out(p, out); // it goes on answering until a member took its vnodes
+    notify_rider(p);
   }
 
   /// Runs until nothing is left to do or `limit` events were processed.
@@ -66,11 +116,16 @@ public:
       now_ = ev.at;
       ++n;
       auto& s = sups_[ev.to];
+      if (ev.rider_event) {
+        run_rider_event(ev);
+        continue;
+      }
       if (ev.unreachable != no_proc) {
         if (s) {
           outbox out;
           s->on_unreachable(now_, ev.unreachable, out);
           carry_out(ev.to, out);
+          notify_rider(ev.to);
         }
         continue;
       }
@@ -112,6 +167,7 @@ public:
       if (!ev.is_timer)
         envelopes_.erase(ev.msg);
       carry_out(ev.to, out);
+      notify_rider(ev.to);
     }
     return n;
   }
@@ -177,6 +233,9 @@ private:
     std::uint64_t msg;
     proc_id unreachable = no_proc; ///< set: tell `to` that this processor is not running
     const supervisor* owner = nullptr; ///< timers: the incarnation that set it
+    bool rider_event = false;  ///< a rider's message, timer or bounce
+    std::uint64_t target = 0;  ///< rider events: the rider instance it is for (0: none)
+    bool bounce = false;       ///< rider message coming back to its sender
     bool operator<(const event& o) const {
       return at != o.at ? at > o.at : order > o.order;
     }
@@ -239,10 +298,123 @@ private:
     out.clear();
   }
 
+  bool supervisor_running(proc_id p) const {
+    auto& s = sups_[p];
+    return s && s->state() != supervisor::status::left && s->state() != supervisor::status::idle;
+  }
+  bool rider_active(proc_id p) const { return riders_[p] && riders_[p]->active(now_); }
+
+  void attach_rider(proc_id p) {
+    if (!make_rider_)
+      return;
+    riders_[p] = make_rider_(p, *sups_[p]);
+    rider_ids_[p] = next_rider_id_++;
+    notify_rider(p);
+  }
+
+  void notify_rider(proc_id p) {
+    if (!riders_[p])
+      return;
+    outbox out;
+    riders_[p]->after_supervisor(now_, out);
+    carry_out_rider(p, out);
+  }
+
+  void run_rider_event(const event& ev) {
+    auto* r = riders_[ev.to].get();
+    const std::uint64_t here = r ? rider_ids_[ev.to] : 0;
+    outbox out;
+    if (ev.is_timer) {
+      // A timer dies with its rider instance, and with its processor once that stopped.
+      if (r && here == ev.target && reachable(ev.to)) {
+        r->on_timer(now_, ev.token, out);
+        carry_out_rider(ev.to, out);
+      }
+      return;
+    }
+    auto e = std::move(envelopes_[ev.msg]);
+    envelopes_.erase(ev.msg);
+    std::uint64_t sender = 0;
+    if (auto i = sender_of_.find(ev.msg); i != sender_of_.end()) {
+      sender = i->second;
+      sender_of_.erase(i);
+    }
+    if (ev.bounce) {
+      conn_.erase({e.from, e.to}); // the sender learns that its connection broke
+      if (r && here == ev.target) {
+        r->on_undeliverable(now_, e.to, e.body, out);
+        carry_out_rider(ev.to, out);
+      } else {
+        ++lost_rider_messages_;
+      }
+      return;
+    }
+    // Delivered only to the instance it was sent to, while its processor is reachable;
+    // what the rider does not take bounces too.
+    if (r && here == ev.target && reachable(ev.to)) {
+      bool taken = r->on_message(now_, e.from, e.body, out);
+      carry_out_rider(ev.to, out);
+      if (taken)
+        return;
+    }
+    auto id = next_msg_++;
+    auto from = e.from;
+    envelopes_[id] = std::move(e);
+    event back{now_ + topo_.one_way(ev.to, from), order_++, from, false, 0, id};
+    back.rider_event = true;
+    back.bounce = true;
+    back.target = sender;
+    queue_.push(back);
+  }
+
+  // Riders' messages (bulk data) also queue at the sender: one transmission at a time,
+  // so that a pipeline of segments really streams.
+  void carry_out_rider(proc_id p, outbox& out) {
+    for (auto& e : out.sends) {
+      auto bytes = static_cast<double>(wire::wire_size(e.body));
+      auto bw = topo_.path_bandwidth(e.from, e.to);
+      auto tx = bw == infinite_rate ? duration{0} : duration{static_cast<std::int64_t>(bytes / bw * 1e9)};
+      auto& nic = nic_free_[e.from];
+      auto departs = std::max(now_, nic) + topo_.send_overhead;
+      nic = departs + tx;
+      auto at = departs + tx + topo_.one_way(e.from, e.to);
+      auto& last = last_[{e.from, e.to}];
+      at = std::max(at, last);
+      last = at;
+      auto id = next_msg_++;
+      event ev{at, order_++, e.to, false, 0, id};
+      ev.rider_event = true;
+      auto [conn, fresh] = conn_.try_emplace({e.from, e.to}, instance(e.to));
+      (void) fresh;
+      ev.target = conn->second;
+      sender_of_[id] = instance(p);
+      envelopes_[id] = std::move(e);
+      queue_.push(ev);
+    }
+    for (auto& t : out.timers) {
+      event ev{now_ + t.after, order_++, p, true, t.token, 0};
+      ev.rider_event = true;
+      ev.target = instance(p);
+      queue_.push(ev);
+    }
+    out.clear();
+  }
+
   topology topo_;
   std::uint64_t seed_;
   supervisor_config cfg_;
   std::vector<std::unique_ptr<supervisor>> sups_;
+  std::vector<std::unique_ptr<rider>> riders_;
+  rider_factory make_rider_;
+  std::map<std::uint64_t, std::uint64_t> sender_of_; ///< rider messages in flight: sender instance
+  /// Rider instances are numbered (never reused, unlike addresses): 0 means none.
+  std::vector<std::uint64_t> rider_ids_ = std::vector<std::uint64_t>(sups_.size(), 0);
+  std::uint64_t next_rider_id_ = 1;
+  std::uint64_t instance(proc_id p) const { return riders_[p] ? rider_ids_[p] : 0; }
+  std::size_t lost_rider_messages_ = 0;
+  std::map<proc_id, timestamp> nic_free_; ///< riders' messages: when each sender's NIC is free
+  /// Riders' connections: (from, to) -> the rider instance they reach.
+  std::map<std::pair<proc_id, proc_id>, std::uint64_t> conn_;
   std::priority_queue<event> queue_;
   std::map<std::uint64_t, wire::envelope> envelopes_;
   std::map<std::pair<proc_id, proc_id>, timestamp> last_;

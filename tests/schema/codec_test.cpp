@@ -94,6 +94,40 @@ struct gen {
   wire::route_entry route() { return {vnodes(), proc(), u64()}; }
   wire::member member() { return {proc(), text(), coin() ? 0 : u64()}; }
   wire::adopt_verdict verdict() { return {key(), coin(), info()}; }
+  wire::reduce_record record() { return {vnodes(), u64()}; }
+
+  // Bytes of any length (word boundaries included), half the time a slice of a larger
+  // buffer, so that the encoder must honour the slice's offset.
+  banyan::shared_bytes data() {
+    const std::size_t n = coin() ? upto(17) : upto(3000);
+    const std::size_t before = coin() ? upto(9) : 0;
+    bytes b(before + n + upto(5));
+    for (auto& x : b)
+      x = static_cast<std::uint8_t>(rng());
+    return banyan::shared_bytes(std::move(b)).slice(before, n);
+  }
+  banyan::reduce_op fn() {
+    return {static_cast<banyan::reduce_kind>(upto(4)), static_cast<banyan::element_type>(upto(4)),
+            coin() ? 0 : u32()};
+  }
+  wire::bcast_segment segment() {
+    wire::bcast_segment m;
+    m.op = {proc(), u64()};
+    m.kind = coin() ? tree_kind::latency : tree_kind::bandwidth;
+    m.vnodes = vnodes();
+    m.direct = coin();
+    m.hops = u32();
+    m.stream = u64();
+    m.first = coin();
+    m.index = u32();
+    m.count = u32();
+    m.total = u64();
+    m.payload = data();
+    return m;
+  }
+  wire::reduce_partial partial() {
+    return {u64(), u32(), fn(), vnodes(), coin(), u32(), data()};
+  }
 
   template <class F>
   auto list(F make) {
@@ -126,6 +160,9 @@ struct gen {
       case 15: return wire::routing_update{list([&] { return route(); })};
       case 16: return wire::vnode_handover{route()};
       case 17: return wire::vnode_handover_ack{u64(), coin()};
+      case 18: return segment();
+      case 19: return partial();
+      case 20: return wire::reduce_handoff{list([&] { return record(); }), u32()};
     }
     BOOST_FAIL("no such message type");
     return wire::ping{};
@@ -260,6 +297,16 @@ BOOST_AUTO_TEST_CASE(wire_size_equals_encoding_at_rounding_edges) {
   ms.push_back(wire::join_request{{banyan::no_proc, ""}, {}});
   ms.push_back(wire::release{});
   ms.push_back(wire::subtree_update{{{tree_key{}, {}}, {tree_key{}, {1, 2, 3, 10}}}});
+  for (std::size_t len : {0, 1, 7, 8, 9, 16, 65536}) {
+    wire::bcast_segment seg;
+    seg.payload = banyan::shared_bytes(bytes(len, 0xab));
+    ms.push_back(seg);
+    wire::reduce_partial part;
+    part.data = seg.payload;
+    ms.push_back(part);
+  }
+  ms.push_back(wire::reduce_handoff{});
+  ms.push_back(wire::reduce_handoff{{{vnode_set{}, 0}, {vnode_set{1, 5}, 3}}, 2});
   for (const auto& m : ms) {
     BOOST_TEST_CONTEXT(wire::name_of(m)) {
       const wire::envelope e{1, 2, m};
@@ -378,6 +425,41 @@ BOOST_AUTO_TEST_CASE(unknown_tree_kind_is_malformed) {
   const auto d = bs::decode_body(body.data(), body.size());
   BOOST_REQUIRE(!d.has_value());
   BOOST_TEST(d.err().code == errc::malformed_frame);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_reduction_kind_or_type_is_malformed) {
+  for (int field = 0; field < 2; ++field) {
+    bytes body = raw_frame([&](cs::Frame::Builder f) {
+      auto p = f.getBody().initReducePartial();
+      p.setKind(field == 0 ? static_cast<cs::ReduceKind>(9) : cs::ReduceKind::SUM);
+      p.setType(field == 1 ? static_cast<cs::ElementType>(9) : cs::ElementType::INT32);
+    });
+    const auto d = bs::decode_body(body.data(), body.size());
+    BOOST_REQUIRE(!d.has_value());
+    BOOST_TEST(d.err().code == errc::malformed_frame);
+  }
+}
+
+// A segment's payload may be a slice of a larger buffer: only the slice travels.
+BOOST_AUTO_TEST_CASE(segment_payload_slices_encode_only_their_bytes) {
+  bytes message(1000);
+  for (std::size_t i = 0; i < message.size(); ++i)
+    message[i] = static_cast<std::uint8_t>(i * 7);
+  const banyan::shared_bytes all(message);
+  wire::bcast_segment seg;
+  seg.op = {3, 9};
+  seg.vnodes = vnode_set::range(0, 100);
+  seg.count = 4;
+  seg.index = 2;
+  seg.total = message.size();
+  seg.payload = all.slice(500, 250);
+  const wire::envelope e{3, 4, seg};
+  const auto d = decode_frame(bs::encode(e));
+  BOOST_REQUIRE(d.has_value());
+  BOOST_TEST(same(*d, e));
+  const auto& got = std::get<wire::bcast_segment>(d->body).payload;
+  BOOST_TEST((got.to_vector() == bytes(message.begin() + 500, message.begin() + 750)));
+  BOOST_TEST(wire::wire_size(e.body) == bs::encode(e).size());
 }
 
 BOOST_AUTO_TEST_CASE(non_canonical_vnode_sets_are_malformed) {

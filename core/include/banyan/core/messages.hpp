@@ -10,6 +10,8 @@
 #include <variant>
 #include <vector>
 
+#include "banyan/core/reduce_op.hpp"
+#include "banyan/core/shared_bytes.hpp"
 #include "banyan/core/types.hpp"
 #include "banyan/core/vnode_set.hpp"
 
@@ -202,10 +204,85 @@ struct vnode_handover_ack {
   }
 };
 
+// --- collectives (docs/collectives.md) -------------------------------------------
+/// Names one broadcast: the processor that started it and its number there.
+struct collective_id {
+  proc_id origin = no_proc;
+  std::uint64_t seq = 0;
+  friend bool operator==(collective_id a, collective_id b) {
+    return a.origin == b.origin && a.seq == b.seq;
+  }
+  friend bool operator!=(collective_id a, collective_id b) { return !(a == b); }
+  friend bool operator<(collective_id a, collective_id b) {
+    return a.origin != b.origin ? a.origin < b.origin : a.seq < b.seq;
+  }
+};
+
+/// One segment of a broadcast, for the vnodes in `vnodes` (the paper's header): the
+/// receiver delivers to those it owns and passes the rest on. A message below the
+/// long-message threshold is one segment on the latency tree of `op.origin`; a long one
+/// is cut into `count` segments pipelined along the bandwidth tree.
+struct bcast_segment {
+  collective_id op;
+  tree_kind kind = tree_kind::latency; ///< the tree followed: {op.origin, kind}
+  vnode_set vnodes;                     ///< the vnodes to reach through the receiver
+  bool direct = false;      ///< point-to-point (to an owner) rather than down the tree
+  std::uint32_t hops = 0;   ///< processors passed since the last hold (loop bound)
+  std::uint64_t stream = 0; ///< the sender's number for this (receiver, vnodes) stream
+  bool first = false;       ///< the first frame the sender sends in this stream
+  std::uint32_t index = 0;  ///< this segment's place, 0 .. count-1
+  std::uint32_t count = 1;  ///< segments in the message
+  std::uint64_t total = 0;  ///< bytes in the whole message
+  shared_bytes payload;     ///< bytes [index * segment size, ...) of the message
+  friend bool operator==(const bcast_segment& a, const bcast_segment& b) {
+    return a.op == b.op && a.kind == b.kind && a.vnodes == b.vnodes && a.direct == b.direct &&
+           a.hops == b.hops && a.stream == b.stream && a.first == b.first && a.index == b.index &&
+           a.count == b.count && a.total == b.total && a.payload == b.payload;
+  }
+};
+
+/// A partial result of reduction number `op`, covering the contributions of `vnodes`
+/// (disjoint from every other partial of the same reduction), on its way to the owner of
+/// vnode `root`.
+struct reduce_partial {
+  std::uint64_t op = 0;
+  vnode_id root = 0;
+  reduce_op fn;
+  vnode_set vnodes;
+  bool direct = false;    ///< point-to-point (to the root's owner) rather than up the tree
+  std::uint32_t hops = 0; ///< processors passed since the last hold (loop bound)
+  shared_bytes data;
+  friend bool operator==(const reduce_partial& a, const reduce_partial& b) {
+    return a.op == b.op && a.root == b.root && a.fn == b.fn && a.vnodes == b.vnodes &&
+           a.direct == b.direct && a.hops == b.hops && a.data == b.data;
+  }
+};
+
+/// Vnodes whose reductions are accounted for up to and including number `done`.
+struct reduce_record {
+  vnode_set vnodes;
+  std::uint64_t done = 0;
+  friend bool operator==(const reduce_record& a, const reduce_record& b) {
+    return a.vnodes == b.vnodes && a.done == b.done;
+  }
+};
+
+/// Old owner -> new owner of vnodes: how far their contributions to reductions went.
+/// The new owner contributes them to no reduction before this arrives; it is routed
+/// like a point-to-point message (to the owner, again and again) until it finds them.
+struct reduce_handoff {
+  std::vector<reduce_record> records;
+  std::uint32_t hops = 0;
+  friend bool operator==(const reduce_handoff& a, const reduce_handoff& b) {
+    return a.records == b.records && a.hops == b.hops;
+  }
+};
+
 using message = std::variant<ping, pong, bw_request, bw_reply, adopt_request, adopt_reply,
                              release, orphan, tree_update, subtree_update, join_request,
                              join_accept, member_joined, member_left, handover_request,
-                             routing_update, vnode_handover, vnode_handover_ack>;
+                             routing_update, vnode_handover, vnode_handover_ack,
+                             bcast_segment, reduce_partial, reduce_handoff>;
 
 /// A message with its endpoints, as the network moves it.
 struct envelope {

@@ -1,0 +1,213 @@
+#pragma once
+/// Broadcast from any processor to every vnode (paper IV-D), as a pure state machine:
+/// events in (a segment arrived, a timer fired, a frame bounced, the view changed),
+/// frames, timers and deliveries out. It reads trees and ownership through a
+/// `tree_view`, so it runs over adaptive and static trees alike.
+///
+/// Every frame carries the set of vnodes to reach through its receiver (the header).
+/// A receiver
+///   (I)   delivers to the vnodes it owns,
+///   (II)  passes each child the part of the rest inside that child's subtree set
+///         (children with the most descendants first),
+///   (III) sends what is left point-to-point to the owners its routing table names.
+/// A point-to-point receiver does (I) and (III) only.
+///
+/// Short messages (below `long_threshold`) travel whole along the latency tree of the
+/// origin; long ones are cut into `segment_size` segments pipelined along its bandwidth
+/// tree:
+///
+///   time ->     t1      t2      t3      t4      t5
+///   origin      s0->A   s1->A   s2->A   s3->A
+///   A                   s0->B   s1->B   s2->B   s3->B
+///   B                           s0->C   s1->C   s2->C ...
+///
+/// The segments a processor receives from one sender for one header form a stream. Its
+/// forwarding plan (what to deliver, which part to which child or owner) is decided at
+/// its first segment and applied to every later one, so a vnode gets all the segments of
+/// a message along one path. A vnode is delivered to once all segments are here, if it
+/// is still owned here then; if it moved away meanwhile, the assembled message goes
+/// point-to-point to its new owner instead.
+///
+/// Exactly once: at every moment each (broadcast, vnode) is the responsibility of
+/// exactly one stream, or one frame in flight; a plan splits a header into disjoint
+/// parts, delivery ends the responsibility, and nothing is ever dropped: a frame that
+/// cannot be delivered comes back (`on_undeliverable`) and is routed again, a frame that
+/// has passed `max_hops` processors is held for `retry_delay` and then sent
+/// point-to-point afresh. See docs/collectives.md.
+///
+/// Leaving: a processor whose supervisor has left must stay reachable, feeding this
+/// engine, until `drained(now)`: it holds no stream and has sent nothing for
+/// `drain_linger` (so that frames it sent that bounce find it still there).
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "banyan/core/error.hpp"
+#include "banyan/core/messages.hpp"
+#include "banyan/core/shared_bytes.hpp"
+#include "banyan/core/supervisor.hpp"
+#include "banyan/core/tree_view.hpp"
+
+namespace banyan {
+
+struct broadcast_config {
+  /// Messages of at least this many bytes follow the bandwidth tree, in segments;
+  /// shorter ones travel whole along the latency tree (the paper's 256 KiB).
+  std::size_t long_threshold = 256 * 1024;
+  /// Segment size for long messages: 4 segments at the threshold, and at 1 Gbit/s a
+  /// segment takes about 0.5 ms, so a 20 us send overhead and a header costs a few
+  /// percent while the pipeline fills within a few hops (docs/collectives.md).
+  std::size_t segment_size = 64 * 1024;
+  /// A frame that has passed this many processors since it was last held is held for
+  /// `retry_delay`, then sent point-to-point afresh (with its count restarted). Tree
+  /// depth stays far below this; only stale routes and transient cycles reach it.
+  std::uint32_t max_hops = 32;
+  duration retry_delay = std::chrono::milliseconds(5);
+  /// How long a processor that no longer takes part must stay reachable after its last
+  /// send (bounces of its frames must find it). Well above any round trip.
+  duration drain_linger = std::chrono::seconds(2);
+  /// A processor a frame bounced from is avoided (its parts go to a peer) this long.
+  duration unreachable_memory = std::chrono::seconds(1);
+  /// The first broadcast number, and the first stream number. Broadcasts are named
+  /// (origin, number) and streams (sender, number): a processor that joins again must
+  /// start beyond the numbers its earlier incarnation used (for example from its
+  /// incarnation times 2^32).
+  std::uint64_t first_seq = 1;
+};
+
+/// The message reached `vnodes` (all owned here at this moment).
+struct broadcast_delivery {
+  wire::collective_id op;
+  vnode_set vnodes;
+  shared_bytes payload;
+};
+
+/// What handling one event produced.
+struct broadcast_outbox {
+  std::vector<wire::envelope> sends;
+  std::vector<timer_request> timers; ///< hand back through `on_timer(token)`
+  std::vector<broadcast_delivery> deliveries;
+  void clear() {
+    sends.clear();
+    timers.clear();
+    deliveries.clear();
+  }
+};
+
+struct broadcast_stats {
+  std::uint64_t started = 0;       ///< broadcasts started here
+  std::uint64_t tree_frames = 0;   ///< frames sent to a child (II)
+  std::uint64_t direct_frames = 0; ///< frames sent point-to-point (III, redirects, retries)
+  std::uint64_t delivered = 0;     ///< vnode deliveries (a delivery to 3 vnodes counts 3)
+  std::uint64_t redirected = 0;    ///< assembled messages sent on because a vnode moved
+  std::uint64_t holds = 0;         ///< streams held for `retry_delay`
+  std::uint64_t bounces = 0;       ///< frames that came back undeliverable
+  std::uint64_t malformed = 0;     ///< segments dropped as inconsistent with their stream
+};
+
+class broadcast_engine {
+public:
+  /// `view` must outlive the engine.
+  explicit broadcast_engine(tree_view& view, broadcast_config cfg = {});
+
+  /// Broadcasts `message` to every vnode (this processor's own included). Fails with
+  /// `errc::stopped` when the processor no longer takes part.
+  expected<wire::collective_id> broadcast(timestamp now, shared_bytes message,
+                                          broadcast_outbox& out);
+
+  /// Whether `m` is for this engine (a `bcast_segment`).
+  static bool handles(const wire::message& m) {
+    return std::holds_alternative<wire::bcast_segment>(m);
+  }
+  /// A frame for this engine arrived from `from`. Returns false when the engine does
+  /// not take it: the runtime must then hand it back to its sender as undeliverable
+  /// (`on_undeliverable` there), as if nobody ran here. A stream is taken whole or not
+  /// at all: a new one only from its first frame on (the others of a stream whose first
+  /// frame went elsewhere are refused), and only while the processor takes part (one that
+  /// has left, or not yet joined, has frozen knowledge: new work must go to processors
+  /// that know better); it then takes only the rest of the streams it holds.
+  bool on_message(timestamp now, proc_id from, const wire::message& m, broadcast_outbox& out);
+  bool on_segment(timestamp now, proc_id from, const wire::bcast_segment& m,
+                  broadcast_outbox& out);
+  /// A timer this engine asked for fired.
+  void on_timer(timestamp now, std::uint64_t token, broadcast_outbox& out);
+  /// `m`, sent by this engine to `to`, could not be delivered there (nobody runs
+  /// there): its vnodes are this engine's again.
+  void on_undeliverable(timestamp now, proc_id to, const wire::message& m,
+                        broadcast_outbox& out);
+  /// The view may have changed (call after every event of the processor's supervisor).
+  void on_view_change(timestamp now, broadcast_outbox& out);
+
+  /// Still responsible for some vnodes of some broadcast.
+  bool holding() const noexcept { return !streams_.empty(); }
+  /// Holds nothing and has sent nothing for `drain_linger`: a processor that has left
+  /// may stop now.
+  bool drained(timestamp now) const { return !holding() && now >= last_send_ + cfg_.drain_linger; }
+
+  const broadcast_stats& stats() const noexcept { return stats_; }
+  /// The streams held, one per line, for logs and failure messages.
+  std::string describe() const;
+  const broadcast_config& config() const noexcept { return cfg_; }
+
+private:
+  using stream_key = std::tuple<wire::collective_id, proc_id, std::uint64_t>;
+  struct forward {
+    proc_id to = no_proc;
+    vnode_set vnodes;
+    bool direct = false;
+    std::uint64_t tag = 0;
+    bool local = false; ///< fed to this engine's own held stream (self, tag)
+    bool opened = false; ///< its first frame has been sent
+  };
+  struct stream {
+    stream_key key;
+    vnode_set header;
+    tree_kind kind = tree_kind::latency;
+    std::uint32_t count = 1;
+    std::uint64_t total = 0;
+    bool direct = false;
+    std::uint32_t hops = 0;
+    bool fresh = false;   ///< after a hold: plan point-to-point with the hop count restarted
+    bool held = false;    ///< waiting for a retry timer
+    bool planned = false;
+    std::uint32_t out_hops = 0;
+    vnode_set deliver;
+    std::vector<forward> forwards;
+    std::vector<shared_bytes> segments; ///< kept while held or for local delivery
+    std::vector<bool> have;
+    std::uint32_t received = 0;
+  };
+
+  stream& open(const stream_key& key, const vnode_set& header, tree_kind kind,
+               std::uint32_t count, std::uint64_t total, bool direct, std::uint32_t hops);
+  /// A held stream of this engine's own, for the part `vnodes` (retried after a delay).
+  stream& local_stream(timestamp now, const stream& parent, std::uint64_t tag,
+                       const vnode_set& vnodes, broadcast_outbox& out);
+  void feed(timestamp now, const stream_key& key, std::uint32_t index, const shared_bytes& seg,
+            broadcast_outbox& out);
+  void plan(timestamp now, stream& s, broadcast_outbox& out);
+  void dispatch(timestamp now, const stream_key& key, std::uint32_t index,
+                const shared_bytes& seg, broadcast_outbox& out);
+  void complete(timestamp now, const stream_key& key, broadcast_outbox& out);
+  void send_segment(timestamp now, const stream& s, forward& f, std::uint32_t index,
+                    const shared_bytes& seg, broadcast_outbox& out);
+  bool unusable(timestamp now, proc_id p) const;
+
+  tree_view& view_;
+  broadcast_config cfg_;
+  std::uint64_t next_seq_;
+  std::uint64_t next_tag_;
+  std::uint64_t next_token_ = 1;
+  std::map<stream_key, stream> streams_;
+  std::map<std::uint64_t, stream_key> tag_owner_; ///< outgoing stream tag -> its stream
+  std::map<std::uint64_t, stream_key> timers_;    ///< retry token -> held stream
+  std::map<proc_id, timestamp> unreachable_;      ///< bounced peers, avoided until then
+  timestamp last_send_{timestamp::min() / 2};
+  broadcast_stats stats_;
+};
+
+} // namespace banyan

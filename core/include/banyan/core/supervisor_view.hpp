@@ -1,0 +1,50 @@
+#pragma once
+/// A `tree_view` over a processor's own supervisor: banyan's adaptive trees, its routing
+/// table and its vnodes, as they are at the moment of each question.
+///
+/// A supervisor that has left forgets its trees, members and routes, but the collective
+/// engines of a leaving processor still have frames to pass on (docs/collectives.md,
+/// "Leaving"). So while the supervisor is a member (or leaving), `refresh()` keeps a
+/// snapshot of its routing table and members; once it has left, the view answers from
+/// that snapshot: no vnodes, no trees, owners as last known (the ones naming this
+/// processor are stale and make engines fall back on `peers()`).
+
+#include <vector>
+
+#include "banyan/core/routing_table.hpp"
+#include "banyan/core/supervisor.hpp"
+#include "banyan/core/tree_view.hpp"
+
+namespace banyan {
+
+class supervisor_view final : public tree_view {
+public:
+  /// `s` must outlive the view.
+  explicit supervisor_view(const supervisor& s);
+
+  proc_id self() const override { return sup_.self(); }
+  bool participating() const override;
+  vnode_set own_vnodes() const override;
+  vnode_set all_vnodes() const override;
+  proc_id owner(vnode_id v) const override;
+  std::map<proc_id, vnode_set> owners(const vnode_set& vs) const override;
+  /// Children with their subtree vnode sets as the supervisor keeps them; the number of
+  /// descendants is not known there, so the subtree's vnode count stands in for it.
+  std::vector<tree_child> children(tree_key k) const override;
+  proc_id parent(tree_key k) const override;
+  duration max_root_distance() const override;
+  /// Members nearest first (by the RTT the supervisor measured), then the unmeasured
+  /// ones by id.
+  std::vector<proc_id> peers() const override;
+  void refresh() override;
+
+private:
+  const routing_table& routes() const;
+
+  const supervisor& sup_;
+  routing_table routes_;       // snapshot, for after the supervisor has left
+  std::vector<proc_id> members_; // snapshot of the member list the peers were ranked from
+  std::vector<proc_id> peers_;   // snapshot, ranked
+};
+
+} // namespace banyan

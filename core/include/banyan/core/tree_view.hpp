@@ -1,0 +1,70 @@
+#pragma once
+/// What a collective engine (broadcast, reduction) needs to know about its processor:
+/// which vnodes it owns, who owns the others, and its place in the trees. The engines
+/// read nothing else, so the same code runs over banyan's adaptive trees
+/// (`supervisor_view`, which reads a processor's supervisor) and over static baseline
+/// trees (`static_tree_view`, which reads `banyan::tree` values and a routing table).
+///
+///      broadcast_engine      reduce_engine
+///              |                   |
+///              +----- tree_view ---+
+///              |                   |
+///      supervisor_view       static_tree_view
+///   (adaptive trees, churn)  (binomial, MagPIe, ...: fixed)
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "banyan/core/types.hpp"
+#include "banyan/core/vnode_set.hpp"
+
+namespace banyan {
+
+/// One child of this processor in a tree.
+struct tree_child {
+  proc_id id = no_proc;
+  vnode_set subtree;           ///< vnodes of the child and everything below it
+  std::size_t descendants = 0; ///< processors below the child, or an estimate (vnode count)
+};
+
+class tree_view {
+public:
+  virtual ~tree_view() = default;
+
+  virtual proc_id self() const = 0;
+  /// Still taking part: a member, or leaving but not gone yet. Once false, the processor
+  /// owns nothing and engines only pass on what they hold.
+  virtual bool participating() const = 0;
+  /// The vnodes this processor owns now.
+  virtual vnode_set own_vnodes() const = 0;
+  /// Every vnode of the computation: what a broadcast reaches, what a reduction counts.
+  virtual vnode_set all_vnodes() const = 0;
+  /// The owner of `v` as this processor knows it (`no_proc` if unknown); may be stale.
+  virtual proc_id owner(vnode_id v) const = 0;
+  /// `vs` split by owner as this processor knows it; unknown ones under `no_proc`.
+  virtual std::map<proc_id, vnode_set> owners(const vnode_set& vs) const = 0;
+  /// This processor's children in tree `k` (none if it does not know the tree).
+  virtual std::vector<tree_child> children(tree_key k) const = 0;
+  /// This processor's parent in tree `k` (`no_proc` for the root, an orphan, or an
+  /// unknown tree).
+  virtual proc_id parent(tree_key k) const = 0;
+  /// The largest distance to a root over this processor's latency trees (the paper's
+  /// estimate of how long a reduction takes to reach it from the farthest leaf).
+  virtual duration max_root_distance() const = 0;
+  /// Other processors to hand a frame to when the owner of its vnodes is unknown (or
+  /// unreachable), preferred first. Any member will do: it forwards by its own table.
+  virtual std::vector<proc_id> peers() const = 0;
+  /// Engines call this at the start of every event they handle: a view may take a
+  /// snapshot of what it will still need once its source is gone.
+  virtual void refresh() {}
+};
+
+/// Splits `vs` by the processor each part should be sent to: its owner per `view`, or,
+/// when the owner is unknown, this processor itself or `unusable`, the first usable peer.
+/// What nobody can take is filed under `view.self()`.
+std::map<proc_id, vnode_set> route_to_owners(const tree_view& view, const vnode_set& vs,
+                                             const std::function<bool(proc_id)>& unusable);
+
+} // namespace banyan

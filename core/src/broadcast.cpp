@@ -1,0 +1,338 @@
+#include "banyan/core/broadcast.hpp"
+
+#include <algorithm>
+
+namespace banyan {
+
+namespace {
+
+shared_bytes assemble(const std::vector<shared_bytes>& segments, std::uint64_t total) {
+  if (segments.size() == 1)
+    return segments.front();
+  std::vector<std::uint8_t> all;
+  all.reserve(static_cast<std::size_t>(total));
+  for (auto& s : segments)
+    all.insert(all.end(), s.begin(), s.end());
+  return shared_bytes(std::move(all));
+}
+
+} // namespace
+
+broadcast_engine::broadcast_engine(tree_view& view, broadcast_config cfg)
+  : view_(view), cfg_(cfg), next_seq_(cfg.first_seq), next_tag_(cfg.first_seq) {
+  cfg_.segment_size = std::max<std::size_t>(cfg_.segment_size, 1);
+}
+
+bool broadcast_engine::unusable(timestamp now, proc_id p) const {
+  auto i = unreachable_.find(p);
+  return i != unreachable_.end() && now < i->second;
+}
+
+expected<wire::collective_id> broadcast_engine::broadcast(timestamp now, shared_bytes message,
+                                                          broadcast_outbox& out) {
+  view_.refresh();
+  if (!view_.participating())
+    return make_error(errc::stopped, "processor " + std::to_string(view_.self()) +
+                                       " no longer takes part and cannot broadcast");
+  const wire::collective_id id{view_.self(), next_seq_++};
+  ++stats_.started;
+  const bool is_long = message.size() >= cfg_.long_threshold;
+  const auto kind = is_long ? tree_kind::bandwidth : tree_kind::latency;
+  std::size_t count = 1;
+  if (is_long)
+    count = std::max<std::size_t>(1, (message.size() + cfg_.segment_size - 1) / cfg_.segment_size);
+  // The origin is the first receiver of its own broadcast, for every vnode.
+  const stream_key key{id, view_.self(), next_tag_++};
+  open(key, view_.all_vnodes(), kind, static_cast<std::uint32_t>(count), message.size(), false, 0);
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto at = i * cfg_.segment_size;
+    const auto n = is_long ? std::min(cfg_.segment_size, message.size() - at) : message.size();
+    feed(now, key, static_cast<std::uint32_t>(i), message.slice(at, n), out);
+  }
+  return id;
+}
+
+bool broadcast_engine::on_message(timestamp now, proc_id from, const wire::message& m,
+                                  broadcast_outbox& out) {
+  auto* s = std::get_if<wire::bcast_segment>(&m);
+  return s && on_segment(now, from, *s, out);
+}
+
+bool broadcast_engine::on_segment(timestamp now, proc_id from, const wire::bcast_segment& m,
+                                  broadcast_outbox& out) {
+  view_.refresh();
+  const stream_key key{m.op, from, m.stream};
+  auto i = streams_.find(key);
+  if (i == streams_.end() && (!m.first || !view_.participating()))
+    return false;
+  if (m.count == 0 || m.index >= m.count) {
+    ++stats_.malformed;
+    return true;
+  }
+  if (i == streams_.end())
+    open(key, m.vnodes, m.kind, m.count, m.total, m.direct, m.hops);
+  else if (i->second.count != m.count || i->second.header != m.vnodes) {
+    ++stats_.malformed;
+    return true;
+  }
+  feed(now, key, m.index, m.payload, out);
+  return true;
+}
+
+void broadcast_engine::on_timer(timestamp now, std::uint64_t token, broadcast_outbox& out) {
+  auto t = timers_.find(token);
+  if (t == timers_.end())
+    return;
+  const auto key = t->second;
+  timers_.erase(t);
+  auto i = streams_.find(key);
+  if (i == streams_.end())
+    return;
+  view_.refresh();
+  stream& s = i->second;
+  s.held = false;
+  plan(now, s, out);
+  for (std::uint32_t k = 0; k < s.count; ++k)
+    if (s.have[k])
+      dispatch(now, key, k, s.segments[k], out);
+  if (s.deliver.empty())
+    std::vector<shared_bytes>(s.count).swap(s.segments);
+  if (s.received == s.count)
+    complete(now, key, out);
+}
+
+void broadcast_engine::on_undeliverable(timestamp now, proc_id to, const wire::message& m,
+                                        broadcast_outbox& out) {
+  auto* seg = std::get_if<wire::bcast_segment>(&m);
+  if (!seg)
+    return;
+  view_.refresh();
+  ++stats_.bounces;
+  unreachable_[to] = now + cfg_.unreachable_memory;
+  // The stream that sent this part there sends its later segments here instead.
+  if (auto o = tag_owner_.find(seg->stream); o != tag_owner_.end()) {
+    if (auto i = streams_.find(o->second); i != streams_.end())
+      for (auto& f : i->second.forwards)
+        if (f.tag == seg->stream)
+          f.local = true;
+    tag_owner_.erase(o);
+  }
+  // Every segment of that part, bounced or diverted, gathers in one held stream.
+  const stream_key key{seg->op, view_.self(), seg->stream};
+  if (!streams_.count(key)) {
+    stream& s = open(key, seg->vnodes, seg->kind, seg->count, seg->total, true, 0);
+    s.fresh = true;
+    s.held = true;
+    ++stats_.holds;
+    const auto token = next_token_++;
+    timers_[token] = key;
+    out.timers.push_back({cfg_.retry_delay, token});
+  }
+  feed(now, key, seg->index, seg->payload, out);
+}
+
+void broadcast_engine::on_view_change(timestamp now, broadcast_outbox& out) {
+  (void) out;
+  view_.refresh();
+  for (auto i = unreachable_.begin(); i != unreachable_.end();)
+    i = now >= i->second ? unreachable_.erase(i) : std::next(i);
+}
+
+broadcast_engine::stream& broadcast_engine::open(const stream_key& key, const vnode_set& header,
+                                                 tree_kind kind, std::uint32_t count,
+                                                 std::uint64_t total, bool direct,
+                                                 std::uint32_t hops) {
+  auto [i, fresh] = streams_.try_emplace(key);
+  stream& s = i->second;
+  if (!fresh)
+    return s;
+  s.key = key;
+  s.header = header;
+  s.kind = kind;
+  s.count = count;
+  s.total = total;
+  s.direct = direct;
+  s.hops = hops;
+  s.segments.resize(count);
+  s.have.assign(count, false);
+  return s;
+}
+
+broadcast_engine::stream& broadcast_engine::local_stream(timestamp now, const stream& parent,
+                                                         std::uint64_t tag,
+                                                         const vnode_set& vnodes,
+                                                         broadcast_outbox& out) {
+  (void) now;
+  const stream_key key{std::get<0>(parent.key), view_.self(), tag};
+  stream& s = open(key, vnodes, parent.kind, parent.count, parent.total, true, 0);
+  s.fresh = true;
+  s.held = true;
+  ++stats_.holds;
+  const auto token = next_token_++;
+  timers_[token] = key;
+  out.timers.push_back({cfg_.retry_delay, token});
+  return s;
+}
+
+void broadcast_engine::feed(timestamp now, const stream_key& key, std::uint32_t index,
+                            const shared_bytes& seg, broadcast_outbox& out) {
+  auto i = streams_.find(key);
+  if (i == streams_.end())
+    return;
+  stream& s = i->second;
+  if (index >= s.count || s.have[index]) {
+    ++stats_.malformed;
+    return;
+  }
+  s.have[index] = true;
+  ++s.received;
+  if (!s.planned && !s.held)
+    plan(now, s, out); // once per stream, at its first segment
+  if (!s.planned || !s.deliver.empty())
+    s.segments[index] = seg;
+  if (!s.planned)
+    return;
+  dispatch(now, key, index, seg, out);
+  if (s.received == s.count)
+    complete(now, key, out);
+}
+
+void broadcast_engine::plan(timestamp now, stream& s, broadcast_outbox& out) {
+  s.planned = true;
+  const proc_id self = view_.self();
+  auto rest = s.header;
+  // (I) what this processor owns
+  if (view_.participating()) {
+    s.deliver = rest & view_.own_vnodes();
+    rest -= s.deliver;
+  }
+  s.out_hops = s.fresh ? 0 : s.hops + 1;
+  if (rest.empty())
+    return;
+  auto hold = [&](const vnode_set& part) {
+    forward f{self, part, true, next_tag_++, true};
+    s.forwards.push_back(f);
+    local_stream(now, s, f.tag, part, out);
+  };
+  if (!s.fresh && s.hops >= cfg_.max_hops) {
+    hold(rest); // gone round too long: wait, then go point-to-point afresh
+    return;
+  }
+  // (II) down the tree, the child with the most descendants first
+  if (!s.direct && !s.fresh) {
+    auto kids = view_.children({std::get<0>(s.key).origin, s.kind});
+    std::sort(kids.begin(), kids.end(), [](const tree_child& a, const tree_child& b) {
+      return a.descendants != b.descendants ? a.descendants > b.descendants : a.id < b.id;
+    });
+    for (auto& c : kids) {
+      if (c.id == self || c.id == no_proc || unusable(now, c.id))
+        continue;
+      auto part = rest & c.subtree;
+      if (part.empty())
+        continue;
+      rest -= part;
+      s.forwards.push_back({c.id, std::move(part), false, next_tag_++, false});
+      tag_owner_[s.forwards.back().tag] = s.key;
+    }
+  }
+  // (III) point-to-point to the owners (or a peer that knows better)
+  auto parts = route_to_owners(view_, rest, [&](proc_id p) { return unusable(now, p); });
+  for (auto& [to, part] : parts) {
+    if (to == self) {
+      hold(part); // nobody to send it to yet
+      continue;
+    }
+    s.forwards.push_back({to, part, true, next_tag_++, false});
+    tag_owner_[s.forwards.back().tag] = s.key;
+  }
+}
+
+void broadcast_engine::dispatch(timestamp now, const stream_key& key, std::uint32_t index,
+                                const shared_bytes& seg, broadcast_outbox& out) {
+  // Feeding a held stream never dispatches, so `s` and its forwards stay where they are.
+  stream& s = streams_.at(key);
+  for (std::size_t k = 0; k < s.forwards.size(); ++k) {
+    forward& f = s.forwards[k];
+    if (f.local)
+      feed(now, {std::get<0>(key), view_.self(), f.tag}, index, seg, out);
+    else
+      send_segment(now, s, f, index, seg, out);
+  }
+}
+
+void broadcast_engine::complete(timestamp now, const stream_key& key, broadcast_outbox& out) {
+  auto i = streams_.find(key);
+  stream s = std::move(i->second);
+  streams_.erase(i);
+  for (auto& f : s.forwards)
+    if (!f.local)
+      tag_owner_.erase(f.tag);
+  if (s.deliver.empty())
+    return;
+  const auto message = assemble(s.segments, s.total);
+  vnode_set own;
+  if (view_.participating())
+    own = s.deliver & view_.own_vnodes();
+  if (!own.empty()) {
+    stats_.delivered += own.size();
+    out.deliveries.push_back({std::get<0>(key), own, message});
+  }
+  const auto moved = s.deliver - own;
+  if (moved.empty())
+    return;
+  // Moved away while the segments came: the whole message goes to the new owner.
+  ++stats_.redirected;
+  auto parts = route_to_owners(view_, moved, [&](proc_id p) { return unusable(now, p); });
+  for (auto& [to, part] : parts) {
+    forward f{to, part, true, next_tag_++, to == view_.self()};
+    if (f.local) {
+      auto& held = local_stream(now, s, f.tag, part, out);
+      const auto held_key = held.key;
+      for (std::uint32_t k = 0; k < s.count; ++k)
+        feed(now, held_key, k, s.segments[k], out);
+    } else {
+      for (std::uint32_t k = 0; k < s.count; ++k)
+        send_segment(now, s, f, k, s.segments[k], out);
+    }
+  }
+}
+
+std::string broadcast_engine::describe() const {
+  std::string r;
+  for (auto& [key, s] : streams_) {
+    auto& [op, from, tag] = key;
+    r += "broadcast (" + std::to_string(op.origin) + "," + std::to_string(op.seq) + ") from " +
+         std::to_string(from) + " stream " + std::to_string(tag) + " for " +
+         s.header.to_string() + ": " + std::to_string(s.received) + "/" +
+         std::to_string(s.count) + " segments" + (s.held ? ", held" : "") +
+         (s.planned ? ", delivers " + s.deliver.to_string() : ", not planned");
+    for (auto& f : s.forwards)
+      r += ", " + f.vnodes.to_string() + (f.local ? " held as " : f.direct ? " direct to " : " to child ") +
+           (f.local ? std::to_string(f.tag) : std::to_string(f.to));
+    r += "\n";
+  }
+  return r;
+}
+
+void broadcast_engine::send_segment(timestamp now, const stream& s, forward& f,
+                                    std::uint32_t index, const shared_bytes& seg,
+                                    broadcast_outbox& out) {
+  wire::bcast_segment m;
+  m.op = std::get<0>(s.key);
+  m.kind = s.kind;
+  m.vnodes = f.vnodes;
+  m.direct = f.direct;
+  m.hops = s.out_hops;
+  m.stream = f.tag;
+  m.first = !f.opened;
+  f.opened = true;
+  m.index = index;
+  m.count = s.count;
+  m.total = s.total;
+  m.payload = seg;
+  out.sends.push_back({view_.self(), f.to, std::move(m)});
+  ++(f.direct ? stats_.direct_frames : stats_.tree_frames);
+  last_send_ = now;
+}
+
+} // namespace banyan

@@ -1,0 +1,85 @@
+#include "banyan/core/supervisor_view.hpp"
+
+#include <algorithm>
+
+namespace banyan {
+
+namespace {
+
+std::vector<proc_id> rank_peers(const supervisor& s) {
+  std::vector<std::pair<duration, proc_id>> ranked;
+  for (auto m : s.members())
+    if (m != s.self())
+      ranked.emplace_back(s.measured_rtt(m).value_or(duration::max()), m);
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<proc_id> result;
+  result.reserve(ranked.size());
+  for (auto& r : ranked)
+    result.push_back(r.second);
+  return result;
+}
+
+} // namespace
+
+supervisor_view::supervisor_view(const supervisor& s) : sup_(s) { refresh(); }
+
+bool supervisor_view::participating() const {
+  return sup_.state() == supervisor::status::member || sup_.state() == supervisor::status::leaving;
+}
+
+const routing_table& supervisor_view::routes() const {
+  return participating() ? sup_.routes() : routes_;
+}
+
+vnode_set supervisor_view::own_vnodes() const {
+  return participating() ? sup_.own_vnodes() : vnode_set{};
+}
+
+vnode_set supervisor_view::all_vnodes() const { return routes().all(); }
+
+proc_id supervisor_view::owner(vnode_id v) const { return routes().owner(v); }
+
+std::map<proc_id, vnode_set> supervisor_view::owners(const vnode_set& vs) const {
+  return routes().partition(vs);
+}
+
+std::vector<tree_child> supervisor_view::children(tree_key k) const {
+  std::vector<tree_child> result;
+  if (!participating())
+    return result;
+  if (auto t = sup_.tree(k))
+    for (auto& [c, vs] : t->children())
+      result.push_back({c, vs, vs.size()});
+  return result;
+}
+
+proc_id supervisor_view::parent(tree_key k) const {
+  return participating() ? sup_.parent(k) : no_proc;
+}
+
+duration supervisor_view::max_root_distance() const {
+  duration d{0};
+  if (!participating())
+    return d;
+  for (auto r : sup_.members())
+    if (auto t = sup_.tree({r, tree_kind::latency}); t && t->connected())
+      d = std::max(d, t->dist());
+  return d;
+}
+
+std::vector<proc_id> supervisor_view::peers() const {
+  return participating() ? rank_peers(sup_) : peers_;
+}
+
+void supervisor_view::refresh() {
+  if (!participating())
+    return;
+  if (routes_ != sup_.routes())
+    routes_ = sup_.routes();
+  if (members_ != sup_.members()) {
+    members_ = sup_.members();
+    peers_ = rank_peers(sup_);
+  }
+}
+
+} // namespace banyan

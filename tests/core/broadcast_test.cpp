@@ -1,0 +1,369 @@
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+#include <random>
+
+#include "banyan/core/tree_builders.hpp"
+#include "core/collective_rider.hpp"
+#include "core/random_topology.hpp"
+
+using namespace banyan;
+using banyan::test::collective_rider;
+using banyan::test::delivery_ledger;
+using banyan::test::mini_grid;
+using banyan::test::random_topology;
+
+namespace {
+
+topology tiny() {
+  auto t = builtin_topology("tiny-2c8");
+  BOOST_REQUIRE(t.has_value());
+  return *t;
+}
+
+/// `n` bytes that differ from one message to the next.
+shared_bytes message_bytes(std::size_t n, std::uint64_t salt) {
+  std::vector<std::uint8_t> b(n);
+  std::mt19937_64 rng(salt);
+  for (auto& x : b)
+    x = static_cast<std::uint8_t>(rng());
+  return shared_bytes(std::move(b));
+}
+
+/// Riders over each processor's supervisor; every incarnation numbers its broadcasts
+/// from its own range.
+struct adaptive_riders {
+  delivery_ledger ledger;
+  std::map<proc_id, std::uint64_t> incarnations;
+  broadcast_config cfg;
+
+  void install(mini_grid& g) {
+    g.set_rider_factory([this](proc_id p, const supervisor& s) {
+      auto c = cfg;
+      c.first_seq = (incarnations[p]++ << 32) + 1;
+      return std::make_unique<collective_rider>(s, ledger, c);
+    });
+  }
+};
+
+collective_rider& rider(mini_grid& g, proc_id p) {
+  auto* r = dynamic_cast<collective_rider*>(g.rider_of(p));
+  BOOST_REQUIRE(r != nullptr);
+  return *r;
+}
+
+void broadcast(mini_grid& g, proc_id from, std::size_t bytes, std::uint64_t salt) {
+  g.with_rider(from, [&](mini_grid::rider& r, timestamp now, outbox& out) {
+    dynamic_cast<collective_rider&>(r).broadcast(now, message_bytes(bytes, salt), out);
+  });
+}
+
+broadcast_stats total_stats(mini_grid& g, std::size_t n) {
+  broadcast_stats t;
+  for (proc_id p = 0; p < n; ++p)
+    if (g.rider_of(p)) {
+      auto& s = rider(g, p).bcast().stats();
+      t.started += s.started;
+      t.tree_frames += s.tree_frames;
+      t.direct_frames += s.direct_frames;
+      t.delivered += s.delivered;
+      t.redirected += s.redirected;
+      t.holds += s.holds;
+      t.bounces += s.bounces;
+      t.malformed += s.malformed;
+    }
+  return t;
+}
+
+std::size_t live_count(const mini_grid& g) {
+  std::size_t n = 0;
+  for (bool b : g.live())
+    n += b ? 1 : 0;
+  return n;
+}
+
+} // namespace
+
+// Once trees have converged, headers match the trees: every frame goes parent -> child,
+// every processor receives every segment exactly once, nothing goes point-to-point.
+BOOST_AUTO_TEST_CASE(stable_broadcasts_use_tree_edges_only) {
+  adaptive_riders riders;
+  mini_grid g{tiny(), 3};
+  riders.install(g);
+  g.start();
+  g.run();
+  BOOST_REQUIRE(!g.busy());
+  const std::size_t long_bytes = 1 << 20; // 16 segments of 64 KiB
+  for (proc_id p = 0; p < 8; ++p) {
+    broadcast(g, p, 10 + p, p);
+    broadcast(g, p, long_bytes + 1 + p, 100 + p); // 17 segments
+  }
+  g.run();
+  BOOST_TEST(riders.ledger.check_exactly_once(8) == "");
+  auto t = total_stats(g, 8);
+  BOOST_TEST(t.started == 16u);
+  BOOST_TEST(t.direct_frames == 0u);
+  BOOST_TEST(t.holds == 0u);
+  BOOST_TEST(t.bounces == 0u);
+  BOOST_TEST(t.malformed == 0u);
+  BOOST_TEST(t.redirected == 0u);
+  // Each of the 7 other processors receives each segment once: 8 * 7 * (1 + 17).
+  BOOST_TEST(t.tree_frames == 8u * 7u * 18u);
+  BOOST_TEST(t.delivered == 16u * 8u);
+  for (proc_id p = 0; p < 8; ++p)
+    BOOST_TEST(!rider(g, p).bcast().holding());
+}
+
+// A short message is one frame down the latency tree; a long one is pipelined down the
+// bandwidth tree, so its completion is far below store-and-forward of the whole message
+// at every hop.
+BOOST_AUTO_TEST_CASE(long_messages_follow_the_bandwidth_tree_in_segments) {
+  adaptive_riders riders;
+  mini_grid g{tiny(), 4};
+  riders.install(g);
+  g.start();
+  g.run();
+  BOOST_REQUIRE(!g.busy());
+  broadcast(g, 5, 256 * 1024, 1); // exactly the threshold: long, 4 segments
+  g.run();
+  BOOST_TEST(riders.ledger.check_exactly_once(8) == "");
+  auto t = total_stats(g, 8);
+  BOOST_TEST(t.tree_frames == 7u * 4u);
+  broadcast(g, 5, 256 * 1024 - 1, 2); // short: one frame each
+  g.run();
+  BOOST_TEST(total_stats(g, 8).tree_frames == 7u * 4u + 7u);
+}
+
+// Every message, whatever its size (empty, one byte, segment boundaries), arrives whole.
+BOOST_AUTO_TEST_CASE(message_sizes_at_the_edges) {
+  adaptive_riders riders;
+  riders.cfg.long_threshold = 1000;
+  riders.cfg.segment_size = 100;
+  mini_grid g{tiny(), 5};
+  riders.install(g);
+  g.start();
+  g.run();
+  std::uint64_t salt = 0;
+  for (std::size_t n : {0, 1, 99, 100, 999, 1000, 1001, 1099, 1100, 1101, 5000})
+    broadcast(g, static_cast<proc_id>(n % 8), n, ++salt);
+  g.run();
+  BOOST_TEST(riders.ledger.check_exactly_once(8) == "");
+  BOOST_TEST(total_stats(g, 8).direct_frames == 0u);
+}
+
+// Broadcasts while trees are still forming: headers and trees disagree, point-to-point
+// fills the gaps, and still every vnode gets every broadcast once.
+BOOST_AUTO_TEST_CASE(broadcasts_during_tree_formation) {
+  std::mt19937 rng{31};
+  std::size_t direct = 0;
+  for (int round = 0; round < 30; ++round) {
+    auto topo = random_topology(rng);
+    auto n = static_cast<proc_id>(topo.proc_count());
+    adaptive_riders riders;
+    riders.cfg.segment_size = 16 * 1024;
+    mini_grid g{topo, static_cast<std::uint64_t>(500 + round)};
+    riders.install(g);
+    g.start();
+    std::uniform_int_distribution<proc_id> any(0, n - 1);
+    for (int step = 0; step < 12; ++step) {
+      broadcast(g, any(rng), step % 3 == 0 ? 300 * 1024 : 64, round * 100 + step);
+      g.run_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 4000)(rng)));
+    }
+    g.run();
+    BOOST_TEST_CONTEXT("round " << round << " with " << n << " processors") {
+      BOOST_TEST(riders.ledger.check_exactly_once(n) == "");
+      BOOST_TEST(g.lost_rider_messages() == 0u);
+      direct += total_stats(g, n).direct_frames;
+    }
+  }
+  BOOST_TEST(direct > 0u); // the fallback was exercised
+}
+
+// Processors join and leave at random, vnodes move (joins ask for specific vnodes),
+// while broadcasts short and long start from random processors. Every broadcast reaches
+// every vnode exactly once, at the processor owning it at delivery time.
+BOOST_AUTO_TEST_CASE(broadcasts_under_churn_reach_every_vnode_exactly_once) {
+  std::mt19937 rng{4242};
+  broadcast_stats all;
+  for (int round = 0; round < 60; ++round) {
+    auto topo = random_topology(rng);
+    auto n = static_cast<proc_id>(topo.proc_count());
+    adaptive_riders riders;
+    riders.cfg.segment_size = 32 * 1024;
+    mini_grid g{topo, static_cast<std::uint64_t>(7000 + round)};
+    riders.install(g);
+    g.start();
+    if (round % 2)
+      g.run(); // half the rounds start from converged trees
+    std::uniform_int_distribution<proc_id> any(0, n - 1);
+    std::uniform_int_distribution<int> gap_us(0, round % 3 ? 3000 : 15000);
+    int broadcasts = 0;
+    for (int step = 0; step < 30; ++step) {
+      g.run_for(std::chrono::microseconds(gap_us(rng)));
+      auto p = any(rng);
+      auto live = g.live();
+      auto what = std::uniform_int_distribution<int>(0, 3)(rng);
+      if (what <= 1) {
+        // a broadcast from a live processor
+        if (live[p]) {
+          broadcast(g, p, what == 0 ? 400 * 1024 : 1 + step, round * 1000 + step);
+          ++broadcasts;
+        }
+      } else if (live[p] && live_count(g) > 2) {
+        g.leave(p);
+      } else if (!g.reachable(p) && g.sup(p)->state() == supervisor::status::left) {
+        std::vector<proc_id> contacts;
+        for (proc_id q = 0; q < n; ++q)
+          if (live[q])
+            contacts.push_back(q);
+        auto c = contacts[std::uniform_int_distribution<std::size_t>(0, contacts.size() - 1)(rng)];
+        vnode_set wanted;
+        if (std::bernoulli_distribution(0.5)(rng))
+          for (vnode_id v = 0; v < n; ++v)
+            if (std::bernoulli_distribution(0.3)(rng))
+              wanted.insert(v);
+        g.join(p, c, wanted);
+      }
+    }
+    g.run();
+    BOOST_TEST_CONTEXT("round " << round << " with " << n << " processors, " << broadcasts
+                                << " broadcasts") {
+      BOOST_TEST(!g.busy());
+      BOOST_TEST(riders.ledger.check_exactly_once(n) == "");
+      BOOST_TEST(g.lost_rider_messages() == 0u);
+      for (proc_id p = 0; p < n; ++p)
+        if (g.rider_of(p))
+          BOOST_TEST(!rider(g, p).bcast().holding(),
+                     "processor " << p << " still holds:\n" << rider(g, p).bcast().describe());
+      auto t = total_stats(g, n);
+      BOOST_TEST(t.malformed == 0u);
+      all.redirected += t.redirected;
+      all.bounces += t.bounces;
+      all.holds += t.holds;
+      all.direct_frames += t.direct_frames;
+    }
+  }
+  // The hard paths were all taken somewhere.
+  BOOST_TEST(all.direct_frames > 0u);
+  BOOST_TEST(all.redirected > 0u);
+  BOOST_TEST(all.bounces > 0u);
+}
+
+// A processor in the middle of the bandwidth tree leaves while segments stream through
+// it: it goes on forwarding along the plan it made, stays reachable until it drained,
+// and every vnode (those it handed over included) gets the message once.
+BOOST_AUTO_TEST_CASE(a_processor_leaving_while_it_forwards) {
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    adaptive_riders riders;
+    mini_grid g{tiny(), seed};
+    riders.install(g);
+    g.start();
+    g.run();
+    const proc_id origin = 0;
+    // A processor with children in the origin's bandwidth tree.
+    auto t = g.tree_of({origin, tree_kind::bandwidth});
+    auto kids = t.children();
+    proc_id mid = no_proc;
+    for (proc_id p = 1; p < 8 && mid == no_proc; ++p)
+      if (!kids[p].empty())
+        mid = p;
+    if (mid == no_proc)
+      continue; // a flat tree this time
+    BOOST_TEST_CONTEXT("seed " << seed << ", processor " << mid << " leaves") {
+      broadcast(g, origin, 4 << 20, seed); // 64 segments
+      // Until mid has passed some segments on, but not all.
+      auto sent = [&] { return rider(g, mid).bcast().stats().tree_frames; };
+      for (int i = 0; i < 10000 && sent() == 0; ++i)
+        g.run_for(std::chrono::microseconds(100));
+      BOOST_REQUIRE(rider(g, mid).bcast().holding());
+      g.leave(mid);
+      g.run();
+      BOOST_TEST((g.sup(mid)->state() == supervisor::status::left));
+      g.run_for(riders.cfg.drain_linger); // nothing bounces: it may stop
+      BOOST_TEST(!g.reachable(mid));
+      BOOST_TEST(riders.ledger.check_exactly_once(8) == "");
+      BOOST_TEST(g.lost_rider_messages() == 0u);
+      // It forwarded every segment to every child it had planned for.
+      BOOST_TEST(sent() >= 64u * kids[mid].size());
+    }
+  }
+}
+
+// A vnode moves to a newcomer while the segments of a long message stream to its old
+// owner: the old owner sends the assembled message on to the new one.
+BOOST_AUTO_TEST_CASE(a_vnode_moving_mid_broadcast_gets_the_message_at_its_new_owner) {
+  std::size_t redirected = 0;
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    adaptive_riders riders;
+    mini_grid g{tiny(), seed};
+    riders.install(g);
+    g.start(7); // processor 7 joins later
+    g.run();
+    broadcast(g, 0, 4 << 20, seed);
+    for (int i = 0; i < 10000 && !rider(g, 3).bcast().holding(); ++i)
+      g.run_for(std::chrono::microseconds(100));
+    BOOST_REQUIRE(rider(g, 3).bcast().holding());
+    g.join(7, 1, vnode_set{3});
+    g.run();
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      BOOST_TEST((g.sup(7)->own_vnodes() == vnode_set{3}));
+      BOOST_TEST(riders.ledger.check_exactly_once(7) == "");
+      redirected += rider(g, 3).bcast().stats().redirected;
+    }
+  }
+  BOOST_TEST(redirected > 0u);
+}
+
+// The baselines run on the same engine: static trees through static_tree_view.
+BOOST_AUTO_TEST_CASE(static_baseline_trees_deliver_exactly_once_over_tree_edges) {
+  std::mt19937 rng{99};
+  for (int round = 0; round < 12; ++round) {
+    auto topo = round == 0 ? tiny() : random_topology(rng);
+    auto n = topo.proc_count();
+    auto clusters = topo.cluster_of();
+    routing_table routes;
+    for (proc_id p = 0; p < n; ++p)
+      routes.assign(vnode_set{p}, p, 0);
+    for (int shape = 0; shape < 3; ++shape) {
+      delivery_ledger ledger;
+      mini_grid g{topo, static_cast<std::uint64_t>(round + 1)};
+      g.set_rider_factory([&](proc_id p, const supervisor&) {
+        auto trees = [shape, n, clusters](tree_key k) {
+          if (shape == 0)
+            return binomial_tree(n, k.root);
+          if (shape == 1)
+            return magpie_tree(n, k.root, clusters);
+          return flat_tree(n, k.root);
+        };
+        return std::make_unique<collective_rider>(
+          std::make_unique<static_tree_view>(p, routes, trees), ledger, broadcast_config{});
+      });
+      g.start();
+      for (proc_id p = 0; p < n; ++p)
+        broadcast(g, p, p % 2 ? 700 * 1024 : 5, round * 100 + p);
+      g.run();
+      BOOST_TEST_CONTEXT("round " << round << ", shape " << shape) {
+        BOOST_TEST(ledger.check_exactly_once(static_cast<vnode_id>(n)) == "");
+        auto t = total_stats(g, n);
+        BOOST_TEST(t.direct_frames == 0u);
+        BOOST_TEST(t.holds == 0u);
+      }
+    }
+  }
+}
+
+// Broadcasting needs a processor that takes part.
+BOOST_AUTO_TEST_CASE(a_processor_that_left_cannot_broadcast) {
+  adaptive_riders riders;
+  mini_grid g{tiny(), 2};
+  riders.install(g);
+  g.start();
+  g.run();
+  g.leave(4);
+  g.run();
+  broadcast_outbox out;
+  auto r = rider(g, 4).bcast().broadcast(g.now(), message_bytes(3, 1), out);
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST((r.err().code == errc::stopped));
+  BOOST_TEST(out.sends.empty());
+}
