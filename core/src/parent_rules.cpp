@@ -22,11 +22,11 @@ verdict latency_rule(const tree_state& self, proc_id p, proc_id cand, duration r
   if (ctx.variant == rule_variant::banyan && ctx.local(rtt) && ctx.local(self.rtt_parent())) {
     // A move inside the LAN: take the parent under which the message would arrive
     // soonest, counting the overhead of the children each parent serves (we would be
-    // the candidate's last child; we are one of our parent's). Strictly better by a
-    // margin of one child's overhead, so processors do not swap back and forth.
+    // the candidate's last child; we are one of our parent's). Better by more than
+    // `lan_margin`, so that small differences do not keep processors moving.
     auto via_cand = cand_info.dist + rtt + ctx.per_child * (cand_info.children + 1);
     auto via_parent = self.dist() + ctx.per_child * self.parent_info().children;
-    return via_cand + ctx.per_child < via_parent ? verdict::adopt : verdict::keep;
+    return via_cand + ctx.lan_margin < via_parent ? verdict::adopt : verdict::keep;
   }
   if (!(rtt < self.rtt_parent())) // (I)
     return verdict::keep;

@@ -730,6 +730,7 @@ rule_context supervisor::context() const {
   ctx.local_factor = cfg_.local_factor;
   ctx.bw_margin = cfg_.bw_margin;
   ctx.per_child = cfg_.forward_overhead;
+  ctx.lan_margin = cfg_.lan_margin;
   // The smallest RTT is the LAN's only once we have evidence of two classes of
   // peers (a spread of at least 4x); before that it may be a WAN RTT, and calling
   // WAN peers local would let WAN hops chain (and condition (I) would forbid

@@ -8,8 +8,8 @@
 /// banyan, for a move between two LAN parents (both local, see rule_context): adopt
 /// when the message would arrive sooner through cand, counting forwarding overhead o
 /// per child (the paper's planned improvement):
-///   dist(cand) + RTT(p,cand) + o (children(cand) + 1) + o < dist(p) + o children(parent)
-/// (the last o is a margin against swapping back and forth). In a LAN all RTTs are
+///   dist(cand) + RTT(p,cand) + o (children(cand) + 1) + margin < dist(p) + o children(parent)
+/// (the margin damps moves that gain little). In a LAN all RTTs are
 /// alike, so (I) would freeze the first, random attachments; this instead builds
 /// shallow trees whose fan-out balances latency against overhead.
 /// Otherwise banyan keeps (I) and replaces (II) by

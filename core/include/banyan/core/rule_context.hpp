@@ -22,6 +22,8 @@ struct rule_context {
   double bw_margin = 0.05;
   /// Forwarding overhead per child, for comparing LAN parents (latency rule).
   duration per_child{0};
+  /// How much sooner a LAN parent must deliver before the latency rule switches.
+  duration lan_margin{0};
 
   bool local(duration rtt) const noexcept {
     return min_rtt != duration::max()
