@@ -257,6 +257,7 @@ struct ReducePartial {
   direct @6 :Bool;          # point-to-point to the root's owner rather than up the tree
   hops @7 :UInt32;          # processors passed since the last hold (loop bound)
   data @8 :Data;
+  treeKind @9 :TreeKind;    # the trees followed: those rooted at the root's owner
 }
 
 struct ReduceRecord {

@@ -4,8 +4,9 @@ namespace banyan {
 
 static_tree_view::static_tree_view(proc_id self, const routing_table& routes,
                                    std::function<tree(tree_key)> trees,
-                                   duration max_root_distance)
-  : self_(self), routes_(routes), make_(std::move(trees)), max_dist_(max_root_distance) {}
+                                   duration max_root_distance, rate min_root_rate)
+  : self_(self), routes_(routes), make_(std::move(trees)), max_dist_(max_root_distance),
+    min_rate_(min_root_rate) {}
 
 const tree& static_tree_view::tree_for(tree_key k) const {
   auto i = trees_.find(k);

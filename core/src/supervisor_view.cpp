@@ -67,6 +67,16 @@ duration supervisor_view::max_root_distance() const {
   return d;
 }
 
+rate supervisor_view::min_root_rate() const {
+  rate r = infinite_rate;
+  if (!participating())
+    return r;
+  for (auto root : sup_.members())
+    if (auto t = sup_.tree({root, tree_kind::bandwidth}); t && t->parent() != no_proc && t->est() > 0)
+      r = std::min(r, t->est());
+  return r;
+}
+
 std::vector<proc_id> supervisor_view::peers() const {
   return participating() ? rank_peers(sup_) : peers_;
 }

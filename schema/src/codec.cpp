@@ -276,6 +276,7 @@ void write(const wire::reduce_partial& m, body_builder b) {
   r.setKind(to_capnp(m.fn.kind));
   r.setType(to_capnp(m.fn.type));
   r.setUserOp(m.fn.user);
+  r.setTreeKind(to_capnp(m.kind));
   write_vnodes(m.vnodes, [&](unsigned n) { return r.initVnodes(n); });
   r.setDirect(m.direct);
   r.setHops(m.hops);
@@ -484,6 +485,7 @@ wire::reduce_partial read(cs::ReducePartial::Reader r) {
   m.op = r.getOp();
   m.root = r.getRoot();
   m.fn = reduce_op{from_capnp(r.getKind()), from_capnp(r.getType()), r.getUserOp()};
+  m.kind = from_capnp(r.getTreeKind());
   m.vnodes = read_vnodes(r.getVnodes());
   m.direct = r.getDirect();
   m.hops = r.getHops();

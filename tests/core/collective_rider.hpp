@@ -2,15 +2,20 @@
 // Collective engines riding along the supervisors of a mini_grid, as a processor actor
 // would own them: every frame for an engine goes to it, it sees every supervisor event
 // (`on_view_change`), its timers come back to it, and its processor stays reachable
-// until it has drained. Deliveries are checked and counted in a ledger shared by all
-// processors, so a test can ask whether every vnode got every broadcast exactly once.
+// until it has drained. Deliveries, contributions and results are checked and counted
+// in ledgers shared by all processors, so a test can ask whether every vnode got every
+// broadcast, and was counted in every reduction, exactly once.
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "banyan/core/broadcast.hpp"
+#include "banyan/core/reduce.hpp"
 #include "banyan/core/static_tree_view.hpp"
 #include "banyan/core/supervisor_view.hpp"
 #include "core/mini_grid.hpp"
@@ -45,18 +50,82 @@ struct delivery_ledger {
   }
 };
 
+/// What every processor contributed to and received from reductions, for the whole grid.
+struct reduction_ledger {
+  reduce_op_table ops;
+  /// The contribution of vnode v to reduction op (set by the test).
+  std::function<std::vector<std::uint8_t>(std::uint64_t op, vnode_id v)> value;
+  std::map<std::uint64_t, reduce_spec> specs;                   ///< reductions started
+  std::map<std::pair<std::uint64_t, vnode_id>, int> calls;      ///< contributions taken
+  std::map<std::uint64_t, std::vector<reduce_result>> results;  ///< results delivered
+  std::vector<std::string> problems;
+
+  /// Reduction op's result as computed directly: every vnode of [0, vnodes) once.
+  std::vector<std::uint8_t> expected(std::uint64_t op, vnode_id vnodes) const {
+    auto& spec = specs.at(op);
+    std::vector<std::uint8_t> acc = value(op, 0);
+    for (vnode_id v = 1; v < vnodes; ++v) {
+      auto x = value(op, v);
+      auto e = ops.combine(spec.fn, acc, x.data(), x.size());
+      if (e)
+        throw std::runtime_error(e->to_string());
+    }
+    return acc;
+  }
+
+  /// Every reduction started: every vnode contributed once, one result, the right one.
+  std::string check(vnode_id vnodes) const {
+    std::string r;
+    int shown = 0;
+    for (auto& [op, spec] : specs) {
+      for (vnode_id v = 0; v < vnodes; ++v) {
+        auto i = calls.find({op, v});
+        int n = i == calls.end() ? 0 : i->second;
+        if (n != 1 && shown++ < 8)
+          r += "reduction " + std::to_string(op) + " took vnode " + std::to_string(v) + " " +
+               std::to_string(n) + " times; ";
+      }
+      auto res = results.find(op);
+      if (res == results.end() || res->second.size() != 1) {
+        r += "reduction " + std::to_string(op) + " has " +
+             std::to_string(res == results.end() ? 0 : res->second.size()) + " results; ";
+        continue;
+      }
+      auto& got = res->second.front();
+      if (got.vnodes != vnode_set::range(0, vnodes))
+        r += "reduction " + std::to_string(op) + " covers " + got.vnodes.to_string() + "; ";
+      if (got.value.to_vector() != expected(op, vnodes))
+        r += "reduction " + std::to_string(op) + " has a wrong value; ";
+    }
+    for (std::size_t i = 0; i < problems.size() && i < 4; ++i)
+      r += problems[i] + "; ";
+    return r;
+  }
+};
+
 /// Engines of one processor incarnation.
 class collective_rider final : public mini_grid::rider {
 public:
-  /// Over the processor's supervisor (adaptive trees).
-  collective_rider(const supervisor& s, delivery_ledger& ledger, broadcast_config bc)
+  /// Over the processor's supervisor (adaptive trees). With a reduction ledger, a
+  /// reduction engine too (a founder's own vnodes are settled at the start).
+  collective_rider(const supervisor& s, delivery_ledger& ledger, broadcast_config bc,
+                   reduction_ledger* reductions = nullptr, reduce_config rc = {})
     : sup_(&s), view_(std::make_unique<supervisor_view>(s)), ledger_(ledger),
-      bcast_(*view_, bc) {}
+      bcast_(*view_, bc), reductions_(reductions) {
+    if (reductions_)
+      reduce_.emplace(*view_, reductions_->ops, rc,
+                      s.state() == supervisor::status::member ? s.own_vnodes() : vnode_set{});
+  }
   /// Over another view (static trees); ownership as that view says.
-  collective_rider(std::unique_ptr<tree_view> view, delivery_ledger& ledger, broadcast_config bc)
-    : view_(std::move(view)), ledger_(ledger), bcast_(*view_, bc) {}
+  collective_rider(std::unique_ptr<tree_view> view, delivery_ledger& ledger, broadcast_config bc,
+                   reduction_ledger* reductions = nullptr, reduce_config rc = {})
+    : view_(std::move(view)), ledger_(ledger), bcast_(*view_, bc), reductions_(reductions) {
+    if (reductions_)
+      reduce_.emplace(*view_, reductions_->ops, rc, view_->own_vnodes());
+  }
 
   broadcast_engine& bcast() { return bcast_; }
+  reduce_engine& reducer() { return *reduce_; }
   tree_view& view() { return *view_; }
 
   /// Starts a broadcast and records what was sent.
@@ -70,42 +139,90 @@ public:
     return *id;
   }
 
-  bool on_message(timestamp now, proc_id from, const wire::message& m, outbox& out) override {
-    broadcast_outbox bo;
-    bool taken = broadcast_engine::handles(m) && bcast_.on_message(now, from, m, bo);
-    take(bo, out);
-    return taken;
+  /// Starts reduction `spec` here; contributions come from the ledger's `value`.
+  std::optional<error> reduce(timestamp now, const reduce_spec& spec, outbox& out) {
+    reductions_->specs[spec.op] = spec;
+    auto* l = reductions_;
+    auto op = spec.op;
+    reduce_outbox ro;
+    auto e = reduce_->start(now, spec, [l, op](vnode_id v) {
+      ++l->calls[{op, v}];
+      return l->value(op, v);
+    }, ro);
+    take(ro, out);
+    return e;
   }
+
+  bool on_message(timestamp now, proc_id from, const wire::message& m, outbox& out) override {
+    if (broadcast_engine::handles(m)) {
+      broadcast_outbox bo;
+      bool taken = bcast_.on_message(now, from, m, bo);
+      take(bo, out);
+      return taken;
+    }
+    if (reduce_ && reduce_engine::handles(m)) {
+      reduce_outbox ro;
+      bool taken = reduce_->on_message(now, from, m, ro);
+      take(ro, out);
+      return taken;
+    }
+    return false;
+  }
+  // Timer tokens: the engine's token times 2, plus 1 for the reduction engine.
   void on_timer(timestamp now, std::uint64_t token, outbox& out) override {
-    broadcast_outbox bo;
-    bcast_.on_timer(now, token, bo);
-    take(bo, out);
+    if (token % 2 == 0) {
+      broadcast_outbox bo;
+      bcast_.on_timer(now, token / 2, bo);
+      take(bo, out);
+    } else if (reduce_) {
+      reduce_outbox ro;
+      reduce_->on_timer(now, token / 2, ro);
+      take(ro, out);
+    }
   }
   void after_supervisor(timestamp now, outbox& out) override {
     broadcast_outbox bo;
     bcast_.on_view_change(now, bo);
     take(bo, out);
+    if (reduce_) {
+      reduce_outbox ro;
+      reduce_->on_view_change(now, ro);
+      take(ro, out);
+    }
   }
   void on_undeliverable(timestamp now, proc_id to, const wire::message& m, outbox& out) override {
-    broadcast_outbox bo;
-    bcast_.on_undeliverable(now, to, m, bo);
-    take(bo, out);
+    if (broadcast_engine::handles(m)) {
+      broadcast_outbox bo;
+      bcast_.on_undeliverable(now, to, m, bo);
+      take(bo, out);
+    } else if (reduce_) {
+      reduce_outbox ro;
+      reduce_->on_undeliverable(now, to, m, ro);
+      take(ro, out);
+    }
   }
-  /// A processor that left stays until its engine has drained.
-  bool active(timestamp now) const override { return !bcast_.drained(now); }
+  /// A processor that left stays until its engines have drained.
+  bool active(timestamp now) const override {
+    return !bcast_.drained(now) || (reduce_ && !reduce_->drained(now));
+  }
 
 private:
+  vnode_set own_now() const {
+    if (!sup_)
+      return view_->own_vnodes();
+    if (sup_->state() != supervisor::status::member && sup_->state() != supervisor::status::leaving)
+      return {};
+    return sup_->own_vnodes();
+  }
+
   void take(broadcast_outbox& bo, outbox& out) {
     for (auto& e : bo.sends)
       out.sends.push_back(std::move(e));
     for (auto& t : bo.timers)
-      out.timers.push_back(t);
+      out.timers.push_back({t.after, t.token * 2});
     for (auto& d : bo.deliveries) {
       // Independent of the engine: the vnodes are owned here now, and the bytes are right.
-      auto own = sup_ ? sup_->own_vnodes() : view_->own_vnodes();
-      if (sup_ && sup_->state() != supervisor::status::member &&
-          sup_->state() != supervisor::status::leaving)
-        own.clear();
+      auto own = own_now();
       if (!own.includes(d.vnodes))
         ledger_.problems.push_back("delivered " + d.vnodes.to_string() + " at processor " +
                                    std::to_string(view_->self()) + " which owns " +
@@ -119,10 +236,31 @@ private:
     bo.clear();
   }
 
+  void take(reduce_outbox& ro, outbox& out) {
+    for (auto& e : ro.sends)
+      out.sends.push_back(std::move(e));
+    for (auto& t : ro.timers)
+      out.timers.push_back({t.after, t.token * 2 + 1});
+    for (auto& r : ro.results) {
+      if (!own_now().contains(r.root))
+        reductions_->problems.push_back("result of reduction " + std::to_string(r.op) +
+                                        " at processor " + std::to_string(view_->self()) +
+                                        " which does not own vnode " + std::to_string(r.root));
+      reductions_->results[r.op].push_back(r);
+    }
+    for (auto& p : ro.problems)
+      reductions_->problems.push_back("processor " + std::to_string(view_->self()) +
+                                      ", reduction " + std::to_string(p.op) + ": " + p.detail +
+                                      " " + p.vnodes.to_string());
+    ro.clear();
+  }
+
   const supervisor* sup_ = nullptr;
   std::unique_ptr<tree_view> view_;
   delivery_ledger& ledger_;
   broadcast_engine bcast_;
+  reduction_ledger* reductions_ = nullptr;
+  std::optional<reduce_engine> reduce_;
 };
 
 } // namespace banyan::test

@@ -126,7 +126,8 @@ struct gen {
     return m;
   }
   wire::reduce_partial partial() {
-    return {u64(), u32(), fn(), vnodes(), coin(), u32(), data()};
+    return {u64(), u32(), fn(), coin() ? tree_kind::latency : tree_kind::bandwidth, vnodes(),
+            coin(), u32(), data()};
   }
 
   template <class F>

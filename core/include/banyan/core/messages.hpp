@@ -248,12 +248,14 @@ struct reduce_partial {
   std::uint64_t op = 0;
   vnode_id root = 0;
   reduce_op fn;
+  tree_kind kind = tree_kind::latency; ///< the trees followed: those rooted at root's owner
   vnode_set vnodes;
   bool direct = false;    ///< point-to-point (to the root's owner) rather than up the tree
   std::uint32_t hops = 0; ///< processors passed since the last hold (loop bound)
   shared_bytes data;
   friend bool operator==(const reduce_partial& a, const reduce_partial& b) {
-    return a.op == b.op && a.root == b.root && a.fn == b.fn && a.vnodes == b.vnodes &&
+    return a.op == b.op && a.root == b.root && a.fn == b.fn && a.kind == b.kind &&
+           a.vnodes == b.vnodes &&
            a.direct == b.direct && a.hops == b.hops && a.data == b.data;
   }
 };

@@ -52,17 +52,17 @@ struct reduce_op {
   friend bool operator!=(const reduce_op& a, const reduce_op& b) { return !(a == b); }
 };
 
-/// `acc := acc (+) in`, element-wise; both are `bytes` long, a multiple of the element
+/// `acc := acc (+) in`, element-wise; both are `n` bytes long, a multiple of the element
 /// size, and need not be aligned.
-using combine_fn = std::function<void(std::uint8_t* acc, const std::uint8_t* in, std::size_t bytes)>;
+using combine_fn = std::function<void(std::uint8_t* acc, const std::uint8_t* in, std::size_t n)>;
 
 /// A user operator over elements of T from a binary function `T f(T acc, T in)`.
 ///
 ///   table.add(7, elementwise<std::int64_t>([](auto a, auto b) { return a ^ b; }));
 template <class T, class F>
 combine_fn elementwise(F f) {
-  return [f](std::uint8_t* acc, const std::uint8_t* in, std::size_t bytes) {
-    for (std::size_t at = 0; at + sizeof(T) <= bytes; at += sizeof(T)) {
+  return [f](std::uint8_t* acc, const std::uint8_t* in, std::size_t n) {
+    for (std::size_t at = 0; at + sizeof(T) <= n; at += sizeof(T)) {
       T a, b;
       std::memcpy(&a, acc + at, sizeof(T));
       std::memcpy(&b, in + at, sizeof(T));
@@ -80,13 +80,14 @@ public:
   void add(std::uint32_t id, combine_fn f) { user_[id] = std::move(f); }
   bool has_user(std::uint32_t id) const { return user_.count(id) != 0; }
 
-  /// Whether `op` can combine arrays of `bytes` bytes: a known operator, a built-in one
+  /// Whether `op` can combine arrays of `n` bytes: a known operator, a built-in one
   /// over a numeric type, and a whole number of elements.
-  std::optional<error> check(const reduce_op& op, std::size_t bytes) const;
+  std::optional<error> check(const reduce_op& op, std::size_t n) const;
 
-  /// `acc := acc (+) in`. Errors (nothing changed): those of `check`, or sizes differ.
+  /// `acc := acc (+) in` over `n` bytes. Errors (nothing changed): those of `check`, or
+  /// `acc` is not `n` bytes long.
   std::optional<error> combine(const reduce_op& op, std::vector<std::uint8_t>& acc,
-                               const std::uint8_t* in, std::size_t bytes) const;
+                               const std::uint8_t* in, std::size_t n) const;
 
 private:
   std::map<std::uint32_t, combine_fn> user_;

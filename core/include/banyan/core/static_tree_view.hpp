@@ -20,10 +20,12 @@ namespace banyan {
 class static_tree_view final : public tree_view {
 public:
   /// `trees(k)` gives the tree for key k (asked once per key; the same shape may serve
-  /// both kinds). `routes` must outlive the view. `max_root_distance` is what
-  /// reductions size their timeouts from (static trees carry no measurements).
+  /// both kinds). `routes` must outlive the view. `max_root_distance` and
+  /// `min_root_rate` are what reductions size their timeouts from (static trees carry no
+  /// measurements).
   static_tree_view(proc_id self, const routing_table& routes, std::function<tree(tree_key)> trees,
-                   duration max_root_distance = std::chrono::milliseconds(10));
+                   duration max_root_distance = std::chrono::milliseconds(10),
+                   rate min_root_rate = infinite_rate);
 
   proc_id self() const override { return self_; }
   bool participating() const override { return true; }
@@ -37,6 +39,7 @@ public:
   std::vector<tree_child> children(tree_key k) const override;
   proc_id parent(tree_key k) const override;
   duration max_root_distance() const override { return max_dist_; }
+  rate min_root_rate() const override { return min_rate_; }
   /// Every other processor that owns a vnode, by id.
   std::vector<proc_id> peers() const override;
 
@@ -47,6 +50,7 @@ private:
   const routing_table& routes_;
   std::function<tree(tree_key)> make_;
   duration max_dist_;
+  rate min_rate_;
   mutable std::map<tree_key, tree> trees_;
 };
 

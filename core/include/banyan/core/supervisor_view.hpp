@@ -33,6 +33,7 @@ public:
   std::vector<tree_child> children(tree_key k) const override;
   proc_id parent(tree_key k) const override;
   duration max_root_distance() const override;
+  rate min_root_rate() const override;
   /// Members nearest first (by the RTT the supervisor measured), then the unmeasured
   /// ones by id.
   std::vector<proc_id> peers() const override;

@@ -53,6 +53,9 @@ public:
   /// The largest distance to a root over this processor's latency trees (the paper's
   /// estimate of how long a reduction takes to reach it from the farthest leaf).
   virtual duration max_root_distance() const = 0;
+  /// The lowest rate at which this processor receives along its bandwidth trees (their
+  /// `est`), for sizing waits on long messages; `infinite_rate` if unknown.
+  virtual rate min_root_rate() const = 0;
   /// Other processors to hand a frame to when the owner of its vnodes is unknown (or
   /// unreachable), preferred first. Any member will do: it forwards by its own table.
   virtual std::vector<proc_id> peers() const = 0;

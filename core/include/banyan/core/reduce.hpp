@@ -1,0 +1,253 @@
+#pragma once
+/// Reduction of data held by every vnode to one vnode (paper IV-E), as a pure state
+/// machine: events in (the application starts a reduction, a partial or a handoff
+/// arrived, a timer fired, a frame bounced, the view changed), frames, timers and
+/// results out. It reads trees and ownership through a `tree_view`.
+///
+/// Partial results flow up the tree rooted at the owner of the root vnode (the latency
+/// tree, or the bandwidth tree for arrays of `long_threshold` bytes and more). Each
+/// processor pre-reduces its own vnodes, combines the first partial of each child, and
+/// sends one partial to its parent once every child has reported or the timeout fired
+/// (factor x the largest distance to a root, the paper's estimate); partials that come
+/// later, or from processors that are not its children, go on as they arrive. Every
+/// partial names the vnodes it covers, and only disjoint ones are combined (an overlap
+/// is reported as a bug). The result is complete at the root vnode's owner once every
+/// vnode is covered.
+///
+///            root owner R: covers {0..7} -> result
+///             |               |
+///     A: {1,2,5}      B: {3,4,6,7}       each partial covers its subtree's vnodes,
+///       |      |          |              those whose contributions have reached it
+///   C: {2}  D: {5}     E: {6,7}
+///
+/// Exactly once under churn: reductions are numbered 1, 2, 3, ... in the order every
+/// processor starts them (MPI's order of collective calls). A vnode's history is a
+/// single number, `done`: its contributions are accounted for up to reduction `done`.
+/// A vnode contributes to reduction k only at the processor where it is *settled* (owned,
+/// with its history at hand) and only if done < k, after which done >= k. Founders hold
+/// their vnodes settled at done 0. When a vnode moves away, its old owner sends its
+/// history in a `reduce_handoff`, routed to the owner like a point-to-point message; the
+/// new owner holds the vnode unsettled, contributing nothing for it, until the handoff
+/// arrives. So at any moment a vnode's history is in exactly one place (a settled owner
+/// or one handoff in flight), and no reduction counts it twice; and since every
+/// processor that stays starts every reduction, each one counts it once. A processor
+/// keeps a reduction open (its contribution function at hand) for `op_linger` after its
+/// part is done, for vnodes that settle later; a vnode that settles after that, still
+/// owing the reduction, is reported lost (never seen when processors start reductions
+/// within `op_linger` of each other). See docs/collectives.md.
+///
+/// Leaving: a processor whose supervisor has left flushes everything at once (partials
+/// to the root's owner, histories to the vnodes' new owners) and must stay reachable
+/// until `drained(now)`.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "banyan/core/error.hpp"
+#include "banyan/core/messages.hpp"
+#include "banyan/core/reduce_op.hpp"
+#include "banyan/core/shared_bytes.hpp"
+#include "banyan/core/supervisor.hpp"
+#include "banyan/core/tree_view.hpp"
+
+namespace banyan {
+
+struct reduce_config {
+  /// Arrays of at least this many bytes go up the bandwidth trees.
+  std::size_t long_threshold = 256 * 1024;
+  /// A processor waits for its children at most `min_timeout` + `timeout_factor` x (the
+  /// largest distance to a root (paper IV-E) + the array's transfer time at the lowest
+  /// rate of its bandwidth trees), then sends what it has. The transfer term is banyan's:
+  /// the paper's distance is all latency, and long arrays would time out on a stable tree.
+  double timeout_factor = 2.0;
+  duration min_timeout = std::chrono::milliseconds(1);
+  /// A frame that has passed this many processors since it was last held is held for
+  /// `retry_delay`, then sent point-to-point afresh.
+  std::uint32_t max_hops = 32;
+  duration retry_delay = std::chrono::milliseconds(5);
+  /// See broadcast_config.
+  duration drain_linger = std::chrono::seconds(2);
+  duration unreachable_memory = std::chrono::seconds(1);
+  /// How long a reduction stays open here after this processor's part of it is done,
+  /// for vnodes that settle here later and still owe it.
+  duration op_linger = std::chrono::seconds(60);
+};
+
+/// One reduction, the same at every processor.
+struct reduce_spec {
+  std::uint64_t op = 0;  ///< its number: 1, 2, 3, ... in the order processors start them
+  vnode_id root = 0;     ///< the vnode that receives the result
+  reduce_op fn;
+  std::size_t count = 0; ///< elements in every array
+};
+
+/// The contribution of one vnode: `count` elements of the operator's type.
+using contribution_fn = std::function<std::vector<std::uint8_t>(vnode_id)>;
+
+/// The result, at the processor owning the root vnode when it completed.
+struct reduce_result {
+  std::uint64_t op = 0;
+  vnode_id root = 0;
+  vnode_set vnodes; ///< every vnode, each counted once
+  shared_bytes value;
+};
+
+/// Something that must not happen; tests assert there are none.
+struct reduce_problem {
+  enum class kind : std::uint8_t {
+    overlap,           ///< partials covering the same vnode met: a vnode counted twice
+    bad_data,          ///< a contribution or partial the operator cannot combine
+    lost_contribution, ///< a vnode settled here still owing a reduction closed here
+    double_history,    ///< a handoff for a vnode already settled here
+  };
+  kind what = kind::overlap;
+  std::uint64_t op = 0;
+  vnode_set vnodes;
+  std::string detail;
+};
+
+/// What handling one event produced.
+struct reduce_outbox {
+  std::vector<wire::envelope> sends;
+  std::vector<timer_request> timers; ///< hand back through `on_timer(token)`
+  std::vector<reduce_result> results;
+  std::vector<reduce_problem> problems;
+  void clear() {
+    sends.clear();
+    timers.clear();
+    results.clear();
+    problems.clear();
+  }
+};
+
+struct reduce_stats {
+  std::uint64_t started = 0;     ///< reductions started here
+  std::uint64_t contributed = 0; ///< vnode contributions taken here
+  std::uint64_t tree_partials = 0;   ///< partials sent to a parent
+  std::uint64_t direct_partials = 0; ///< partials sent point-to-point to the root's owner
+  std::uint64_t passed_on = 0;   ///< late or non-child partials forwarded as they came
+  std::uint64_t timeouts = 0;    ///< partials sent because the timeout fired
+  std::uint64_t handoffs = 0;    ///< handoffs sent (forwarded ones included)
+  std::uint64_t holds = 0;       ///< frames held for `retry_delay`
+  std::uint64_t bounces = 0;     ///< frames that came back undeliverable
+  std::uint64_t results = 0;     ///< reductions completed here
+};
+
+class reduce_engine {
+public:
+  /// `view` and `ops` must outlive the engine. `settled`: the vnodes whose history
+  /// starts here (a founding member's own vnodes; empty for a processor that joins:
+  /// its vnodes settle when their handoffs arrive).
+  reduce_engine(tree_view& view, const reduce_op_table& ops, reduce_config cfg,
+                vnode_set settled);
+
+  /// The application starts reduction `spec.op`; `values` gives the contribution of any
+  /// vnode (called once for each vnode counted here, now or when it settles here later;
+  /// kept for `op_linger` after this processor's part is done). Reductions start in
+  /// increasing order; a processor that joins starts at the first one not completed.
+  /// Errors: not taking part (`stopped`), out of order, unknown operator or a count the
+  /// operator cannot take (`invalid_argument`, `not_found`).
+  std::optional<error> start(timestamp now, const reduce_spec& spec, contribution_fn values,
+                             reduce_outbox& out);
+
+  /// Whether `m` is for this engine (a `reduce_partial` or `reduce_handoff`).
+  static bool handles(const wire::message& m) {
+    return std::holds_alternative<wire::reduce_partial>(m) ||
+           std::holds_alternative<wire::reduce_handoff>(m);
+  }
+  /// A frame for this engine arrived. Returns false when the engine does not take it
+  /// (a processor that no longer takes part takes no new work): the runtime must hand it
+  /// back to its sender as undeliverable.
+  bool on_message(timestamp now, proc_id from, const wire::message& m, reduce_outbox& out);
+  void on_timer(timestamp now, std::uint64_t token, reduce_outbox& out);
+  /// `m`, sent by this engine to `to`, could not be delivered there.
+  void on_undeliverable(timestamp now, proc_id to, const wire::message& m, reduce_outbox& out);
+  /// The view may have changed (call after every event of the processor's supervisor):
+  /// hands the histories of vnodes that moved away on, sends what waited for children
+  /// that are gone, and flushes everything once the processor no longer takes part.
+  void on_view_change(timestamp now, reduce_outbox& out);
+
+  /// Holds partial results or frames that must still go somewhere.
+  bool holding() const;
+  /// Holds nothing and has sent nothing for `drain_linger`.
+  bool drained(timestamp now) const {
+    return !holding() && now >= last_send_ + cfg_.drain_linger;
+  }
+  /// The vnodes settled here (owned, history at hand).
+  vnode_set settled() const;
+  /// The highest reduction started here (0: none).
+  std::uint64_t last_started() const noexcept { return last_started_; }
+  const reduce_stats& stats() const noexcept { return stats_; }
+  /// Open reductions and held frames, one per line, for logs.
+  std::string describe() const;
+
+private:
+  struct op_state {
+    reduce_spec spec;
+    tree_kind kind = tree_kind::latency;
+    bool started = false;
+    contribution_fn values;
+    bool main_sent = false;  ///< this processor's own partial went to its parent
+    bool rooted = false;     ///< accumulating as the root vnode's owner
+    bool complete = false;   ///< the result was delivered here
+    std::vector<std::uint8_t> acc;
+    vnode_set covered;       ///< what `acc` covers
+    bool has_acc = false;
+    std::set<proc_id> reported; ///< children whose first partial arrived
+  };
+  enum class timer_kind : std::uint8_t { timeout, linger, retry };
+  struct timer_entry {
+    timer_kind what = timer_kind::timeout;
+    std::uint64_t op = 0;
+  };
+
+  /// Hands the histories of vnodes no longer owned here on (every event starts here).
+  void sync(timestamp now, reduce_outbox& out);
+  tree_kind kind_of(const reduce_spec& spec) const;
+  bool is_root_owner(const op_state& st) const;
+  bool is_child(const op_state& st, proc_id p) const;
+  /// Takes in a contribution or partial covering `vs`: accumulated at the root's owner,
+  /// combined into this processor's pending partial when `combine`, else passed on.
+  void take_in(timestamp now, op_state& st, const vnode_set& vs, const shared_bytes& data,
+               bool combine, bool direct, std::uint32_t hops, reduce_outbox& out);
+  bool accumulate(op_state& st, const vnode_set& vs, const shared_bytes& data,
+                  reduce_outbox& out);
+  void check_complete(op_state& st, reduce_outbox& out);
+  void contribute(timestamp now, op_state& st, const vnode_set& vs, reduce_outbox& out);
+  void settle(timestamp now, const vnode_set& vs, std::uint64_t done, reduce_outbox& out);
+  void maybe_send_main(timestamp now, op_state& st, bool force, reduce_outbox& out);
+  void send_partial(timestamp now, const op_state& st, const vnode_set& vs, shared_bytes data,
+                    bool direct, std::uint32_t hops, reduce_outbox& out);
+  void send_partial(timestamp now, wire::reduce_partial p, reduce_outbox& out);
+  void route_handoff(timestamp now, const std::vector<wire::reduce_record>& records,
+                     std::uint32_t hops, reduce_outbox& out);
+  void handle_partial(timestamp now, proc_id from, const wire::reduce_partial& m,
+                      reduce_outbox& out);
+  void handle_handoff(timestamp now, const wire::reduce_handoff& m, reduce_outbox& out);
+  void hold(timestamp now, wire::message m, reduce_outbox& out);
+  void linger(op_state& st, reduce_outbox& out);
+  std::uint64_t timer(reduce_outbox& out, duration after, timer_entry e);
+  bool unusable(timestamp now, proc_id p) const;
+  void send(timestamp now, proc_id to, wire::message m, reduce_outbox& out);
+
+  tree_view& view_;
+  const reduce_op_table& ops_table_;
+  reduce_config cfg_;
+  std::map<std::uint64_t, vnode_set> done_; ///< done -> vnodes settled here with it
+  std::map<std::uint64_t, op_state> ops_;
+  std::uint64_t last_started_ = 0;
+  std::uint64_t next_token_ = 1;
+  std::map<std::uint64_t, timer_entry> timers_;
+  std::map<std::uint64_t, wire::message> held_; ///< retry token -> frame to route again
+  std::map<proc_id, timestamp> unreachable_;
+  timestamp last_send_{timestamp::min() / 2};
+  reduce_stats stats_;
+};
+
+} // namespace banyan

@@ -1,0 +1,521 @@
+#include "banyan/core/reduce.hpp"
+
+#include <algorithm>
+
+namespace banyan {
+
+namespace {
+
+reduce_problem problem(reduce_problem::kind what, std::uint64_t op, vnode_set vs,
+                       std::string detail) {
+  return reduce_problem{what, op, std::move(vs), std::move(detail)};
+}
+
+} // namespace
+
+reduce_engine::reduce_engine(tree_view& view, const reduce_op_table& ops, reduce_config cfg,
+                             vnode_set settled)
+  : view_(view), ops_table_(ops), cfg_(cfg) {
+  if (!settled.empty())
+    done_[0] = std::move(settled);
+}
+
+vnode_set reduce_engine::settled() const {
+  vnode_set all;
+  for (auto& [d, vs] : done_)
+    all |= vs;
+  return all;
+}
+
+bool reduce_engine::unusable(timestamp now, proc_id p) const {
+  auto i = unreachable_.find(p);
+  return i != unreachable_.end() && now < i->second;
+}
+
+tree_kind reduce_engine::kind_of(const reduce_spec& spec) const {
+  return spec.count * element_size(spec.fn.type) >= cfg_.long_threshold ? tree_kind::bandwidth
+                                                                         : tree_kind::latency;
+}
+
+bool reduce_engine::is_root_owner(const op_state& st) const {
+  return view_.participating() && view_.own_vnodes().contains(st.spec.root);
+}
+
+bool reduce_engine::is_child(const op_state& st, proc_id p) const {
+  const auto owner = view_.owner(st.spec.root);
+  if (owner == no_proc)
+    return false;
+  for (auto& c : view_.children({owner, st.kind}))
+    if (c.id == p)
+      return true;
+  return false;
+}
+
+std::uint64_t reduce_engine::timer(reduce_outbox& out, duration after, timer_entry e) {
+  const auto token = next_token_++;
+  timers_[token] = e;
+  out.timers.push_back({after, token});
+  return token;
+}
+
+void reduce_engine::send(timestamp now, proc_id to, wire::message m, reduce_outbox& out) {
+  out.sends.push_back({view_.self(), to, std::move(m)});
+  last_send_ = now;
+}
+
+void reduce_engine::hold(timestamp now, wire::message m, reduce_outbox& out) {
+  (void) now;
+  ++stats_.holds;
+  held_[timer(out, cfg_.retry_delay, {timer_kind::retry, 0})] = std::move(m);
+}
+
+void reduce_engine::linger(op_state& st, reduce_outbox& out) {
+  timer(out, cfg_.op_linger, {timer_kind::linger, st.spec.op});
+}
+
+// --- the application ------------------------------------------------------------------
+
+std::optional<error> reduce_engine::start(timestamp now, const reduce_spec& spec,
+                                          contribution_fn values, reduce_outbox& out) {
+  sync(now, out);
+  if (!view_.participating())
+    return make_error(errc::stopped, "processor " + std::to_string(view_.self()) +
+                                       " no longer takes part and cannot reduce");
+  if (spec.op <= last_started_)
+    return make_error(errc::invalid_argument,
+                      "reduction " + std::to_string(spec.op) + " started after reduction " +
+                        std::to_string(last_started_) + ": they start in increasing order");
+  if (auto e = ops_table_.check(spec.fn, spec.count * element_size(spec.fn.type)))
+    return e;
+  auto [i, fresh] = ops_.try_emplace(spec.op);
+  op_state& st = i->second;
+  if (!fresh && (st.spec.root != spec.root || st.spec.fn != spec.fn))
+    return make_error(errc::invalid_argument,
+                      "reduction " + std::to_string(spec.op) +
+                        " reached this processor with another root or operator");
+  st.spec = spec;
+  st.kind = kind_of(spec);
+  st.started = true;
+  st.values = std::move(values);
+  const auto previous = last_started_;
+  last_started_ = spec.op;
+  ++stats_.started;
+  // The own vnodes settled here that owe this reduction. They owe nothing before it
+  // that this processor started: settling and starting both contribute at once.
+  vnode_set owing;
+  for (auto d = done_.begin(); d != done_.end() && d->first < spec.op;) {
+    if (std::max(d->first, previous) + 1 < spec.op)
+      out.problems.push_back(problem(reduce_problem::kind::lost_contribution, spec.op - 1,
+                                     d->second, "reductions skipped by this processor"));
+    owing |= d->second;
+    d = done_.erase(d);
+  }
+  if (!owing.empty())
+    done_[spec.op] |= owing;
+  contribute(now, st, owing, out);
+  auto expect = view_.max_root_distance();
+  const auto slowest = view_.min_root_rate();
+  const auto bytes = static_cast<double>(spec.count * element_size(spec.fn.type));
+  if (slowest > 0 && slowest != infinite_rate)
+    expect += duration{static_cast<duration::rep>(bytes / slowest * 1e9)};
+  const auto wait = cfg_.min_timeout +
+                    std::chrono::duration_cast<duration>(expect * cfg_.timeout_factor);
+  timer(out, wait, {timer_kind::timeout, spec.op});
+  maybe_send_main(now, st, false, out);
+  return std::nullopt;
+}
+
+void reduce_engine::contribute(timestamp now, op_state& st, const vnode_set& vs,
+                               reduce_outbox& out) {
+  if (vs.empty())
+    return;
+  const std::size_t bytes = st.spec.count * element_size(st.spec.fn.type);
+  std::vector<std::uint8_t> acc;
+  vnode_set counted;
+  vs.for_each([&](vnode_id v) {
+    auto d = st.values(v);
+    std::optional<error> e;
+    if (d.size() != bytes)
+      e = make_error(errc::invalid_argument, "contribution of " + std::to_string(d.size()) +
+                                                " bytes, " + std::to_string(bytes) + " expected");
+    else if (counted.empty())
+      acc = std::move(d);
+    else
+      e = ops_table_.combine(st.spec.fn, acc, d.data(), d.size());
+    if (e) {
+      out.problems.push_back(problem(reduce_problem::kind::bad_data, st.spec.op, vnode_set{v},
+                                     e->to_string()));
+      return;
+    }
+    counted.insert(v);
+  });
+  stats_.contributed += counted.size();
+  if (!counted.empty())
+    take_in(now, st, counted, shared_bytes(std::move(acc)), true, false, 0, out);
+}
+
+// --- partials -------------------------------------------------------------------------
+
+bool reduce_engine::accumulate(op_state& st, const vnode_set& vs, const shared_bytes& data,
+                               reduce_outbox& out) {
+  if (vs.empty())
+    return true;
+  if (st.covered.intersects(vs)) {
+    out.problems.push_back(problem(reduce_problem::kind::overlap, st.spec.op,
+                                   st.covered & vs, "partials overlap"));
+    return false;
+  }
+  if (!st.has_acc) {
+    st.acc = data.to_vector();
+    st.has_acc = true;
+  } else if (auto e = ops_table_.combine(st.spec.fn, st.acc, data.data(), data.size())) {
+    out.problems.push_back(problem(reduce_problem::kind::bad_data, st.spec.op, vs,
+                                   e->to_string()));
+    return false;
+  }
+  st.covered |= vs;
+  return true;
+}
+
+void reduce_engine::check_complete(op_state& st, reduce_outbox& out) {
+  if (st.complete || !st.covered.includes(view_.all_vnodes()))
+    return;
+  st.complete = true;
+  st.rooted = false;
+  st.has_acc = false;
+  ++stats_.results;
+  out.results.push_back({st.spec.op, st.spec.root, std::move(st.covered),
+                         shared_bytes(std::move(st.acc))});
+  st.covered.clear();
+  st.acc.clear();
+  linger(st, out);
+}
+
+void reduce_engine::take_in(timestamp now, op_state& st, const vnode_set& vs,
+                            const shared_bytes& data, bool combine, bool direct,
+                            std::uint32_t hops, reduce_outbox& out) {
+  if (vs.empty())
+    return;
+  if (st.complete) {
+    out.problems.push_back(problem(reduce_problem::kind::overlap, st.spec.op, vs,
+                                   "a partial after the result"));
+    return;
+  }
+  if (is_root_owner(st)) {
+    st.rooted = true;
+    if (accumulate(st, vs, data, out))
+      check_complete(st, out);
+    return;
+  }
+  if (combine && !st.main_sent) {
+    accumulate(st, vs, data, out);
+    return;
+  }
+  ++stats_.passed_on; // late, or not from a child: on at once
+  send_partial(now, st, vs, data, direct, hops, out);
+}
+
+void reduce_engine::maybe_send_main(timestamp now, op_state& st, bool force,
+                                    reduce_outbox& out) {
+  if (st.main_sent || st.complete || is_root_owner(st))
+    return;
+  if (!force) {
+    if (!st.started)
+      return;
+    const auto owner = view_.owner(st.spec.root);
+    if (owner != no_proc)
+      for (auto& c : view_.children({owner, st.kind}))
+        if (!st.reported.count(c.id) && !unusable(now, c.id))
+          return; // still waiting for this child
+  }
+  st.main_sent = true;
+  if (st.has_acc && !st.covered.empty())
+    send_partial(now, st, st.covered, shared_bytes(std::move(st.acc)), false, 0, out);
+  else if (st.started && view_.participating())
+    send_partial(now, st, {}, {}, false, 0, out); // "nothing here": the parent need not wait
+  st.has_acc = false;
+  st.acc.clear();
+  st.covered.clear();
+  linger(st, out);
+}
+
+void reduce_engine::send_partial(timestamp now, const op_state& st, const vnode_set& vs,
+                                 shared_bytes data, bool direct, std::uint32_t hops,
+                                 reduce_outbox& out) {
+  wire::reduce_partial p;
+  p.op = st.spec.op;
+  p.root = st.spec.root;
+  p.fn = st.spec.fn;
+  p.kind = st.kind;
+  p.vnodes = vs;
+  p.direct = direct;
+  p.hops = hops;
+  p.data = std::move(data);
+  send_partial(now, std::move(p), out);
+}
+
+void reduce_engine::send_partial(timestamp now, wire::reduce_partial p, reduce_outbox& out) {
+  const proc_id self = view_.self();
+  proc_id to = no_proc;
+  if (!p.direct) {
+    // Up the tree rooted at the root vnode's owner (as known here).
+    const auto owner = view_.owner(p.root);
+    if (owner != no_proc) {
+      const auto parent = view_.parent({owner, p.kind});
+      if (parent != no_proc && parent != self && !unusable(now, parent))
+        to = parent;
+    }
+  }
+  if (to == no_proc) {
+    p.direct = true;
+    auto parts = route_to_owners(view_, vnode_set{p.root},
+                                 [&](proc_id q) { return unusable(now, q); });
+    to = parts.empty() ? self : parts.begin()->first;
+    if (to == self) {
+      hold(now, std::move(p), out); // nobody to send it to yet
+      return;
+    }
+  }
+  ++(p.direct ? stats_.direct_partials : stats_.tree_partials);
+  send(now, to, std::move(p), out);
+}
+
+void reduce_engine::handle_partial(timestamp now, proc_id from, const wire::reduce_partial& m,
+                                   reduce_outbox& out) {
+  const bool root_here = view_.participating() && view_.own_vnodes().contains(m.root);
+  auto i = ops_.find(m.op);
+  if (i == ops_.end()) {
+    if (!root_here && m.op <= last_started_) {
+      // Closed here: just pass it on.
+      if (m.vnodes.empty())
+        return;
+      auto p = m;
+      ++p.hops;
+      ++stats_.passed_on;
+      if (m.hops >= cfg_.max_hops)
+        hold(now, std::move(p), out);
+      else
+        send_partial(now, std::move(p), out);
+      return;
+    }
+    i = ops_.try_emplace(m.op).first;
+    auto& fresh = i->second;
+    fresh.spec.op = m.op;
+    fresh.spec.root = m.root;
+    fresh.spec.fn = m.fn;
+    fresh.spec.count = m.data.size() / element_size(m.fn.type);
+    fresh.kind = m.kind;
+  }
+  op_state& st = i->second;
+  const bool child = !m.direct && !st.main_sent && !st.reported.count(from) && is_child(st, from);
+  if (child)
+    st.reported.insert(from);
+  if (!root_here && m.hops >= cfg_.max_hops && !m.vnodes.empty()) {
+    hold(now, m, out); // gone round too long: wait, then straight to the root's owner
+  } else {
+    take_in(now, st, m.vnodes, m.data, child, m.direct, m.hops + 1, out);
+  }
+  maybe_send_main(now, st, false, out);
+}
+
+// --- histories ------------------------------------------------------------------------
+
+void reduce_engine::sync(timestamp now, reduce_outbox& out) {
+  view_.refresh();
+  const auto own = view_.participating() ? view_.own_vnodes() : vnode_set{};
+  std::vector<wire::reduce_record> gone;
+  for (auto d = done_.begin(); d != done_.end();) {
+    auto moved = d->second - own;
+    if (!moved.empty()) {
+      gone.push_back({moved, d->first});
+      d->second -= moved;
+    }
+    d = d->second.empty() ? done_.erase(d) : std::next(d);
+  }
+  if (!gone.empty())
+    route_handoff(now, gone, 0, out);
+}
+
+void reduce_engine::route_handoff(timestamp now, const std::vector<wire::reduce_record>& records,
+                                  std::uint32_t hops, reduce_outbox& out) {
+  vnode_set all;
+  for (auto& r : records)
+    all |= r.vnodes;
+  for (auto& [to, part] : route_to_owners(view_, all, [&](proc_id q) { return unusable(now, q); })) {
+    wire::reduce_handoff h;
+    h.hops = hops;
+    for (auto& r : records)
+      if (auto mine = r.vnodes & part; !mine.empty())
+        h.records.push_back({std::move(mine), r.done});
+    if (to == view_.self()) {
+      h.hops = 0;
+      hold(now, std::move(h), out); // nobody to send it to yet
+    } else {
+      ++stats_.handoffs;
+      send(now, to, std::move(h), out);
+    }
+  }
+}
+
+void reduce_engine::handle_handoff(timestamp now, const wire::reduce_handoff& m,
+                                   reduce_outbox& out) {
+  const auto own = view_.participating() ? view_.own_vnodes() : vnode_set{};
+  const auto here = settled();
+  std::vector<wire::reduce_record> rest;
+  for (auto& r : m.records) {
+    auto mine = r.vnodes & own;
+    if (auto dup = mine & here; !dup.empty()) {
+      out.problems.push_back(problem(reduce_problem::kind::double_history, r.done, dup,
+                                     "a history for vnodes settled here already"));
+      mine -= dup;
+    }
+    settle(now, mine, r.done, out);
+    if (auto other = r.vnodes - (r.vnodes & own); !other.empty())
+      rest.push_back({std::move(other), r.done});
+  }
+  if (rest.empty())
+    return;
+  if (m.hops >= cfg_.max_hops)
+    hold(now, wire::reduce_handoff{std::move(rest), 0}, out);
+  else
+    route_handoff(now, rest, m.hops + 1, out);
+}
+
+void reduce_engine::settle(timestamp now, const vnode_set& vs, std::uint64_t done,
+                           reduce_outbox& out) {
+  if (vs.empty())
+    return;
+  // Contribute to every reduction started here that they still owe.
+  std::uint64_t open = 0;
+  for (auto& [k, st] : ops_)
+    if (k > done && k <= last_started_ && st.started) {
+      ++open;
+      contribute(now, st, vs, out);
+    }
+  if (last_started_ > done && open < last_started_ - done)
+    out.problems.push_back(problem(reduce_problem::kind::lost_contribution, last_started_, vs,
+                                   std::to_string(last_started_ - done - open) +
+                                     " reductions owed are closed here"));
+  done_[std::max(done, last_started_)] |= vs;
+}
+
+// --- events ---------------------------------------------------------------------------
+
+bool reduce_engine::on_message(timestamp now, proc_id from, const wire::message& m,
+                               reduce_outbox& out) {
+  sync(now, out);
+  if (!handles(m) || !view_.participating())
+    return false; // frozen knowledge takes no new work
+  if (auto* p = std::get_if<wire::reduce_partial>(&m))
+    handle_partial(now, from, *p, out);
+  else
+    handle_handoff(now, std::get<wire::reduce_handoff>(m), out);
+  return true;
+}
+
+void reduce_engine::on_timer(timestamp now, std::uint64_t token, reduce_outbox& out) {
+  auto t = timers_.find(token);
+  if (t == timers_.end())
+    return;
+  const auto e = t->second;
+  timers_.erase(t);
+  sync(now, out);
+  switch (e.what) {
+    case timer_kind::timeout: {
+      auto i = ops_.find(e.op);
+      if (i != ops_.end() && !i->second.main_sent && !i->second.complete &&
+          !is_root_owner(i->second)) {
+        ++stats_.timeouts;
+        maybe_send_main(now, i->second, true, out);
+      }
+      break;
+    }
+    case timer_kind::linger: {
+      auto i = ops_.find(e.op);
+      if (i != ops_.end() && (i->second.main_sent || i->second.complete) && !i->second.rooted &&
+          !i->second.has_acc)
+        ops_.erase(i);
+      break;
+    }
+    case timer_kind::retry: {
+      auto h = held_.find(token);
+      if (h == held_.end())
+        break;
+      auto m = std::move(h->second);
+      held_.erase(h);
+      if (auto* p = std::get_if<wire::reduce_partial>(&m)) {
+        // Straight to the root's owner now, the hop count restarted.
+        p->direct = true;
+        p->hops = 0;
+        if (view_.participating())
+          handle_partial(now, view_.self(), *p, out);
+        else
+          send_partial(now, std::move(*p), out);
+      } else if (auto* h2 = std::get_if<wire::reduce_handoff>(&m)) {
+        h2->hops = 0;
+        handle_handoff(now, *h2, out);
+      }
+      break;
+    }
+  }
+}
+
+void reduce_engine::on_undeliverable(timestamp now, proc_id to, const wire::message& m,
+                                     reduce_outbox& out) {
+  if (!handles(m))
+    return;
+  ++stats_.bounces;
+  unreachable_[to] = now + cfg_.unreachable_memory;
+  hold(now, m, out);
+}
+
+void reduce_engine::on_view_change(timestamp now, reduce_outbox& out) {
+  sync(now, out);
+  for (auto i = unreachable_.begin(); i != unreachable_.end();)
+    i = now >= i->second ? unreachable_.erase(i) : std::next(i);
+  const bool part = view_.participating();
+  for (auto& [k, st] : ops_) {
+    if (st.rooted && !is_root_owner(st)) {
+      // The root vnode moved away: what was gathered for it goes to its new owner.
+      st.rooted = false;
+      st.main_sent = true;
+      if (st.has_acc && !st.covered.empty())
+        send_partial(now, st, st.covered, shared_bytes(std::move(st.acc)), true, 0, out);
+      st.has_acc = false;
+      st.acc.clear();
+      st.covered.clear();
+      linger(st, out);
+    } else if (is_root_owner(st) && st.has_acc) {
+      st.rooted = true; // the root vnode moved here: what waited here is its now
+      check_complete(st, out);
+    }
+    // Children may have gone; one that left takes its part elsewhere.
+    maybe_send_main(now, st, !part, out);
+  }
+}
+
+bool reduce_engine::holding() const {
+  if (!held_.empty())
+    return true;
+  for (auto& [k, st] : ops_)
+    if (st.has_acc && !st.covered.empty() && (st.rooted || !st.main_sent))
+      return true;
+  return !view_.participating() && !done_.empty();
+}
+
+std::string reduce_engine::describe() const {
+  std::string r;
+  for (auto& [k, st] : ops_) {
+    r += "reduction " + std::to_string(k) + " to vnode " + std::to_string(st.spec.root) +
+         (st.started ? ", started" : ", not started") + (st.main_sent ? ", sent" : "") +
+         (st.rooted ? ", at the root" : "") + (st.complete ? ", complete" : "") +
+         ", holds " + st.covered.to_string() + "\n";
+  }
+  for (auto& [token, m] : held_)
+    r += std::string("held ") + wire::name_of(m) + "\n";
+  vnode_set s = settled();
+  r += "settled " + s.to_string() + ", last started " + std::to_string(last_started_) + "\n";
+  return r;
+}
+
+} // namespace banyan
