@@ -158,11 +158,10 @@ broadcast_engine::stream& broadcast_engine::open(const stream_key& key, const vn
   return s;
 }
 
-broadcast_engine::stream& broadcast_engine::local_stream(timestamp now, const stream& parent,
+broadcast_engine::stream& broadcast_engine::local_stream(const stream& parent,
                                                          std::uint64_t tag,
                                                          const vnode_set& vnodes,
                                                          broadcast_outbox& out) {
-  (void) now;
   const stream_key key{std::get<0>(parent.key), view_.self(), tag};
   stream& s = open(key, vnodes, parent.kind, parent.count, parent.total, true, 0);
   s.fresh = true;
@@ -212,7 +211,7 @@ void broadcast_engine::plan(timestamp now, stream& s, broadcast_outbox& out) {
   auto hold = [&](const vnode_set& part) {
     forward f{self, part, true, next_tag_++, true};
     s.forwards.push_back(f);
-    local_stream(now, s, f.tag, part, out);
+    local_stream(s, f.tag, part, out);
   };
   if (!s.fresh && s.hops >= cfg_.max_hops) {
     hold(rest); // gone round too long: wait, then go point-to-point afresh
@@ -286,7 +285,7 @@ void broadcast_engine::complete(timestamp now, const stream_key& key, broadcast_
   for (auto& [to, part] : parts) {
     forward f{to, part, true, next_tag_++, to == view_.self()};
     if (f.local) {
-      auto& held = local_stream(now, s, f.tag, part, out);
+      auto& held = local_stream(s, f.tag, part, out);
       const auto held_key = held.key;
       for (std::uint32_t k = 0; k < s.count; ++k)
         feed(now, held_key, k, s.segments[k], out);

@@ -63,8 +63,7 @@ void reduce_engine::send(timestamp now, proc_id to, wire::message m, reduce_outb
   last_send_ = now;
 }
 
-void reduce_engine::hold(timestamp now, wire::message m, reduce_outbox& out) {
-  (void) now;
+void reduce_engine::hold(wire::message m, reduce_outbox& out) {
   ++stats_.holds;
   held_[timer(out, cfg_.retry_delay, {timer_kind::retry, 0})] = std::move(m);
 }
@@ -272,7 +271,7 @@ void reduce_engine::send_partial(timestamp now, wire::reduce_partial p, reduce_o
                                  [&](proc_id q) { return unusable(now, q); });
     to = parts.empty() ? self : parts.begin()->first;
     if (to == self) {
-      hold(now, std::move(p), out); // nobody to send it to yet
+      hold(std::move(p), out); // nobody to send it to yet
       return;
     }
   }
@@ -293,7 +292,7 @@ void reduce_engine::handle_partial(timestamp now, proc_id from, const wire::redu
       ++p.hops;
       ++stats_.passed_on;
       if (m.hops >= cfg_.max_hops)
-        hold(now, std::move(p), out);
+        hold(std::move(p), out);
       else
         send_partial(now, std::move(p), out);
       return;
@@ -311,7 +310,7 @@ void reduce_engine::handle_partial(timestamp now, proc_id from, const wire::redu
   if (child)
     st.reported.insert(from);
   if (!root_here && m.hops >= cfg_.max_hops && !m.vnodes.empty()) {
-    hold(now, m, out); // gone round too long: wait, then straight to the root's owner
+    hold(m, out); // gone round too long: wait, then straight to the root's owner
   } else {
     take_in(now, st, m.vnodes, m.data, child, m.direct, m.hops + 1, out);
   }
@@ -349,7 +348,7 @@ void reduce_engine::route_handoff(timestamp now, const std::vector<wire::reduce_
         h.records.push_back({std::move(mine), r.done});
     if (to == view_.self()) {
       h.hops = 0;
-      hold(now, std::move(h), out); // nobody to send it to yet
+      hold(std::move(h), out); // nobody to send it to yet
     } else {
       ++stats_.handoffs;
       send(now, to, std::move(h), out);
@@ -376,7 +375,7 @@ void reduce_engine::handle_handoff(timestamp now, const wire::reduce_handoff& m,
   if (rest.empty())
     return;
   if (m.hops >= cfg_.max_hops)
-    hold(now, wire::reduce_handoff{std::move(rest), 0}, out);
+    hold(wire::reduce_handoff{std::move(rest), 0}, out);
   else
     route_handoff(now, rest, m.hops + 1, out);
 }
@@ -466,7 +465,7 @@ void reduce_engine::on_undeliverable(timestamp now, proc_id to, const wire::mess
     return;
   ++stats_.bounces;
   unreachable_[to] = now + cfg_.unreachable_memory;
-  hold(now, m, out);
+  hold(m, out);
 }
 
 void reduce_engine::on_view_change(timestamp now, reduce_outbox& out) {

@@ -185,8 +185,8 @@ private:
   stream& open(const stream_key& key, const vnode_set& header, tree_kind kind,
                std::uint32_t count, std::uint64_t total, bool direct, std::uint32_t hops);
   /// A held stream of this engine's own, for the part `vnodes` (retried after a delay).
-  stream& local_stream(timestamp now, const stream& parent, std::uint64_t tag,
-                       const vnode_set& vnodes, broadcast_outbox& out);
+  stream& local_stream(const stream& parent, std::uint64_t tag, const vnode_set& vnodes,
+                       broadcast_outbox& out);
   void feed(timestamp now, const stream_key& key, std::uint32_t index, const shared_bytes& seg,
             broadcast_outbox& out);
   void plan(timestamp now, stream& s, broadcast_outbox& out);

@@ -230,7 +230,7 @@ private:
   void handle_partial(timestamp now, proc_id from, const wire::reduce_partial& m,
                       reduce_outbox& out);
   void handle_handoff(timestamp now, const wire::reduce_handoff& m, reduce_outbox& out);
-  void hold(timestamp now, wire::message m, reduce_outbox& out);
+  void hold(wire::message m, reduce_outbox& out);
   void linger(op_state& st, reduce_outbox& out);
   std::uint64_t timer(reduce_outbox& out, duration after, timer_entry e);
   bool unusable(timestamp now, proc_id p) const;
