@@ -6,6 +6,7 @@
 #include <random>
 
 #include "banyan/actors/emulated_cluster.hpp"
+#include "core/random_topology.hpp"
 
 using namespace banyan;
 using namespace banyan::actors;
@@ -66,24 +67,6 @@ double mean_cross_edges(const emulated_cluster& c, tree_kind k) {
   return sum / static_cast<double>(roots.size());
 }
 
-/// A random grid of 2-4 clusters (sometimes nested in sites) of 2-6 processors.
-topology random_topology(std::mt19937& rng) {
-  std::uniform_int_distribution<int> clusters(2, 4), procs(2, 6), lan_us(100, 400),
-    wan_ms(2, 10), wan_mbit(100, 500);
-  std::string text = "topology random\nsend_overhead 20us\ndefault nic 1Gbit\n";
-  int n = clusters(rng);
-  for (int c = 0; c < n; ++c)
-    text += "group C" + std::to_string(c) + " procs " + std::to_string(procs(rng)) + " rtt " +
-            std::to_string(lan_us(rng)) + "us\n";
-  for (int a = 0; a < n; ++a)
-    for (int b = a + 1; b < n; ++b)
-      text += "link C" + std::to_string(a) + " C" + std::to_string(b) + " rtt " +
-              std::to_string(wan_ms(rng)) + "ms bw " + std::to_string(wan_mbit(rng)) + "Mbit\n";
-  auto t = parse_topology(text);
-  BOOST_REQUIRE(t.has_value());
-  return *t;
-}
-
 } // namespace
 
 BOOST_AUTO_TEST_CASE(trees_form_and_the_cluster_goes_quiet) {
@@ -119,7 +102,7 @@ BOOST_AUTO_TEST_CASE(random_topologies_and_seeds_span_without_cycles) {
   std::mt19937 rng{11};
   for (int round = 0; round < 12; ++round) {
     BOOST_TEST_CONTEXT("round " << round) {
-      emulated_cluster c{config(random_topology(rng), 100 + round)};
+      emulated_cluster c{config(test::random_topology(rng, 6), 100 + round)};
       c.start();
       BOOST_REQUIRE(c.run_until_quiet(120s));
       check_all_trees(c);

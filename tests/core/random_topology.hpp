@@ -1,6 +1,6 @@
 #pragma once
-// Random grids for protocol tests: 2-4 clusters of 2-7 processors, random LAN RTTs,
-// WAN RTTs and WAN bandwidths (the same recipe as supervisor_test.cpp).
+// Random grids for protocol tests: 2-4 clusters of 2-max_procs processors, random LAN
+// RTTs, WAN RTTs and WAN bandwidths.
 
 #include <random>
 #include <stdexcept>
@@ -10,8 +10,8 @@
 
 namespace banyan::test {
 
-inline topology random_topology(std::mt19937& rng) {
-  std::uniform_int_distribution<int> clusters(2, 4), procs(2, 7), lan_us(100, 400),
+inline topology random_topology(std::mt19937& rng, int max_procs = 7) {
+  std::uniform_int_distribution<int> clusters(2, 4), procs(2, max_procs), lan_us(100, 400),
     wan_ms(2, 10), wan_mbit(100, 500);
   std::string text = "topology random\nsend_overhead 20us\ndefault nic 1Gbit\n";
   int n = clusters(rng);

@@ -3,6 +3,7 @@
 #include <random>
 
 #include "core/mini_grid.hpp"
+#include "core/random_topology.hpp"
 
 using namespace banyan;
 using banyan::test::mini_grid;
@@ -15,23 +16,7 @@ topology tiny() {
   return *t;
 }
 
-/// A random grid of 2-4 clusters of 2-7 processors with random RTTs and bandwidths.
-topology random_topology(std::mt19937& rng) {
-  std::uniform_int_distribution<int> clusters(2, 4), procs(2, 7), lan_us(100, 400),
-    wan_ms(2, 10), wan_mbit(100, 500);
-  std::string text = "topology random\nsend_overhead 20us\ndefault nic 1Gbit\n";
-  int n = clusters(rng);
-  for (int c = 0; c < n; ++c)
-    text += "group C" + std::to_string(c) + " procs " + std::to_string(procs(rng)) + " rtt " +
-            std::to_string(lan_us(rng)) + "us\n";
-  for (int a = 0; a < n; ++a)
-    for (int b = a + 1; b < n; ++b)
-      text += "link C" + std::to_string(a) + " C" + std::to_string(b) + " rtt " +
-              std::to_string(wan_ms(rng)) + "ms bw " + std::to_string(wan_mbit(rng)) + "Mbit\n";
-  auto t = parse_topology(text);
-  BOOST_REQUIRE_MESSAGE(t.has_value(), (t ? "" : t.err().to_string()));
-  return *t;
-}
+using banyan::test::random_topology;
 
 /// Every tree rooted at a live processor spans exactly the live processors.
 void check_trees(const mini_grid& g) {
