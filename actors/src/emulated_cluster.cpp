@@ -4,7 +4,7 @@
 
 #include <caf/scheduler/test_coordinator.hpp>
 
-#include "processor_actor.hpp"
+#include "broadcast_glue.hpp"
 
 namespace banyan::actors {
 
@@ -32,6 +32,8 @@ struct emulated_cluster::impl {
   std::vector<std::shared_ptr<supervisor>> sups;    // current incarnation
   std::vector<std::shared_ptr<supervisor>> history; // every incarnation
   std::vector<std::uint32_t> incarnation;
+  std::shared_ptr<broadcast_ledger> ledger = std::make_shared<broadcast_ledger>();
+  std::size_t vnodes = 0;
   timestamp t0{0};
 
   explicit impl(cluster_config c)
@@ -76,11 +78,12 @@ struct emulated_cluster::impl {
   }
 
   void spawn(proc_id p) {
-    auto seed = mix(cfg.seed ^ mix(p) ^ (std::uint64_t{incarnation[p]++} << 40));
+    auto inc = incarnation[p]++;
+    auto seed = mix(cfg.seed ^ mix(p) ^ (std::uint64_t{inc} << 40));
     auto sup = std::make_shared<supervisor>(p, cfg.sup, seed);
     sups[p] = sup;
     history.push_back(sup);
-    procs[p] = spawn_processor(*sys, sup, net, &mon);
+    procs[p] = spawn_processor(*sys, sup, net, &mon, inc, ledger);
     caf::anon_send(net, attach_atom::value, p, procs[p]);
   }
 
@@ -100,6 +103,25 @@ struct emulated_cluster::impl {
         return false;
       sched->trigger_timeout();
     }
+  }
+
+  std::optional<wire::collective_id> request(proc_id origin, const bcast_request_ptr& req) {
+    auto fut = req->result.get_future();
+    caf::anon_send(procs[origin], bcast_atom::value, req);
+    if (sched) {
+      sched->run();
+      if (fut.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+        return std::nullopt;
+    } else if (fut.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      return std::nullopt;
+    }
+    return fut.get();
+  }
+
+  std::size_t delivered_count(const wire::collective_id& id) {
+    std::lock_guard<std::mutex> guard{ledger->mtx};
+    auto i = ledger->deliveries.find(id);
+    return i == ledger->deliveries.end() ? 0 : i->second.size();
   }
 };
 
@@ -121,6 +143,7 @@ void emulated_cluster::start() {
   }
   for (proc_id p = 0; p < n; ++p)
     d.spawn(p);
+  d.vnodes = n * k;
   d.t0 = d.now();
   found_args_ptr shared = args;
   for (proc_id p = 0; p < n; ++p)
@@ -230,6 +253,66 @@ std::uint64_t emulated_cluster::probes() const {
   for (auto& s : impl_->history)
     n += s->probes_completed() + s->probes_abandoned();
   return n;
+}
+
+std::optional<wire::collective_id> emulated_cluster::broadcast(proc_id origin,
+                                                              std::size_t bytes) {
+  auto& d = *impl_;
+  if (origin >= d.procs.size() || !d.procs[origin])
+    return std::nullopt;
+  auto req = std::make_shared<bcast_request>();
+  req->bytes = bytes;
+  return d.request(origin, req);
+}
+
+std::optional<wire::collective_id>
+emulated_cluster::broadcast_static(proc_id origin, const banyan::tree& t, std::size_t bytes) {
+  auto& d = *impl_;
+  if (origin >= d.procs.size() || !d.procs[origin])
+    return std::nullopt;
+  auto shared = std::make_shared<const banyan::tree>(t);
+  tree_ptr tp = shared;
+  for (auto& p : d.procs)
+    if (p)
+      caf::anon_send(p, static_tree_atom::value, tp);
+  auto req = std::make_shared<bcast_request>();
+  req->bytes = bytes;
+  req->use_static = true;
+  return d.request(origin, req);
+}
+
+broadcast_record emulated_cluster::deliveries(const wire::collective_id& id) const {
+  auto& d = *impl_;
+  broadcast_record r;
+  std::lock_guard<std::mutex> guard{d.ledger->mtx};
+  auto rel = [&](timestamp t) { return t > d.t0 ? t - d.t0 : duration{0}; };
+  if (auto i = d.ledger->started.find(id); i != d.ledger->started.end()) {
+    r.known = true;
+    r.started = rel(i->second);
+  }
+  if (auto i = d.ledger->deliveries.find(id); i != d.ledger->deliveries.end())
+    for (auto& [v, times] : i->second)
+      for (auto t : times)
+        r.delivered[v].push_back(rel(t));
+  return r;
+}
+
+bool emulated_cluster::run_until_delivered(const wire::collective_id& id, duration limit) {
+  auto& d = *impl_;
+  auto done = [&] { return d.delivered_count(id) >= d.vnodes && quiet(); };
+  if (d.sched)
+    return d.run_virtual(d.now() + limit, done);
+  auto deadline = d.now() + limit;
+  while (d.now() < deadline) {
+    if (d.delivered_count(id) >= d.vnodes)
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+std::size_t emulated_cluster::vnode_count() const {
+  return impl_->vnodes;
 }
 
 } // namespace banyan::actors

@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "banyan/net/wan_model.hpp"
-#include "processor_actor.hpp"
+#include "broadcast_glue.hpp"
 
 namespace banyan::actors {
 
@@ -24,6 +24,13 @@ struct network_state {
 };
 
 using network_ptr = caf::stateful_actor<network_state>*;
+
+/// Carries `e` back to its sender after `back`; counted in flight meanwhile, so that a
+/// cluster is not quiet while a frame is on its way back.
+void bounce(network_ptr self, wire::envelope e, duration back) {
+  ++self->state.ctr->in_flight;
+  self->delayed_send(self, back, bounced_atom::value, std::move(e));
+}
 
 void pump(network_ptr self) {
   auto& st = self->state;
@@ -41,9 +48,13 @@ void pump(network_ptr self) {
       // Nobody runs there: the sender hears of it one way later, as it would from
       // a refused connection.
       ++st.ctr->dropped;
-      if (e.from < st.procs.size() && st.procs[e.from])
-        self->delayed_send(st.procs[e.from], st.model->topo().one_way(e.to, e.from),
-                           unreachable_atom::value, e.to);
+      if (e.from < st.procs.size() && st.procs[e.from]) {
+        auto back = st.model->topo().one_way(e.to, e.from);
+        self->delayed_send(st.procs[e.from], back, unreachable_atom::value, e.to);
+        // The engines need the frame itself back (the supervisor, the notice above).
+        if (std::holds_alternative<wire::bcast_segment>(e.body))
+          bounce(self, std::move(e), back);
+      }
     }
   }
   if (auto next = st.model->next_event()) {
@@ -83,6 +94,18 @@ caf::behavior network_actor(network_ptr self, banyan::topology topo,
       if (auto i = ticks.find(timestamp{at}); i != ticks.end())
         ticks.erase(i);
       pump(self);
+    },
+    [=](refuse_atom, wire::envelope& e) {
+      // The engine at e.to did not take the frame: it goes back as if nobody ran there.
+      ++self->state.ctr->dropped;
+      auto back = self->state.model->topo().one_way(e.to, e.from);
+      bounce(self, std::move(e), back);
+    },
+    [=](bounced_atom, wire::envelope& e) {
+      auto& st = self->state;
+      --st.ctr->in_flight;
+      if (e.from < st.procs.size() && st.procs[e.from])
+        self->send(st.procs[e.from], bounced_atom::value, std::move(e));
     },
     [=](attach_atom, proc_id p, caf::actor a) {
       if (p < self->state.procs.size())

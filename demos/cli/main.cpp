@@ -3,12 +3,14 @@
 //   banyan sim trees ...        trees forming and healing on an emulated grid
 //   banyan topology [NAME]      list the built-in topologies or describe one
 //   banyan node ...             one processor over TCP as this process
+//   banyan bench bcast-latency  broadcast completion, adaptive vs static trees
 
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 
 #include "banyan/core/topology.hpp"
+#include "bench.hpp"
 #include "demo.hpp"
 #include "node.hpp"
 #include "plan.hpp"
@@ -55,6 +57,8 @@ int main(int argc, char** argv) {
   banyan::cli::add_plan_command(app, plan_action);
   std::function<int()> node_action; // set when `banyan node` is parsed
   banyan::cli::add_node_command(app, node_action);
+  std::function<int()> bench_action; // set when `banyan bench ...` is parsed
+  banyan::cli::add_bench_command(app, bench_action);
 
   try {
     app.parse(argc, argv);
@@ -65,6 +69,8 @@ int main(int argc, char** argv) {
     return plan_action();
   if (node_action)
     return node_action();
+  if (bench_action)
+    return bench_action();
   if (*demo_cmd)
     return banyan::cli::run_demo(demo);
   if (*trees) {

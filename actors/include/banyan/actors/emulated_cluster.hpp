@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 
 #include "banyan/actors/cluster_monitor.hpp"
 #include "banyan/core/error.hpp"
+#include "banyan/core/messages.hpp"
 #include "banyan/core/supervisor.hpp"
 #include "banyan/core/topology.hpp"
 #include "banyan/core/tree.hpp"
@@ -45,6 +47,14 @@ struct network_stats {
   std::uint64_t messages = 0;
   std::uint64_t bytes = 0;
   std::uint64_t dropped = 0; ///< addressed to processors that were not running
+};
+
+/// What the processors reported of one broadcast. Times are relative to `start()`.
+struct broadcast_record {
+  bool known = false;   ///< the broadcast was started
+  duration started{0};  ///< when the origin started it
+  /// Every time each vnode was delivered to (one entry each when all is well).
+  std::map<vnode_id, std::vector<duration>> delivered;
 };
 
 class emulated_cluster {
@@ -87,6 +97,26 @@ public:
   const supervisor* inspect(proc_id p) const;
   /// Probes started by processors, summed over every processor that ever ran.
   std::uint64_t probes() const;
+
+  /// Processor `origin` broadcasts `bytes` bytes to every vnode over banyan's adaptive
+  /// trees (the broadcast engine each processor hosts next to its supervisor). Returns
+  /// the broadcast's id, or nothing when `origin` is not running or no longer takes part.
+  /// The broadcast then proceeds as the cluster runs (`run_until_delivered`).
+  std::optional<wire::collective_id> broadcast(proc_id origin, std::size_t bytes);
+  /// The same over a fixed tree `t` (from core/tree_builders.hpp, over processor ids,
+  /// rooted at `origin`), through `static_tree_view`. EMULATION ONLY: every running
+  /// processor is handed `t` and a copy of its supervisor's routing table now (a real
+  /// deployment would have to distribute the tree); install between broadcasts, not
+  /// while a static broadcast is under way.
+  std::optional<wire::collective_id> broadcast_static(proc_id origin, const banyan::tree& t,
+                                                      std::size_t bytes);
+  /// Deliveries of broadcast `id` so far.
+  broadcast_record deliveries(const wire::collective_id& id) const;
+  /// Runs until every vnode has been delivered broadcast `id` and nothing is in flight
+  /// (virtual), or until every vnode has it (real); at most `limit`. False on the limit.
+  bool run_until_delivered(const wire::collective_id& id, duration limit);
+  /// The number of vnodes (fixed at `start()`).
+  std::size_t vnode_count() const;
 
 private:
   struct impl;

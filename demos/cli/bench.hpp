@@ -1,0 +1,36 @@
+#pragma once
+// `banyan bench`: measurements on the emulated wide-area network (virtual time).
+//
+//   banyan bench bcast-latency --topology T [--seed S] [--json FILE]
+//
+// bcast-latency: once banyan's trees have converged, processor 0 broadcasts 1 byte
+// over banyan's adaptive trees (`dynamic`) and, through the same broadcast engine over
+// static trees, over `magpie`, `mpich` (binomial), `multilevel` (MPICH-G: the
+// topology's leaf groups and their parents) and `hlot` (from the topology's latency
+// matrix). Each broadcast runs alone. Prints a table; --json writes
+// {"lower_bound_ms", "results": [{"algorithm", "completion_ms", "median_ms",
+// "per_proc_ms"}]}. Times are from the broadcast's start to each processor's delivery
+// (one vnode per processor); the lower bound is the largest one-way shortest-path
+// latency from processor 0.
+
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace banyan::cli {
+
+struct bench_bcast_options {
+  std::string topology;
+  std::uint64_t seed = 1;
+  std::string json_path;
+};
+
+/// Runs `banyan bench bcast-latency`: 0 on success, 1 when a broadcast did not
+/// complete, 2 on bad input.
+int run_bench_bcast_latency(const bench_bcast_options& opt);
+
+/// Registers the `bench` subcommand on `app`; when it is used, parsing sets `action`.
+void add_bench_command(CLI::App& app, std::function<int()>& action);
+
+} // namespace banyan::cli

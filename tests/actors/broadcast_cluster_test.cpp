@@ -1,0 +1,149 @@
+// Broadcasts through the whole stack in virtual time: the broadcast engine each
+// processor actor hosts, over banyan's adaptive trees and over static trees, on the
+// emulated wide-area network. Every vnode gets each broadcast exactly once, and no
+// sooner than the network allows.
+
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <limits>
+
+#include "banyan/actors/emulated_cluster.hpp"
+#include "banyan/core/tree_builders.hpp"
+
+using namespace banyan;
+using namespace banyan::actors;
+using namespace std::chrono_literals;
+
+namespace {
+
+topology load(const std::string& name) {
+  auto t = builtin_topology(name);
+  BOOST_REQUIRE_MESSAGE(t.has_value(), name);
+  return *t;
+}
+
+/// The largest one-way shortest-path latency from `root`, in ms.
+double lower_bound_ms(const topology& topo, proc_id root) {
+  auto lat = latency_matrix(topo);
+  auto n = lat.size();
+  std::vector<double> dist(n, std::numeric_limits<double>::infinity());
+  std::vector<bool> done(n, false);
+  dist[root] = 0;
+  for (std::size_t step = 0; step < n; ++step) {
+    std::size_t u = n;
+    for (std::size_t i = 0; i < n; ++i)
+      if (!done[i] && (u == n || dist[i] < dist[u]))
+        u = i;
+    done[u] = true;
+    for (std::size_t v = 0; v < n; ++v)
+      dist[v] = std::min(dist[v], dist[u] + lat[u][v]);
+  }
+  return *std::max_element(dist.begin(), dist.end());
+}
+
+double ms(duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+/// Runs broadcast `id` to the end; checks exactly-once and the lower bound.
+void check_broadcast(emulated_cluster& c, std::optional<wire::collective_id> id,
+                     double bound_ms, const std::string& what) {
+  BOOST_TEST_CONTEXT(what) {
+    BOOST_REQUIRE(id.has_value());
+    BOOST_REQUIRE(c.run_until_delivered(*id, 60s));
+    auto r = c.deliveries(*id);
+    BOOST_REQUIRE(r.known);
+    BOOST_CHECK_EQUAL(r.delivered.size(), c.vnode_count());
+    duration last{0};
+    for (auto& [v, times] : r.delivered) {
+      BOOST_CHECK_MESSAGE(times.size() == 1, "vnode " << v << " delivered " << times.size());
+      for (auto t : times)
+        last = std::max(last, t - r.started);
+    }
+    // A little slack for rounding of the model's microsecond clock.
+    BOOST_CHECK_GE(ms(last) + 1e-3, bound_ms);
+    // Nothing more arrives later.
+    c.run_until(c.elapsed() + 5s);
+    auto again = c.deliveries(*id);
+    for (auto& [v, times] : again.delivered)
+      BOOST_CHECK_EQUAL(times.size(), 1u);
+  }
+}
+
+void run_all(const std::string& name, std::uint32_t vnodes_per_proc) {
+  cluster_config cfg;
+  cfg.topo = load(name);
+  cfg.seed = 7;
+  cfg.vnodes_per_proc = vnodes_per_proc;
+  emulated_cluster c{cfg};
+  c.start();
+  BOOST_REQUIRE(c.run_until_quiet(600s));
+  auto n = c.topo().proc_count();
+  auto bound = lower_bound_ms(c.topo(), 0);
+
+  check_broadcast(c, c.broadcast(0, 1), bound, name + " dynamic, 1 byte");
+  BOOST_REQUIRE(c.run_until_quiet(60s));
+  check_broadcast(c, c.broadcast(n - 1, 1), lower_bound_ms(c.topo(), n - 1),
+                  name + " dynamic from the last processor");
+  BOOST_REQUIRE(c.run_until_quiet(60s));
+  check_broadcast(c, c.broadcast(0, 300 * 1024), bound, name + " dynamic, 300 KiB");
+  BOOST_REQUIRE(c.run_until_quiet(60s));
+  check_broadcast(c, c.broadcast_static(0, binomial_tree(n, 0), 1), bound,
+                  name + " static binomial");
+  BOOST_REQUIRE(c.run_until_quiet(60s));
+  check_broadcast(c, c.broadcast_static(0, magpie_tree(n, 0, c.topo().cluster_of()), 1),
+                  bound, name + " static magpie");
+  BOOST_REQUIRE(c.run_until_quiet(60s));
+  check_broadcast(c, c.broadcast_static(0, hlot_tree(latency_matrix(c.topo()), 0), 300 * 1024),
+                  bound, name + " static hlot, 300 KiB");
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(broadcast_cluster)
+
+BOOST_AUTO_TEST_CASE(tiny_dynamic_and_static) {
+  run_all("tiny-2c8", 3);
+}
+
+BOOST_AUTO_TEST_CASE(paper_3c128_dynamic_and_static) {
+  run_all("paper-3c128", 1);
+}
+
+BOOST_AUTO_TEST_CASE(not_running_origin_gives_nothing) {
+  cluster_config cfg;
+  cfg.topo = load("tiny-2c8");
+  cfg.initial = 4;
+  emulated_cluster c{cfg};
+  c.start();
+  BOOST_REQUIRE(c.run_until_quiet(600s));
+  BOOST_CHECK(!c.broadcast(6, 1).has_value());
+  auto id = c.broadcast(1, 1);
+  BOOST_REQUIRE(id.has_value());
+  BOOST_REQUIRE(c.run_until_delivered(*id, 60s));
+  BOOST_CHECK_EQUAL(c.deliveries(*id).delivered.size(), 4u);
+}
+
+BOOST_AUTO_TEST_CASE(leave_during_broadcast_exactly_once) {
+  // A processor leaves while a long broadcast is under way: its vnodes move to another
+  // processor and are still delivered exactly once; the leaver drains before it stops.
+  cluster_config cfg;
+  cfg.topo = load("tiny-2c8");
+  cfg.vnodes_per_proc = 2;
+  emulated_cluster c{cfg};
+  c.start();
+  BOOST_REQUIRE(c.run_until_quiet(600s));
+  auto id = c.broadcast(0, 600 * 1024);
+  BOOST_REQUIRE(id.has_value());
+  BOOST_REQUIRE(!c.leave(5, 4));
+  BOOST_REQUIRE(c.run_until_delivered(*id, 60s));
+  c.run_until(c.elapsed() + 5s);
+  auto r = c.deliveries(*id);
+  BOOST_CHECK_EQUAL(r.delivered.size(), c.vnode_count());
+  for (auto& [v, times] : r.delivered)
+    BOOST_CHECK_MESSAGE(times.size() == 1, "vnode " << v << " delivered " << times.size());
+  BOOST_CHECK(!c.running(5));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
