@@ -3,7 +3,8 @@
 // machine of core/), feeds it every message and timer with the actor clock's time,
 // and carries out what the supervisor asks: messages go to the network actor in
 // one batch per event, timers become delayed messages to itself, tree events go
-// to the monitor. A processor that left detaches from the network and quits.
+// to the monitor. It also hosts the broadcast engine (broadcast_glue.hpp). A processor
+// that left stays attached until its engine has drained, then detaches and quits.
 
 #include <atomic>
 #include <memory>
