@@ -426,6 +426,23 @@ std::vector<double> arrival_times(const tree& t, const cost_matrix& latency) {
   return arrival;
 }
 
+double farthest_shortest_path(const cost_matrix& latency, proc_id root) {
+  auto n = latency.size();
+  std::vector<double> dist(n, std::numeric_limits<double>::infinity());
+  std::vector<bool> done(n, false);
+  dist[root] = 0;
+  for (std::size_t step = 0; step < n; ++step) {
+    std::size_t u = n;
+    for (std::size_t i = 0; i < n; ++i)
+      if (!done[i] && (u == n || dist[i] < dist[u]))
+        u = i;
+    done[u] = true;
+    for (std::size_t v = 0; v < n; ++v)
+      dist[v] = std::min(dist[v], dist[u] + latency[u][v]);
+  }
+  return *std::max_element(dist.begin(), dist.end());
+}
+
 double completion_time(const tree& t, const cost_matrix& latency) {
   return max_arrival(t, arrival_times(t, latency));
 }

@@ -20,23 +20,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// The largest one-way shortest-path latency from `root`, in ms.
-double lower_bound_ms(const std::vector<std::vector<double>>& lat, proc_id root) {
-  auto n = lat.size();
-  std::vector<double> dist(n, std::numeric_limits<double>::infinity());
-  std::vector<bool> done(n, false);
-  dist[root] = 0;
-  for (std::size_t step = 0; step < n; ++step) {
-    std::size_t u = n;
-    for (std::size_t i = 0; i < n; ++i)
-      if (!done[i] && (u == n || dist[i] < dist[u]))
-        u = i;
-    done[u] = true;
-    for (std::size_t v = 0; v < n; ++v)
-      dist[v] = std::min(dist[v], dist[u] + lat[u][v]);
-  }
-  return *std::max_element(dist.begin(), dist.end());
-}
 
 /// MPICH-G levels: the parent of each processor's leaf group (the leaf itself when it
 /// has none), then the leaf.
@@ -83,7 +66,7 @@ int run_bench_bcast_latency(const bench_bcast_options& opt) {
   auto n = topo->proc_count();
   auto lat = latency_matrix(*topo);
   const proc_id root = 0;
-  double bound = lower_bound_ms(lat, root);
+  double bound = farthest_shortest_path(lat, root);
 
   std::vector<std::pair<std::string, std::function<std::optional<wire::collective_id>()>>> algos;
   algos.emplace_back("dynamic", [&] { return c.broadcast(root, 1); });

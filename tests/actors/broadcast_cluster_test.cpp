@@ -25,21 +25,7 @@ topology load(const std::string& name) {
 
 /// The largest one-way shortest-path latency from `root`, in ms.
 double lower_bound_ms(const topology& topo, proc_id root) {
-  auto lat = latency_matrix(topo);
-  auto n = lat.size();
-  std::vector<double> dist(n, std::numeric_limits<double>::infinity());
-  std::vector<bool> done(n, false);
-  dist[root] = 0;
-  for (std::size_t step = 0; step < n; ++step) {
-    std::size_t u = n;
-    for (std::size_t i = 0; i < n; ++i)
-      if (!done[i] && (u == n || dist[i] < dist[u]))
-        u = i;
-    done[u] = true;
-    for (std::size_t v = 0; v < n; ++v)
-      dist[v] = std::min(dist[v], dist[u] + lat[u][v]);
-  }
-  return *std::max_element(dist.begin(), dist.end());
+  return farthest_shortest_path(latency_matrix(topo), root);
 }
 
 double ms(duration d) {

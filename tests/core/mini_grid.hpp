@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <queue>
+#include <random>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -95,6 +96,24 @@ public:
     sups_[p]->join(now_, contact, wanted, out);
     carry_out(p, out);
     attach_rider(p);
+  }
+
+  /// Churn tests: processor p (which has left) joins again through a random live
+  /// contact; half of the time it asks for a random 30% of the vnodes [0, vnodes).
+  template <class Rng>
+  void rejoin_randomly(proc_id p, vnode_id vnodes, Rng& rng) {
+    auto l = live();
+    std::vector<proc_id> contacts;
+    for (proc_id q = 0; q < l.size(); ++q)
+      if (l[q])
+        contacts.push_back(q);
+    auto c = contacts[std::uniform_int_distribution<std::size_t>(0, contacts.size() - 1)(rng)];
+    vnode_set wanted;
+    if (std::bernoulli_distribution(0.5)(rng))
+      for (vnode_id v = 0; v < vnodes; ++v)
+        if (std::bernoulli_distribution(0.3)(rng))
+          wanted.insert(v);
+    join(p, c, wanted);
   }
 
   void leave(proc_id p, proc_id recipient = no_proc) {

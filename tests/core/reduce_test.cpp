@@ -429,17 +429,7 @@ BOOST_AUTO_TEST_CASE(reductions_under_churn_count_every_vnode_exactly_once) {
       } else if (live[p] && members > 2) {
         g.leave(p);
       } else if (!g.reachable(p) && g.sup(p)->state() == supervisor::status::left) {
-        std::vector<proc_id> contacts;
-        for (proc_id q = 0; q < n; ++q)
-          if (live[q])
-            contacts.push_back(q);
-        auto c = contacts[std::uniform_int_distribution<std::size_t>(0, contacts.size() - 1)(rng)];
-        vnode_set wanted;
-        if (std::bernoulli_distribution(0.5)(rng))
-          for (vnode_id v = 0; v < n; ++v)
-            if (std::bernoulli_distribution(0.3)(rng))
-              wanted.insert(v);
-        g.join(p, c, wanted);
+        g.rejoin_randomly(p, n, rng);
       }
     }
     // Let the membership settle, then every member finishes the reductions.

@@ -236,18 +236,7 @@ BOOST_AUTO_TEST_CASE(random_interleaved_joins_and_leaves_converge) {
         g.leave(p);
         up[p] = false;
       } else if (!up[p] && g.sup(p)->state() == supervisor::status::left) {
-        std::vector<proc_id> contacts;
-        for (proc_id q = 0; q < n; ++q)
-          if (live[q])
-            contacts.push_back(q);
-        auto c = contacts[std::uniform_int_distribution<std::size_t>(0, contacts.size() - 1)(rng)];
-        // Half of the joins ask for specific vnodes (whoever owns them now).
-        vnode_set wanted;
-        if (std::bernoulli_distribution(0.5)(rng))
-          for (vnode_id v = 0; v < n; ++v)
-            if (std::bernoulli_distribution(0.3)(rng))
-              wanted.insert(v);
-        g.join(p, c, wanted);
+        g.rejoin_randomly(p, n, rng);
         up[p] = true;
       }
     }
