@@ -36,14 +36,39 @@ expected<wire::collective_id> broadcast_engine::broadcast(timestamp now, shared_
                                        " no longer takes part and cannot broadcast");
   const wire::collective_id id{view_.self(), next_seq_++};
   ++stats_.started;
+  return originate(now, id, view_.all_vnodes(), false, message, out);
+}
+
+expected<wire::collective_id> broadcast_engine::send(timestamp now, vnode_set to,
+                                                     shared_bytes message,
+                                                     broadcast_outbox& out) {
+  view_.refresh();
+  if (!view_.participating())
+    return make_error(errc::stopped, "processor " + std::to_string(view_.self()) +
+                                       " no longer takes part and cannot send");
+  if (to.empty())
+    return make_error(errc::invalid_argument, "send: no destination vnode");
+  if (!view_.all_vnodes().includes(to))
+    return make_error(errc::invalid_argument, "send: vnodes " + (to - view_.all_vnodes()).to_string() +
+                                                " do not exist (vnodes are " +
+                                                view_.all_vnodes().to_string() + ")");
+  const wire::collective_id id{view_.self(), next_seq_++ | p2p_seq_bit};
+  ++stats_.sent;
+  return originate(now, id, to, true, message, out);
+}
+
+wire::collective_id broadcast_engine::originate(timestamp now, wire::collective_id id,
+                                                const vnode_set& to, bool direct,
+                                                const shared_bytes& message,
+                                                broadcast_outbox& out) {
   const bool is_long = message.size() >= cfg_.long_threshold;
   const auto kind = is_long ? tree_kind::bandwidth : tree_kind::latency;
   std::size_t count = 1;
   if (is_long)
     count = std::max<std::size_t>(1, (message.size() + cfg_.segment_size - 1) / cfg_.segment_size);
-  // The origin is the first receiver of its own broadcast, for every vnode.
+  // The origin is the first receiver of its own message, for every vnode it is for.
   const stream_key key{id, view_.self(), next_tag_++};
-  open(key, view_.all_vnodes(), kind, static_cast<std::uint32_t>(count), message.size(), false, 0);
+  open(key, to, kind, static_cast<std::uint32_t>(count), message.size(), direct, 0);
   for (std::size_t i = 0; i < count; ++i) {
     const auto at = i * cfg_.segment_size;
     const auto n = is_long ? std::min(cfg_.segment_size, message.size() - at) : message.size();
@@ -274,7 +299,7 @@ void broadcast_engine::complete(timestamp now, const stream_key& key, broadcast_
     own = s.deliver & view_.own_vnodes();
   if (!own.empty()) {
     stats_.delivered += own.size();
-    out.deliveries.push_back({std::get<0>(key), own, message});
+    out.deliveries.push_back({std::get<0>(key), own, message, is_p2p(std::get<0>(key))});
   }
   const auto moved = s.deliver - own;
   if (moved.empty())

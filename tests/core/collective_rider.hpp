@@ -25,11 +25,14 @@ namespace banyan::test {
 /// What every processor delivered, for the whole grid.
 struct delivery_ledger {
   std::map<wire::collective_id, shared_bytes> sent;        ///< op -> the message
+  /// Point-to-point messages: op -> the vnodes it is for (broadcasts: every vnode).
+  std::map<wire::collective_id, vnode_set> targets;
   std::map<std::pair<wire::collective_id, vnode_id>, int> count; ///< deliveries
   std::vector<std::string> problems; ///< deliveries that were wrong in themselves
 
-  /// Every op sent reached each vnode of [0, vnodes) exactly once; the first few
-  /// exceptions, or an empty string.
+  /// Every broadcast sent reached each vnode of [0, vnodes) exactly once, and every
+  /// point-to-point message each of its vnodes exactly once (and no other); the first
+  /// few exceptions, or an empty string.
   std::string check_exactly_once(vnode_id vnodes) const {
     std::string r;
     int shown = 0;
@@ -37,8 +40,10 @@ struct delivery_ledger {
       for (vnode_id v = 0; v < vnodes; ++v) {
         auto i = count.find({op, v});
         int n = i == count.end() ? 0 : i->second;
-        if (n != 1 && shown++ < 8)
-          r += "broadcast (" + std::to_string(op.origin) + "," + std::to_string(op.seq) +
+        auto t = targets.find(op);
+        int want = t == targets.end() || t->second.contains(v) ? 1 : 0;
+        if (n != want && shown++ < 8)
+          r += std::string(t == targets.end() ? "broadcast" : "message") + " (" + std::to_string(op.origin) + "," + std::to_string(op.seq) +
                ") reached vnode " + std::to_string(v) + " " + std::to_string(n) + " times; ";
       }
     for (auto& [key, n] : count)
@@ -139,6 +144,18 @@ public:
     return *id;
   }
 
+  /// Sends a point-to-point message to `to` and records what was sent.
+  wire::collective_id send(timestamp now, const vnode_set& to, shared_bytes msg, outbox& out) {
+    broadcast_outbox bo;
+    auto id = bcast_.send(now, to, msg, bo);
+    if (!id)
+      BOOST_FAIL(id.err().to_string());
+    ledger_.sent[*id] = msg;
+    ledger_.targets[*id] = to;
+    take(bo, out);
+    return *id;
+  }
+
   /// Starts reduction `spec` here; contributions come from the ledger's `value`.
   std::optional<error> reduce(timestamp now, const reduce_spec& spec, outbox& out) {
     reductions_->specs[spec.op] = spec;
@@ -227,6 +244,9 @@ private:
         ledger_.problems.push_back("delivered " + d.vnodes.to_string() + " at processor " +
                                    std::to_string(view_->self()) + " which owns " +
                                    own.to_string());
+      if (d.p2p != (ledger_.targets.count(d.op) > 0))
+        ledger_.problems.push_back("a delivery at processor " + std::to_string(view_->self()) +
+                                   " marked p2p = " + (d.p2p ? "true" : "false") + " wrongly");
       auto sent = ledger_.sent.find(d.op);
       if (sent == ledger_.sent.end() || !(sent->second == d.payload))
         ledger_.problems.push_back("wrong bytes delivered at processor " +

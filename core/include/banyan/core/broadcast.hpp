@@ -79,11 +79,18 @@ struct broadcast_config {
   std::uint64_t first_seq = 1;
 };
 
+/// Point-to-point messages (`broadcast_engine::send`) are numbered from the same counter
+/// as broadcasts, with this bit set in their number: receivers and forwarders tell them
+/// apart by their name alone, so the wire format is the broadcast's.
+constexpr std::uint64_t p2p_seq_bit = std::uint64_t{1} << 63;
+inline bool is_p2p(const wire::collective_id& op) noexcept { return (op.seq & p2p_seq_bit) != 0; }
+
 /// The message reached `vnodes` (all owned here at this moment).
 struct broadcast_delivery {
   wire::collective_id op;
   vnode_set vnodes;
   shared_bytes payload;
+  bool p2p = false; ///< a point-to-point message (`send`), not a broadcast
 };
 
 /// What handling one event produced.
@@ -100,6 +107,7 @@ struct broadcast_outbox {
 
 struct broadcast_stats {
   std::uint64_t started = 0;       ///< broadcasts started here
+  std::uint64_t sent = 0;          ///< point-to-point messages started here
   std::uint64_t tree_frames = 0;   ///< frames sent to a child (II)
   std::uint64_t direct_frames = 0; ///< frames sent point-to-point (III, redirects, retries)
   std::uint64_t delivered = 0;     ///< vnode deliveries (a delivery to 3 vnodes counts 3)
@@ -118,6 +126,14 @@ public:
   /// `errc::stopped` when the processor no longer takes part.
   expected<wire::collective_id> broadcast(timestamp now, shared_bytes message,
                                           broadcast_outbox& out);
+
+  /// Point-to-point: delivers `message` exactly once to each vnode of `to`, at the
+  /// processor owning it at delivery time (forwarded during migration), along direct
+  /// streams (steps I and III only). Deliveries carry `p2p = true`. Fails with
+  /// `errc::invalid_argument` when `to` is empty or names vnodes outside the namespace,
+  /// with `errc::stopped` when the processor no longer takes part.
+  expected<wire::collective_id> send(timestamp now, vnode_set to, shared_bytes message,
+                                     broadcast_outbox& out);
 
   /// Whether `m` is for this engine (a `bcast_segment`).
   static bool handles(const wire::message& m) {
@@ -182,6 +198,9 @@ private:
     std::uint32_t received = 0;
   };
 
+  /// Starts a message from here to `to` (every vnode for a broadcast).
+  wire::collective_id originate(timestamp now, wire::collective_id id, const vnode_set& to,
+                                bool direct, const shared_bytes& message, broadcast_outbox& out);
   stream& open(const stream_key& key, const vnode_set& header, tree_kind kind,
                std::uint32_t count, std::uint64_t total, bool direct, std::uint32_t hops);
   /// A held stream of this engine's own, for the part `vnodes` (retried after a delay).
