@@ -341,4 +341,9 @@ struct Frame {
     reducePartial @22 :ReducePartial;
     reduceHandoff @23 :ReduceHandoff;
   }
+  returned @24 :Bool;
+  # A frame handed back to the processor that sent it (`from` is the processor that
+  # gave it back, `to` the original sender): its receiver's collective engine did not
+  # take it. The receiver passes it to its engine as undeliverable, never as a message.
+  # A Bool in the data section's free bits: frames are exactly as long as without it.
 }

@@ -4,7 +4,6 @@
 
 #include "banyan/actors/node.hpp"
 
-#include <csignal>
 #include <mutex>
 #include <random>
 #include <utility>
@@ -43,14 +42,6 @@ std::optional<std::pair<std::string, std::uint16_t>> parse_host_port(const std::
   return std::make_pair(host, static_cast<std::uint16_t>(p));
 }
 
-/// A write to a connection the peer has just closed raises SIGPIPE (libuv writes with
-/// plain writev), which would end the process: ignore it, unless the program handles it.
-void ignore_sigpipe() {
-  struct sigaction current {};
-  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL)
-    std::signal(SIGPIPE, SIG_IGN);
-}
-
 std::string tree_name(tree_key k) {
   return std::string(to_string(k.kind)) + " tree of " + std::to_string(k.root);
 }
@@ -83,6 +74,8 @@ const char* to_string(node_event::kind k) {
     return "idle";
   case node_event::kind::transport:
     return "transport";
+  case node_event::kind::collective:
+    return "collective";
   }
   return "?";
 }
@@ -158,7 +151,6 @@ struct node::impl {
     if (!cfg.advertise.empty() && !parse_host_port(cfg.advertise))
       return make_error(errc::invalid_argument, "bad advertised address \"" + cfg.advertise
                                                     + "\" (want host:port or [v6]:port)");
-    ignore_sigpipe();
     net::tcp_config tc;
     tc.self = cfg.id;
     tc.listen_host = listen->first;
@@ -173,7 +165,7 @@ struct node::impl {
     auto seed = cfg.seed;
     if (seed == 0)
       seed = (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-    actor = spawn_node_actor(*sys, cfg.id, cfg.sup, seed, transport, shared);
+    actor = spawn_node_actor(*sys, cfg, seed, transport, shared);
     auto p = transport->start();
     if (!p) {
       at = phase::stopped;
@@ -218,6 +210,21 @@ struct node::impl {
     return future;
   }
 
+  /// Hands `r` to the actor, or answers it at once when the node is not running.
+  void submit(collective_request_ptr r) {
+    std::lock_guard<std::mutex> lk(mtx);
+    if (at == phase::running) {
+      caf::anon_send(actor, collective_atom::value, std::move(r));
+      return;
+    }
+    auto err = make_error(at == phase::fresh ? errc::invalid_argument : errc::stopped,
+                          at == phase::fresh ? "node not started" : "node stopped");
+    if (r->what == collective_request::kind::reduce)
+      r->answer(expected<reduce_result>(err));
+    else
+      r->answer(expected<wire::collective_id>(err));
+  }
+
   /// Only while no transport callback can run (before start, after stop).
   void shutdown_actor() {
     caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
@@ -232,11 +239,21 @@ struct node::impl {
     std::shared_ptr<net::tcp_transport> tp;
     {
       std::lock_guard<std::mutex> lk(mtx);
-      const bool running = at == phase::running;
-      at = phase::stopped; // requests from now on fail with `stopped`
-      if (!running)
+      if (at != phase::running) {
+        at = phase::stopped;
         return;
+      }
       tp = transport;
+    }
+    // A node that has left keeps its engines running until they have drained, so that
+    // frames bounced back to them find them (at most `linger_timeout`).
+    auto drained = std::make_shared<std::promise<void>>();
+    auto done = drained->get_future();
+    caf::anon_send(actor, linger_atom::value, drained);
+    done.wait_for(cfg.linger_timeout);
+    {
+      std::lock_guard<std::mutex> lk(mtx);
+      at = phase::stopped; // requests from now on fail with `stopped`
     }
     tp->drain(cfg.drain_timeout);
     tp->stop();       // no callback runs after this
@@ -281,6 +298,39 @@ std::future<node::result> node::join(std::vector<node_contact> contacts, vnode_s
                                      completion done) {
   return impl_->submit(node_request::kind::join, std::move(wanted), std::move(contacts),
                        std::move(done));
+}
+
+void node::on_deliver(delivery_handler h) {
+  std::lock_guard<std::mutex> lk(impl_->shared->mtx);
+  impl_->shared->on_deliver = std::move(h);
+}
+
+std::future<expected<wire::collective_id>> node::broadcast(shared_bytes message) {
+  auto r = std::make_shared<collective_request>();
+  r->what = collective_request::kind::broadcast;
+  r->message = std::move(message);
+  auto f = r->started.get_future();
+  impl_->submit(std::move(r));
+  return f;
+}
+
+std::future<expected<wire::collective_id>> node::send(vnode_id to, shared_bytes message) {
+  auto r = std::make_shared<collective_request>();
+  r->what = collective_request::kind::send;
+  r->to = to;
+  r->message = std::move(message);
+  auto f = r->started.get_future();
+  impl_->submit(std::move(r));
+  return f;
+}
+
+std::future<expected<reduce_result>> node::reduce(node_reduction red) {
+  auto r = std::make_shared<collective_request>();
+  r->what = collective_request::kind::reduce;
+  r->reduction = std::move(red);
+  auto f = r->reduced.get_future();
+  impl_->submit(std::move(r));
+  return f;
 }
 
 std::future<node::result> node::leave(completion done) {

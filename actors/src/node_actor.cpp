@@ -11,11 +11,26 @@
 // established (refused, bad address, another processor answers there), never because it
 // is slow. When an established connection closes, the node sends the peer a ping, so
 // that a dead peer is found at once by the connection attempt that follows.
+//
+// Collectives (docs/collectives.md, "Driving an engine"): per membership (found or join)
+// the actor hosts a broadcast_engine and a reduce_engine over a supervisor_view. Their
+// frames go out with `return_undeliverable`, so the transport hands back those that
+// cannot reach an unreachable peer (or one removed with them queued); a frame an engine
+// here refuses goes back to its sender marked `returned`, and comes out of the sender's
+// transport the same way. Either way the sending engine gets `on_undeliverable`. Every
+// supervisor event is followed by `on_view_change` of both engines, after the
+// supervisor's own frames. A new membership waits until the previous one's engines
+// have drained, and `stop` of a node that has left waits for it too (at most
+// `linger_timeout`).
 
 #include "node_actor.hpp"
 
+#include "banyan/core/supervisor_view.hpp"
+
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <string>
 #include <utility>
@@ -32,31 +47,18 @@ bool contains(const std::string& s, const char* part) {
   return s.find(part) != std::string::npos;
 }
 
-/// "to 4294967296 at 127.0.0.1:4000: reached processor 3, expected ..." -> 3.
-std::optional<proc_id> reached_processor(const std::string& detail) {
-  static const std::string key = "reached processor ";
-  auto at = detail.find(key);
-  if (at == std::string::npos)
-    return std::nullopt;
-  const char* begin = detail.c_str() + at + key.size();
-  char* end = nullptr;
-  auto v = std::strtoul(begin, &end, 10);
-  if (end == begin || v > max_node_id)
-    return std::nullopt;
-  return static_cast<proc_id>(v);
-}
-
 /// A connection to `e.peer` could not be established: nobody (or somebody else) runs
 /// at its address. Slowness (a connect or handshake timing out) does not count.
 bool unreachable(const net::transport_event& e) {
   using kind = net::transport_event::kind;
-  if (e.peer > max_node_id || e.detail.rfind("to ", 0) != 0) // outbound connections only
-    return false;
-  if (e.what == kind::error)
-    return contains(e.detail, ": cannot connect: ") || contains(e.detail, ": bad address")
-           || contains(e.detail, ": cannot resolve: ");
-  return e.what == kind::rejected && contains(e.detail, ": reached processor ");
+  return e.peer <= max_node_id && e.unreachable
+         && (e.what == kind::error || e.what == kind::rejected);
 }
+
+/// How often a node whose engines still hold something polls whether they drained.
+constexpr auto linger_poll = std::chrono::milliseconds(50);
+/// How soon frames held back by backpressure are offered to the transport again.
+constexpr auto overflow_retry = std::chrono::milliseconds(2);
 
 error join_error(const std::vector<std::string>& reasons) {
   std::string why = "cannot join";
@@ -82,8 +84,32 @@ struct join_attempt {
   std::vector<std::string> reasons; ///< why each contact tried so far failed
 };
 
+/// A reduction started here whose future is not answered yet.
+struct open_reduction {
+  collective_request_ptr req;
+  std::shared_ptr<vnode_set> contributed; ///< vnodes counted here so far
+};
+
 struct node_state {
   std::unique_ptr<supervisor> sup;
+  // The collective engines of the current (or last) membership.
+  broadcast_config bcast_cfg;
+  reduce_config reduce_cfg;
+  reduce_op_table ops;
+  std::unique_ptr<supervisor_view> view;
+  std::unique_ptr<broadcast_engine> bcast;
+  std::unique_ptr<reduce_engine> red;
+  broadcast_outbox bo;
+  reduce_outbox ro;
+  std::uint32_t membership = 0; ///< numbers the engines' broadcasts and timers
+  std::map<std::uint64_t, open_reduction> reductions;
+  std::vector<node_delivery> pending_deliveries; ///< handed to the handler after each step
+  /// Engine frames the transport refused for backpressure, per peer, in order.
+  std::map<proc_id, std::deque<wire::envelope>> overflow;
+  bool overflow_armed = false;
+  std::vector<node_request_ptr> deferred; ///< found/join waiting for the engines to drain
+  bool lingering = false;                 ///< a linger poll is scheduled
+  std::vector<drained_ptr> drain_waiters;
   std::shared_ptr<net::tcp_transport> tp;
   std::shared_ptr<node_shared> shared;
   outbox out;
@@ -114,6 +140,8 @@ void emit(node_ptr self, node_event e) {
 }
 
 void after(node_ptr self, bool refresh = true);
+void run_engines(node_ptr self);
+void on_request(node_ptr self, node_request_ptr r);
 
 // --- joining ----------------------------------------------------------------------------
 
@@ -221,6 +249,218 @@ void send_one(node_ptr self, wire::envelope e) {
   // updates are resent with the next change).
 }
 
+// --- collectives ------------------------------------------------------------------------
+
+bool engines_drained(node_ptr self) {
+  auto& st = self->state;
+  if (!st.bcast)
+    return true;
+  auto now = now_of(self);
+  return st.bcast->drained(now) && st.red->drained(now);
+}
+
+/// New engines for a membership that is about to begin (`settled`: a founder's vnodes).
+void new_engines(node_ptr self, const vnode_set& settled) {
+  auto& st = self->state;
+  ++st.membership;
+  st.red.reset();
+  st.bcast.reset();
+  st.view = std::make_unique<supervisor_view>(*st.sup);
+  auto bc = st.bcast_cfg;
+  // Broadcasts are named (origin, seq): a later membership, or a later process with the
+  // same id, must not reuse the numbers of an earlier one. Bit 63 stays clear (it marks
+  // point-to-point messages).
+  bc.first_seq = (std::uint64_t{st.membership} << 32) + 1;
+  st.bcast = std::make_unique<broadcast_engine>(*st.view, bc);
+  st.red = std::make_unique<reduce_engine>(*st.view, st.ops, st.reduce_cfg, settled);
+  st.bo.clear();
+  st.ro.clear();
+}
+
+/// Hands `e`, from an engine, to the transport; what cannot go now waits in `overflow`
+/// (in order behind what waits already), and a frame with no address bounces at once.
+/// Returns false for a frame that bounced (the caller hands it to its engine).
+bool send_engine_frame(node_ptr self, wire::envelope& e) {
+  auto& st = self->state;
+  auto held = st.overflow.find(e.to);
+  if (held != st.overflow.end() && !held->second.empty()) {
+    held->second.push_back(std::move(e));
+    return true;
+  }
+  net::send_options opt;
+  opt.return_undeliverable = true;
+  switch (st.tp->send(e, opt)) {
+  case net::send_status::queued:
+  case net::send_status::stopped:
+    return true;
+  case net::send_status::backpressure:
+    st.overflow[e.to].push_back(std::move(e));
+    if (!st.overflow_armed) {
+      st.overflow_armed = true;
+      self->delayed_send(self, overflow_retry, overflow_atom::value);
+    }
+    return true;
+  case net::send_status::unknown_peer:
+  case net::send_status::oversized:
+    return false;
+  }
+  return true;
+}
+
+void bounce_to_engine(node_ptr self, proc_id to, const wire::message& m) {
+  auto& st = self->state;
+  if (!st.bcast)
+    return;
+  auto now = now_of(self);
+  if (broadcast_engine::handles(m))
+    st.bcast->on_undeliverable(now, to, m, st.bo);
+  else if (reduce_engine::handles(m))
+    st.red->on_undeliverable(now, to, m, st.ro);
+}
+
+/// Whether `p`, sent by this node's reduce engine, carries this node's part of an open
+/// reduction: it covers every vnode counted here (or, with none counted, it is the
+/// reduction's first partial sent from here).
+void check_part_sent(node_ptr self, const wire::reduce_partial& p) {
+  auto& st = self->state;
+  auto it = st.reductions.find(p.op);
+  if (it == st.reductions.end() || !p.vnodes.includes(*it->second.contributed))
+    return;
+  it->second.req->answer(expected<reduce_result>(reduce_result{p.op, p.root, {}, {}}));
+  st.reductions.erase(it);
+}
+
+/// Carries out what the engines asked for, until they ask for nothing more.
+void run_engines(node_ptr self) {
+  auto& st = self->state;
+  if (!st.bcast)
+    return;
+  const auto m = st.membership;
+  while (!st.bo.sends.empty() || !st.bo.timers.empty() || !st.bo.deliveries.empty()
+         || !st.ro.sends.empty() || !st.ro.timers.empty() || !st.ro.results.empty()
+         || !st.ro.problems.empty()) {
+    broadcast_outbox bo;
+    reduce_outbox ro;
+    std::swap(bo, st.bo);
+    std::swap(ro, st.ro);
+    for (auto& t : bo.timers)
+      self->delayed_send(self, t.after, engine_timer_atom::value, false, m, t.token);
+    for (auto& t : ro.timers)
+      self->delayed_send(self, t.after, engine_timer_atom::value, true, m, t.token);
+    for (auto& d : bo.deliveries) {
+      node_delivery nd;
+      nd.what = d.p2p ? node_delivery::kind::message : node_delivery::kind::broadcast;
+      nd.op = d.op;
+      nd.vnodes = std::move(d.vnodes);
+      nd.payload = std::move(d.payload);
+      st.pending_deliveries.push_back(std::move(nd));
+    }
+    for (auto& r : ro.results) {
+      auto it = st.reductions.find(r.op);
+      if (it == st.reductions.end()) {
+        emit(self, {node_event::kind::collective, {}, no_proc, no_proc, no_proc,
+                    "reduction " + std::to_string(r.op)
+                        + " completed here after this node's part was answered; result dropped"});
+        continue;
+      }
+      it->second.req->answer(expected<reduce_result>(std::move(r)));
+      st.reductions.erase(it);
+    }
+    for (auto& p : ro.problems)
+      emit(self, {node_event::kind::collective, {}, no_proc, no_proc, no_proc,
+                  "reduction " + std::to_string(p.op) + ": problem with vnodes "
+                      + p.vnodes.to_string() + ": " + p.detail});
+    for (auto* sends : {&bo.sends, &ro.sends})
+      for (auto& e : *sends) {
+        if (auto* p = std::get_if<wire::reduce_partial>(&e.body))
+          check_part_sent(self, *p);
+        if (!send_engine_frame(self, e))
+          bounce_to_engine(self, e.to, e.body);
+      }
+  }
+}
+
+/// Both engines look at the supervisor again (after every supervisor event).
+void view_changed(node_ptr self) {
+  auto& st = self->state;
+  if (!st.bcast)
+    return;
+  auto now = now_of(self);
+  st.bcast->on_view_change(now, st.bo);
+  st.red->on_view_change(now, st.ro);
+  run_engines(self);
+}
+
+/// A linger poll: answers `stop` and deferred memberships once the engines drained.
+void linger(node_ptr self) {
+  auto& st = self->state;
+  if (!engines_drained(self)) {
+    if (!st.lingering) {
+      st.lingering = true;
+      self->delayed_send(self, linger_poll, linger_atom::value);
+    }
+    return;
+  }
+  for (auto& w : st.drain_waiters)
+    w->set_value();
+  st.drain_waiters.clear();
+  auto deferred = std::move(st.deferred);
+  st.deferred.clear();
+  for (auto& r : deferred)
+    on_request(self, std::move(r));
+}
+
+void on_collective(node_ptr self, const collective_request_ptr& r) {
+  auto& st = self->state;
+  auto now = now_of(self);
+  const auto state = st.sup->state();
+  const bool member = st.bcast && state == supervisor::status::member;
+  using kind = collective_request::kind;
+  switch (r->what) {
+  case kind::broadcast:
+  case kind::send: {
+    if (!member) {
+      r->answer(expected<wire::collective_id>(make_error(
+        errc::invalid_argument, "processor " + std::to_string(st.sup->self()) + " is not a member")));
+      break;
+    }
+    auto id = r->what == kind::broadcast ? st.bcast->broadcast(now, r->message, st.bo)
+                                         : st.bcast->send(now, vnode_set{r->to}, r->message, st.bo);
+    r->answer(std::move(id));
+    run_engines(self);
+    break;
+  }
+  case kind::reduce: {
+    if (!st.red) {
+      r->answer(expected<reduce_result>(make_error(
+        errc::stopped, "processor " + std::to_string(st.sup->self()) + " is not a member")));
+      break;
+    }
+    auto& nr = r->reduction;
+    auto counted = std::make_shared<vnode_set>();
+    contribution_fn values = [counted, fn = nr.values](vnode_id v) {
+      counted->insert(v);
+      return fn ? fn(v) : std::vector<std::uint8_t>{};
+    };
+    reduce_spec spec{nr.seq, nr.root, nr.op, nr.count};
+    if (st.reductions.count(nr.seq) != 0) {
+      r->answer(expected<reduce_result>(make_error(
+        errc::invalid_argument, "reduction " + std::to_string(nr.seq) + " is already running here")));
+      break;
+    }
+    if (auto err = st.red->start(now, spec, std::move(values), st.ro)) {
+      st.ro.clear();
+      r->answer(expected<reduce_result>(*err));
+      break;
+    }
+    st.reductions[nr.seq] = open_reduction{r, counted};
+    run_engines(self);
+    break;
+  }
+  }
+  after(self, false);
+}
+
 void on_tree_event(node_ptr self, const tree_event& e) {
   auto& st = self->state;
   using k = tree_event::kind;
@@ -302,6 +542,18 @@ void publish(node_ptr self) {
 
 void dispatch(node_ptr self) {
   auto& st = self->state;
+  if (!st.pending_deliveries.empty()) {
+    node::delivery_handler h;
+    {
+      std::lock_guard<std::mutex> lk(st.shared->mtx);
+      h = st.shared->on_deliver;
+    }
+    auto deliveries = std::move(st.pending_deliveries);
+    st.pending_deliveries.clear();
+    if (h)
+      for (auto& d : deliveries)
+        h(d);
+  }
   if (st.pending_events.empty())
     return;
   node::event_handler h;
@@ -339,6 +591,12 @@ void after(node_ptr self, bool refresh) {
   }
   if (changed)
     sync_members(self);
+  if (refresh || changed)
+    view_changed(self); // the supervisor's frames went first: routes travel ahead
+  else
+    run_engines(self);
+  if (st.sup->state() == supervisor::status::left && !st.drain_waiters.empty())
+    linger(self);
   if (st.leaving && st.sup->state() == supervisor::status::member)
     complete(self, st.leaving, make_error(errc::timeout, "every member refused our vnodes: still a member"));
   if (changed)
@@ -358,6 +616,16 @@ void after(node_ptr self, bool refresh) {
 void on_net_event(node_ptr self, const net::transport_event& ev) {
   auto& st = self->state;
   using kind = net::transport_event::kind;
+  if (ev.what == kind::undeliverable) {
+    // Engine frames back from the transport: the peer is unreachable, was removed, or
+    // its engine refused them. Their engine routes them again.
+    for (auto& e : ev.returned)
+      bounce_to_engine(self, e.to, e.body);
+    if (ev.peer != discovery_id)
+      emit(self, {node_event::kind::transport, {}, no_proc, no_proc, ev.peer, net::to_string(ev)});
+    after(self, false);
+    return;
+  }
   const bool failed = ev.what == kind::rejected || ev.what == kind::error;
   if (ev.peer == discovery_id) {
     // Learning a contact's id: say "the contact", not the reserved id.
@@ -373,7 +641,9 @@ void on_net_event(node_ptr self, const net::transport_event& ev) {
     if (failed) {
       auto& j = *st.joining;
       st.tp->remove_peer(discovery_id);
-      auto id = ev.what == kind::rejected ? reached_processor(ev.detail) : std::nullopt;
+      auto id = ev.what == kind::rejected && ev.reached <= max_node_id
+                  ? std::optional<proc_id>(ev.reached)
+                  : std::nullopt;
       if (id) {
         begin_join(self, *id);
       } else {
@@ -414,12 +684,19 @@ void on_request(node_ptr self, node_request_ptr r) {
                       "processor " + std::to_string(sup.self()) + " is already "
                           + (st.joining ? "joining" : "a member"));
   };
+  if (outside && r->what != node_request::kind::leave && !engines_drained(self)) {
+    // The engines of the last membership still hold something: begin afresh after.
+    st.deferred.push_back(std::move(r));
+    linger(self);
+    return;
+  }
   switch (r->what) {
   case node_request::kind::found:
     if (!outside) {
       complete(self, r, busy_error());
       break;
     }
+    new_engines(self, r->vnodes);
     {
       routing_table routes;
       if (!r->vnodes.empty())
@@ -434,6 +711,7 @@ void on_request(node_ptr self, node_request_ptr r) {
     } else if (r->contacts.empty()) {
       complete(self, r, make_error(errc::invalid_argument, "cannot join: no contact given"));
     } else {
+      new_engines(self, {});
       st.joining = join_attempt{};
       st.joining->req = std::move(r);
       try_next_contact(self);
@@ -452,17 +730,35 @@ void on_request(node_ptr self, node_request_ptr r) {
   after(self); // answers once the snapshot shows the outcome
 }
 
-caf::behavior node_actor(node_ptr self, proc_id id, supervisor_config cfg, std::uint64_t seed,
+caf::behavior node_actor(node_ptr self, node_config cfg, std::uint64_t seed,
                          std::shared_ptr<net::tcp_transport> tp,
                          std::shared_ptr<node_shared> shared) {
-  auto& st = self->state;
-  st.discover_timeout = 3 * cfg.probe_timeout;
-  st.sup = std::make_unique<supervisor>(id, cfg, seed);
-  st.tp = std::move(tp);
-  st.shared = std::move(shared);
+  auto& init = self->state;
+  init.discover_timeout = 3 * cfg.sup.probe_timeout;
+  init.sup = std::make_unique<supervisor>(cfg.id, cfg.sup, seed);
+  init.bcast_cfg = cfg.bcast;
+  init.reduce_cfg = cfg.reduce;
+  init.tp = std::move(tp);
+  init.shared = std::move(shared);
   publish(self);
   return {
     [=](deliver_atom, const wire::envelope& e) {
+      auto& st = self->state;
+      const bool bcast = broadcast_engine::handles(e.body);
+      if (bcast || reduce_engine::handles(e.body)) {
+        auto now = now_of(self);
+        bool taken = false;
+        if (st.bcast)
+          taken = bcast ? st.bcast->on_message(now, e.from, e.body, st.bo)
+                        : st.red->on_message(now, e.from, e.body, st.ro);
+        if (!taken) { // back to its sender's engine
+          net::send_options opt;
+          opt.returned = true;
+          st.tp->send({st.sup->self(), e.from, e.body}, opt);
+        }
+        after(self, false);
+        return;
+      }
       // The probes' small messages change nothing worth a new snapshot.
       const bool hot = std::holds_alternative<wire::ping>(e.body)
                        || std::holds_alternative<wire::pong>(e.body)
@@ -488,6 +784,42 @@ caf::behavior node_actor(node_ptr self, proc_id id, supervisor_config cfg, std::
       try_next_contact(self);
       after(self);
     },
+    [=](engine_timer_atom, bool reduce, std::uint32_t membership, std::uint64_t token) {
+      auto& st = self->state;
+      if (!st.bcast || membership != st.membership)
+        return; // an earlier membership's engine
+      if (reduce)
+        st.red->on_timer(now_of(self), token, st.ro);
+      else
+        st.bcast->on_timer(now_of(self), token, st.bo);
+      after(self, false);
+    },
+    [=](overflow_atom) {
+      auto& st = self->state;
+      st.overflow_armed = false;
+      auto held = std::move(st.overflow);
+      st.overflow.clear();
+      for (auto& [to, frames] : held)
+        for (auto& e : frames)
+          if (!send_engine_frame(self, e))
+            bounce_to_engine(self, e.to, e.body);
+      after(self, false);
+    },
+    [=](linger_atom) {
+      self->state.lingering = false;
+      linger(self);
+      after(self, false);
+    },
+    [=](linger_atom, const drained_ptr& w) {
+      auto& st = self->state;
+      if (st.sup->state() != supervisor::status::left) {
+        w->set_value(); // a member stops abruptly: nothing to wait for
+        return;
+      }
+      st.drain_waiters.push_back(w);
+      linger(self);
+    },
+    [=](collective_atom, const collective_request_ptr& r) { on_collective(self, r); },
     [=](address_atom, const std::string& a) {
       self->state.address = a;
       self->state.sup->set_address(a);
@@ -499,11 +831,10 @@ caf::behavior node_actor(node_ptr self, proc_id id, supervisor_config cfg, std::
 
 } // namespace
 
-caf::actor spawn_node_actor(caf::actor_system& sys, proc_id self, supervisor_config cfg,
-                            std::uint64_t seed, std::shared_ptr<net::tcp_transport> transport,
+caf::actor spawn_node_actor(caf::actor_system& sys, const node_config& cfg, std::uint64_t seed,
+                            std::shared_ptr<net::tcp_transport> transport,
                             std::shared_ptr<node_shared> shared) {
-  return sys.spawn(node_actor, self, std::move(cfg), seed, std::move(transport),
-                   std::move(shared));
+  return sys.spawn(node_actor, cfg, seed, std::move(transport), std::move(shared));
 }
 
 } // namespace banyan::actors

@@ -124,6 +124,7 @@ void tcp_impl::connect_to(peer_state& p, const sockaddr* addr) {
     cc->owner->on_connect(cc, status);
   });
   if (r < 0) { // the callback will not run
+    c->unreachable = true;
     close_conn(c, transport_event::kind::error, std::string("cannot connect: ") + uv_strerror(r));
     return;
   }
@@ -134,6 +135,7 @@ void tcp_impl::on_connect(connection* c, int status) {
   if (c->state != connection::phase::connecting)
     return; // closed meanwhile (status is UV_ECANCELED)
   if (status < 0) {
+    c->unreachable = true;
     close_conn(c, transport_event::kind::error,
                std::string("cannot connect: ") + uv_strerror(status));
     return;
@@ -344,6 +346,8 @@ void tcp_impl::on_acceptor_ack(connection* c) {
     return;
   }
   if (a->id != c->peer) {
+    c->unreachable = true;
+    c->reached = a->id;
     reject(c,
            "reached processor " + std::to_string(a->id) + ", expected " + std::to_string(c->peer));
     return;
@@ -378,17 +382,28 @@ void tcp_impl::on_acceptor_ack(connection* c) {
 
 // Acceptor: Frames after the handshake.
 void tcp_impl::on_frames(connection* c, const std::uint8_t* p, std::size_t n) {
-  auto frames = c->decoder.feed(p, n);
+  auto frames = c->decoder.feed_frames(p, n);
   if (!frames) {
     close_conn(c, transport_event::kind::error, frames.err().to_string());
     return;
   }
-  for (auto& e : *frames) {
+  for (auto& f : *frames) {
+    auto& e = f.envelope;
     if (e.from != c->peer || e.to != cfg_.self) {
       close_conn(c, transport_event::kind::error,
                  "protocol error: frame from " + std::to_string(e.from) + " to "
                      + std::to_string(e.to) + " on this connection");
       return;
+    }
+    if (f.returned) {
+      // Handed back: as we sent it, to the peer that gave it back.
+      transport_event ev{transport_event::kind::undeliverable, c->peer,
+                         describe(c) + ": 1 frame handed back"};
+      ev.returned.push_back(wire::envelope{cfg_.self, c->peer, std::move(e.body)});
+      emit(std::move(ev));
+      if (c->state == connection::phase::closing)
+        return;
+      continue;
     }
     deliver(std::move(e));
   }
@@ -501,8 +516,17 @@ void tcp_impl::close_conn(connection* c, transport_event::kind kind, const std::
   }
   if (shutting_down_)
     return;
-  if (!why.empty() && (kind != transport_event::kind::peer_down || was_up))
-    emit(kind, c->peer, describe(c) + ": " + why + note);
+  if (!why.empty() && (kind != transport_event::kind::peer_down || was_up)) {
+    transport_event ev{kind, c->peer, describe(c) + ": " + why + note};
+    ev.unreachable = c->unreachable;
+    ev.reached = c->reached;
+    emit(std::move(ev));
+  }
+  if (c->unreachable && c->side == connection::role::initiator)
+    if (auto* p = find_peer(c->peer); p != nullptr)
+      return_frames(*p, c->reached != no_proc
+                            ? "processor " + std::to_string(c->reached) + " answers at its address"
+                            : "cannot connect");
   if (was_up && kind != transport_event::kind::peer_down)
     emit(transport_event::kind::peer_down, c->peer, describe(c) + ": closed" + note);
 }

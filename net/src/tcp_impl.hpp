@@ -59,6 +59,9 @@ using counter_ptr = std::shared_ptr<byte_counter>;
 struct out_frame {
   std::vector<std::uint8_t> bytes;
   clock::time_point release{}; ///< the shaper lets it go at this time (first: send time)
+  /// `send_options::return_undeliverable`: the envelope, handed back if the peer turns
+  /// out unreachable or is removed before the frame reaches the kernel.
+  std::optional<wire::envelope> keep;
 };
 
 /// A libuv timer whose handle lives on the heap until its close callback, so the owner
@@ -133,6 +136,8 @@ struct connection {
   std::vector<char> read_buf;
   std::size_t in_flight = 0; ///< bytes handed to uv_write and not completed
   bool up = false;           ///< handshake done, peer_up reported
+  bool unreachable = false;  ///< initiator: nobody (or `reached`) runs at the address
+  proc_id reached = no_proc; ///< initiator: the processor that answered instead
   bool pending = false;      ///< counted in tcp_impl::pending_inbound_
   std::string remote_ip;     ///< acceptor: the initiator's address without the port
   int open_handles = 0;
@@ -165,6 +170,7 @@ struct command {
   counter_ptr counter;                 // add_peer, frame: the counter charged
   out_frame frame;                     // frame
   std::optional<wire::envelope> local; // local
+  bool returned = false;               // local: handed back to ourselves
   std::size_t bytes = 0;               // frame, local: bytes charged
 };
 
@@ -177,7 +183,7 @@ public:
   expected<std::uint16_t> start();
   void add_peer(proc_id id, std::string host_port);
   void remove_peer(proc_id id);
-  send_status send(wire::envelope e);
+  send_status send(wire::envelope e, send_options opt);
   std::size_t queued_bytes(proc_id id) const;
   bool drain(duration timeout) const;
   void stop();
@@ -198,10 +204,14 @@ public:
   peer_state& create_peer(proc_id id, std::string address, counter_ptr counter);
   void erase_peer(proc_id id);
   void drop_frames(peer_state& p);
+  /// Takes the frames to be returned (`out_frame::keep`) out of `p`'s queues and reports
+  /// them in an `undeliverable` event; the others stay queued.
+  void return_frames(peer_state& p, const std::string& why);
   void learn_peer(proc_id id, const std::string& address);
   void begin_shutdown();
   void release(const counter_ptr& c, std::size_t n);
   void emit(transport_event::kind k, proc_id peer, std::string detail);
+  void emit(transport_event ev);
   void deliver(wire::envelope&& e);
 
   // --- loop thread only (tcp_connection.cpp) ------------------------------------------

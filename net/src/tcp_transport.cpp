@@ -7,6 +7,7 @@
 #include <cassert>
 #include <charconv>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +43,8 @@ const char* to_string(transport_event::kind k) {
     return "rejected";
   case transport_event::kind::error:
     return "error";
+  case transport_event::kind::undeliverable:
+    return "undeliverable";
   }
   return "unknown";
 }
@@ -65,8 +68,8 @@ void tcp_transport::add_peer(proc_id id, std::string host_port) {
 void tcp_transport::remove_peer(proc_id id) {
   impl_->remove_peer(id);
 }
-send_status tcp_transport::send(wire::envelope e) {
-  return impl_->send(std::move(e));
+send_status tcp_transport::send(wire::envelope e, send_options opt) {
+  return impl_->send(std::move(e), opt);
 }
 std::size_t tcp_transport::queued_bytes(proc_id id) const {
   return impl_->queued_bytes(id);
@@ -84,6 +87,17 @@ std::uint16_t tcp_transport::port() const {
 namespace detail {
 
 namespace {
+
+/// See the SIGPIPE note in tcp_transport.hpp: ignore it unless the program handles it.
+void ignore_sigpipe() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, nullptr);
+  }
+}
 
 std::uint64_t whole_ms(duration d) {
   if (d <= duration::zero())
@@ -186,6 +200,7 @@ expected<std::uint16_t> tcp_impl::start() {
   }
   if (cfg_.self == no_proc)
     return make_error(errc::invalid_argument, "tcp_config::self is not set");
+  ignore_sigpipe();
   if (int r = uv_loop_init(&loop_); r < 0)
     return make_error(errc::io_error, std::string("uv_loop_init: ") + uv_strerror(r));
   uv_tcp_init(&loop_, &listener_);
@@ -282,7 +297,7 @@ void tcp_impl::remove_peer(proc_id id) {
     uv_async_send(&async_);
 }
 
-send_status tcp_impl::send(wire::envelope e) {
+send_status tcp_impl::send(wire::envelope e, send_options opt) {
   const auto sent_at = clock::now();
   e.from = cfg_.self;
   const std::size_t size = wire::wire_size(e.body); // == schema::encode(e).size()
@@ -300,6 +315,7 @@ send_status tcp_impl::send(wire::envelope e) {
     c.peer = cfg_.self;
     c.counter = self_queued_;
     c.bytes = size;
+    c.returned = opt.returned;
     c.local = std::move(e);
     commands_.push_back(std::move(c));
     uv_async_send(&async_);
@@ -330,8 +346,10 @@ send_status tcp_impl::send(wire::envelope e) {
   command c;
   c.what = command::kind::frame;
   c.peer = e.to;
-  c.frame.bytes = schema::encode(e);
+  c.frame.bytes = schema::encode(e, opt.returned);
   c.frame.release = sent_at;
+  if (opt.return_undeliverable && !opt.returned)
+    c.frame.keep = std::move(e);
   assert(c.frame.bytes.size() == size);
   c.bytes = size;
   c.counter = counter;
@@ -447,13 +465,27 @@ void tcp_impl::process(command& c) {
     auto* p = find_peer(c.peer);
     if (p == nullptr || p->queued != c.counter) { // removed meanwhile
       release(c.counter, c.bytes);
+      if (c.frame.keep) {
+        transport_event ev{transport_event::kind::undeliverable, c.peer,
+                           "to " + std::to_string(c.peer) + ": 1 frame returned: processor removed"};
+        ev.returned.push_back(std::move(*c.frame.keep));
+        emit(std::move(ev));
+      }
       break;
     }
     enqueue(*p, std::move(c.frame));
     break;
   }
   case command::kind::local:
-    deliver(std::move(*c.local));
+    if (c.returned) {
+      transport_event ev{transport_event::kind::undeliverable, cfg_.self,
+                         "to " + std::to_string(cfg_.self) + ": 1 frame handed back"};
+      auto back = std::move(*c.local);
+      ev.returned.push_back(std::move(back));
+      emit(std::move(ev));
+    } else {
+      deliver(std::move(*c.local));
+    }
     release(c.counter, c.bytes);
     break;
   }
@@ -493,12 +525,36 @@ void tcp_impl::drop_frames(peer_state& p) {
   }
 }
 
+void tcp_impl::return_frames(peer_state& p, const std::string& why) {
+  transport_event ev{transport_event::kind::undeliverable, p.id, {}};
+  // `ready` holds the older frames (the delay line feeds it): return them first.
+  for (auto* q : {&p.ready, &p.delay_line}) {
+    std::deque<out_frame> kept;
+    for (auto& f : *q) {
+      if (f.keep) {
+        release(p.queued, f.bytes.size());
+        ev.returned.push_back(std::move(*f.keep));
+      } else {
+        kept.push_back(std::move(f));
+      }
+    }
+    q->swap(kept);
+  }
+  if (ev.returned.empty())
+    return;
+  ev.detail = "to " + std::to_string(p.id) + ": " + std::to_string(ev.returned.size())
+              + (ev.returned.size() == 1 ? " frame" : " frames") + " returned: " + why;
+  emit(std::move(ev));
+}
+
 void tcp_impl::erase_peer(proc_id id) {
   auto it = peers_.find(id);
   if (it == peers_.end())
     return;
   auto p = std::move(it->second);
   peers_.erase(it);
+  if (!shutting_down_)
+    return_frames(*p, "processor removed");
   drop_frames(*p);
   connection* out = p->out;
   p->out = nullptr;
@@ -580,10 +636,13 @@ void tcp_impl::maybe_connect(peer_state& p) {
     return; // connections are opened on first use
   const auto hp = split_host_port(p.address);
   if (!hp) {
-    emit(transport_event::kind::error, p.id,
-         "to " + std::to_string(p.id) + ": bad address \"" + p.address
-             + "\" (want host:port or [v6]:port)");
+    transport_event ev{transport_event::kind::error, p.id,
+                       "to " + std::to_string(p.id) + ": bad address \"" + p.address
+                           + "\" (want host:port or [v6]:port)"};
+    ev.unreachable = true;
+    emit(std::move(ev));
     after_outbound_closed(p, false);
+    return_frames(p, "bad address");
     return;
   }
   sockaddr_storage addr{};
@@ -610,10 +669,13 @@ void tcp_impl::maybe_connect(peer_state& p) {
       hp->first.c_str(), port.c_str(), &hints);
   if (rc < 0) {
     delete r;
-    emit(transport_event::kind::error, p.id,
-         "to " + std::to_string(p.id) + " at " + p.address
-             + ": cannot resolve: " + uv_strerror(rc));
+    transport_event ev{transport_event::kind::error, p.id,
+                       "to " + std::to_string(p.id) + " at " + p.address
+                           + ": cannot resolve: " + uv_strerror(rc)};
+    ev.unreachable = true;
+    emit(std::move(ev));
     after_outbound_closed(p, false);
+    return_frames(p, "cannot resolve");
     return;
   }
   p.resolving = true;
@@ -627,10 +689,13 @@ void tcp_impl::on_resolved(resolve_req* r, int status, addrinfo* res) {
   if (p != nullptr && p->queued == r->incarnation && p->resolving) {
     p->resolving = false;
     if (status < 0 || res == nullptr) {
-      emit(transport_event::kind::error, p->id,
-           "to " + std::to_string(p->id) + " at " + p->address
-               + ": cannot resolve: " + uv_strerror(status));
+      transport_event ev{transport_event::kind::error, p->id,
+                         "to " + std::to_string(p->id) + " at " + p->address
+                             + ": cannot resolve: " + uv_strerror(status)};
+      ev.unreachable = true;
+      emit(std::move(ev));
       after_outbound_closed(*p, false);
+      return_frames(*p, "cannot resolve");
     } else {
       connect_to(*p, res->ai_addr);
     }
@@ -685,9 +750,13 @@ void tcp_impl::release(const counter_ptr& c, std::size_t n) {
 }
 
 void tcp_impl::emit(transport_event::kind k, proc_id peer, std::string detail) {
+  emit(transport_event{k, peer, std::move(detail)});
+}
+
+void tcp_impl::emit(transport_event ev) {
   if (!events_ || shutting_down_ || !callbacks_on_)
     return;
-  events_(transport_event{k, peer, std::move(detail)});
+  events_(ev);
 }
 
 void tcp_impl::deliver(wire::envelope&& e) {

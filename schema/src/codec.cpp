@@ -527,11 +527,12 @@ wire::message read_body(body_reader b) {
 
 // --- frames -------------------------------------------------------------------------
 
-void build(const wire::envelope& e, capnp::MessageBuilder& builder) {
+void build(const wire::envelope& e, capnp::MessageBuilder& builder, bool returned = false) {
   auto frame = builder.initRoot<cs::Frame>();
   frame.setVersion(protocol_version);
   frame.setFrom(e.from);
   frame.setTo(e.to);
+  frame.setReturned(returned);
   std::visit([&](const auto& m) { write(m, frame.getBody()); }, e.body);
 }
 
@@ -576,7 +577,7 @@ std::optional<error> check_length(std::size_t n, std::size_t max_frame) {
 }
 
 // Decodes a body already in word-aligned storage. Length checks are the caller's.
-expected<wire::envelope> decode_words(const std::uint64_t* words, std::size_t count) {
+expected<schema::frame> decode_words(const std::uint64_t* words, std::size_t count) {
   try {
     capnp::ReaderOptions options;
     options.traversalLimitInWords = traversal_factor * count + traversal_slack_words;
@@ -591,7 +592,8 @@ expected<wire::envelope> decode_words(const std::uint64_t* words, std::size_t co
       return make_error(errc::version_mismatch,
                         "peer speaks protocol version " + std::to_string(frame.getVersion()) +
                             ", this processor " + std::to_string(protocol_version));
-    return wire::envelope{frame.getFrom(), frame.getTo(), read_body(frame.getBody())};
+    return schema::frame{wire::envelope{frame.getFrom(), frame.getTo(), read_body(frame.getBody())},
+                         frame.getReturned()};
   } catch (const rejection& r) {
     return malformed(r.what);
   } catch (const kj::Exception& x) {
@@ -601,9 +603,9 @@ expected<wire::envelope> decode_words(const std::uint64_t* words, std::size_t co
 
 } // namespace
 
-std::vector<std::uint8_t> encode(const wire::envelope& e) {
+std::vector<std::uint8_t> encode(const wire::envelope& e, bool returned) {
   capnp::MallocMessageBuilder builder(first_segment_words(e));
-  build(e, builder);
+  build(e, builder, returned);
   auto segments = builder.getSegmentsForOutput();
   const std::size_t body = capnp::computeSerializedSizeInWords(segments) * sizeof(capnp::word);
   assert(body <= std::numeric_limits<std::uint32_t>::max() && "message too large to encode");
@@ -620,7 +622,7 @@ std::size_t encoded_size(const wire::envelope& e) {
   return frame_prefix_bytes + capnp::computeSerializedSizeInWords(builder) * sizeof(capnp::word);
 }
 
-expected<wire::envelope> decode_body(const std::uint8_t* p, std::size_t n, std::size_t max_frame) {
+expected<frame> decode_frame_body(const std::uint8_t* p, std::size_t n, std::size_t max_frame) {
   if (auto e = check_length(n, max_frame))
     return std::move(*e);
   const std::size_t count = n / sizeof(capnp::word);
@@ -629,6 +631,13 @@ expected<wire::envelope> decode_body(const std::uint8_t* p, std::size_t n, std::
   std::vector<std::uint64_t> aligned(count);
   std::memcpy(aligned.data(), p, n);
   return decode_words(aligned.data(), count);
+}
+
+expected<wire::envelope> decode_body(const std::uint8_t* p, std::size_t n, std::size_t max_frame) {
+  auto f = decode_frame_body(p, n, max_frame);
+  if (!f)
+    return f.err();
+  return std::move(f->envelope);
 }
 
 frame_decoder::frame_decoder(std::size_t max_frame) : max_frame_(max_frame) {}
@@ -644,9 +653,20 @@ void frame_decoder::reset_frame() {
 }
 
 expected<std::vector<wire::envelope>> frame_decoder::feed(const std::uint8_t* p, std::size_t n) {
+  auto frames = feed_frames(p, n);
+  if (!frames)
+    return frames.err();
+  std::vector<wire::envelope> out;
+  out.reserve(frames->size());
+  for (auto& f : *frames)
+    out.push_back(std::move(f.envelope));
+  return out;
+}
+
+expected<std::vector<frame>> frame_decoder::feed_frames(const std::uint8_t* p, std::size_t n) {
   if (failure_)
     return *failure_;
-  std::vector<wire::envelope> out;
+  std::vector<frame> out;
   while (n > 0) {
     if (prefix_len_ < frame_prefix_bytes) {
       const std::size_t take = std::min(frame_prefix_bytes - prefix_len_, n);

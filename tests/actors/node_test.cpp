@@ -10,8 +10,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <future>
+#include <map>
 #include <mutex>
+#include <set>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -251,4 +254,262 @@ BOOST_AUTO_TEST_CASE(bad_configuration_is_refused_by_start) {
 
   node big(config(max_node_id + 1));
   BOOST_TEST(!big.start().has_value());
+}
+
+// --- collectives over TCP ----------------------------------------------------------------
+
+namespace {
+
+node_config collective_config(proc_id id) {
+  auto cfg = config(id);
+  // Shorter lingers than the defaults keep the suite fast; still far above a loopback
+  // round trip, which is what they must exceed.
+  cfg.bcast.drain_linger = 300ms;
+  cfg.reduce.drain_linger = 300ms;
+  return cfg;
+}
+
+/// byte i of message `salt`: a pattern a truncated, shifted or mixed payload breaks.
+shared_bytes pattern(std::size_t n, std::uint64_t salt) {
+  std::vector<std::uint8_t> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<std::uint8_t>((i * 131 + salt) & 0xff);
+  return shared_bytes(std::move(v));
+}
+
+bool matches(const shared_bytes& b, std::size_t n, std::uint64_t salt) {
+  if (b.size() != n)
+    return false;
+  for (std::size_t i = 0; i < n; ++i)
+    if (b.data()[i] != static_cast<std::uint8_t>((i * 131 + salt) & 0xff))
+      return false;
+  return true;
+}
+
+/// Every delivery at any node, by message: which vnodes got it how often, and whether
+/// every payload was right.
+struct delivery_ledger {
+  struct entry {
+    std::map<vnode_id, int> times;
+    std::size_t size = 0;
+    node_delivery::kind what = node_delivery::kind::broadcast;
+    std::set<proc_id> at; ///< nodes that delivered some of it
+    std::vector<shared_bytes> payloads; ///< every delivery's (shared, not copied)
+  };
+  std::mutex mtx;
+  std::map<wire::collective_id, entry> by_op;
+
+  node::delivery_handler handler(proc_id at) {
+    return [this, at](const node_delivery& d) {
+      std::lock_guard<std::mutex> lk(mtx);
+      auto& e = by_op[d.op];
+      d.vnodes.for_each([&](vnode_id v) { ++e.times[v]; });
+      e.size = d.payload.size();
+      e.what = d.what;
+      e.at.insert(at);
+      e.payloads.push_back(d.payload);
+    };
+  }
+  /// Whether every payload delivered of `op` so far is `n` bytes of pattern `salt`.
+  bool payloads_match(wire::collective_id op, std::size_t n, std::uint64_t salt) {
+    std::lock_guard<std::mutex> lk(mtx);
+    for (auto& p : by_op[op].payloads)
+      if (!matches(p, n, salt))
+        return false;
+    return !by_op[op].payloads.empty();
+  }
+  /// Vnodes of `want` delivered exactly once each, so far.
+  std::size_t once(wire::collective_id op, const vnode_set& want) {
+    std::lock_guard<std::mutex> lk(mtx);
+    std::size_t n = 0;
+    want.for_each([&](vnode_id v) {
+      auto it = by_op[op].times.find(v);
+      n += it != by_op[op].times.end() && it->second == 1;
+    });
+    return n;
+  }
+  /// Deliveries beyond the first, to any vnode, of any message.
+  int duplicates() {
+    std::lock_guard<std::mutex> lk(mtx);
+    int d = 0;
+    for (auto& [op, e] : by_op)
+      for (auto& [v, t] : e.times)
+        d += t > 1 ? t - 1 : 0;
+    return d;
+  }
+  entry get(wire::collective_id op) {
+    std::lock_guard<std::mutex> lk(mtx);
+    return by_op[op];
+  }
+};
+
+wire::collective_id started(std::future<expected<wire::collective_id>>& f) {
+  BOOST_REQUIRE_MESSAGE(f.wait_for(10s) == std::future_status::ready, "not started in time");
+  auto r = f.get();
+  BOOST_REQUIRE_MESSAGE(r.has_value(), "start failed: " << (r ? "" : r.err().to_string()));
+  return *r;
+}
+
+/// Broadcasts `n` bytes from `from` and waits until every vnode of `all` has it exactly
+/// once with the right payload.
+void broadcast_everywhere(node& from, delivery_ledger& ledger, const vnode_set& all,
+                          std::size_t n, std::uint64_t salt, std::chrono::milliseconds limit) {
+  auto f = from.broadcast(pattern(n, salt));
+  auto op = started(f);
+  BOOST_TEST(op.origin == from.id());
+  bool ok = poll_until(limit, [&] { return ledger.once(op, all) == all.size(); });
+  auto e = ledger.get(op);
+  BOOST_REQUIRE_MESSAGE(ok, n << "-byte broadcast reached " << ledger.once(op, all) << " of "
+                                  << all.size() << " vnodes exactly once");
+  BOOST_TEST(ledger.payloads_match(op, n, salt));
+  BOOST_TEST(e.size == n);
+  BOOST_TEST((e.what == node_delivery::kind::broadcast));
+}
+
+/// int32 contribution of vnode v, element i, to reduction `seq`.
+std::int32_t element(vnode_id v, std::size_t i, std::uint64_t seq) {
+  return static_cast<std::int32_t>(v * 31 + i * 7 + seq * 1000) - 5000;
+}
+
+template <class T>
+std::vector<std::uint8_t> to_bytes(const std::vector<T>& xs) {
+  std::vector<std::uint8_t> b(xs.size() * sizeof(T));
+  std::memcpy(b.data(), xs.data(), b.size());
+  return b;
+}
+
+template <class T>
+std::vector<T> from_bytes(const shared_bytes& b) {
+  std::vector<T> xs(b.size() / sizeof(T));
+  std::memcpy(xs.data(), b.data(), xs.size() * sizeof(T));
+  return xs;
+}
+
+/// Every node in `ns` starts `r`; returns the futures in the same order.
+std::vector<std::future<expected<reduce_result>>> reduce_all(std::vector<node*> ns,
+                                                             const node_reduction& r) {
+  std::vector<std::future<expected<reduce_result>>> fs;
+  for (auto* n : ns)
+    fs.push_back(n->reduce(r));
+  return fs;
+}
+
+/// Waits for every future; returns the one result with a value (the root's owner's).
+reduce_result gather(std::vector<std::future<expected<reduce_result>>>& fs,
+                     std::chrono::milliseconds limit) {
+  std::optional<reduce_result> root;
+  int with_value = 0;
+  for (auto& f : fs) {
+    BOOST_REQUIRE_MESSAGE(f.wait_for(limit) == std::future_status::ready,
+                          "a reduction did not resolve in time");
+    auto r = f.get();
+    BOOST_REQUIRE_MESSAGE(r.has_value(), "reduce failed: " << (r ? "" : r.err().to_string()));
+    if (r->value.size() > 0) {
+      ++with_value;
+      root = *r;
+    }
+  }
+  BOOST_REQUIRE_EQUAL(with_value, 1);
+  return *root;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(broadcast_send_and_reduce_over_tcp) {
+  test_system ts;
+  const auto all = vnode_set::range(0, 200);
+  node a(*ts.sys, collective_config(0));
+  node b(*ts.sys, collective_config(1));
+  node c(collective_config(2));
+  node d(collective_config(3));
+  delivery_ledger ledger;
+  std::vector<node*> ns{&a, &b, &c, &d};
+  for (auto* n : ns) {
+    n->on_deliver(ledger.handler(n->id()));
+    BOOST_REQUIRE(n->start().has_value());
+  }
+  // Before joining: refused with a reason.
+  auto early = a.broadcast(pattern(10, 1));
+  BOOST_REQUIRE(early.wait_for(5s) == std::future_status::ready);
+  auto early_r = early.get();
+  BOOST_REQUIRE(!early_r.has_value());
+  BOOST_TEST(static_cast<int>(early_r.err().code) == static_cast<int>(errc::invalid_argument));
+
+  auto f = a.found(all);
+  BOOST_REQUIRE(!wait(f, 5s));
+  for (auto* n : {&b, &c, &d}) {
+    auto j = n->join({{a.address()}});
+    BOOST_REQUIRE_MESSAGE(!wait(j, 10s).has_value(), "node " << n->id() << " could not join");
+  }
+  require_converged({&a, &b, &c, &d}, &all, 20s);
+
+  // Short (one frame down the latency tree) and long (segments down the bandwidth tree).
+  broadcast_everywhere(b, ledger, all, 1000, 7, 10s);
+  broadcast_everywhere(c, ledger, all, 3u << 20, 8, 20s);
+  broadcast_everywhere(a, ledger, all, 1, 9, 10s);
+
+  // Point-to-point to one vnode of another node.
+  auto target = d.own_vnodes();
+  BOOST_REQUIRE(!target.empty());
+  vnode_id v = 0;
+  target.for_each([&](vnode_id x) { v = x; });
+  auto sf = a.send(v, pattern(5000, 11));
+  auto sop = started(sf);
+  BOOST_REQUIRE(poll_until(10s, [&] { return ledger.once(sop, vnode_set{v}) == 1; }));
+  auto se = ledger.get(sop);
+  BOOST_TEST((se.what == node_delivery::kind::message));
+  BOOST_TEST(ledger.payloads_match(sop, 5000, 11));
+  BOOST_TEST(se.times.size() == 1u);
+  BOOST_TEST((se.at == std::set<proc_id>{3}));
+  // A vnode outside the namespace is refused.
+  auto bad = a.send(100000, pattern(1, 1));
+  BOOST_REQUIRE(bad.wait_for(5s) == std::future_status::ready);
+  BOOST_TEST(!bad.get().has_value());
+
+  // int32 sum of 1000 elements per vnode, against the true sum.
+  const std::size_t count = 1000;
+  node_reduction r1;
+  r1.seq = 1;
+  r1.root = 17;
+  r1.op = {reduce_kind::sum, element_type::int32};
+  r1.count = count;
+  r1.values = [count](vnode_id vn) {
+    std::vector<std::int32_t> xs(count);
+    for (std::size_t i = 0; i < count; ++i)
+      xs[i] = element(vn, i, 1);
+    return to_bytes(xs);
+  };
+  auto fs1 = reduce_all(ns, r1);
+  auto res1 = gather(fs1, 20s);
+  BOOST_TEST(res1.op == 1u);
+  BOOST_TEST(res1.vnodes.to_string() == all.to_string());
+  auto sums = from_bytes<std::int32_t>(res1.value);
+  BOOST_REQUIRE_EQUAL(sums.size(), count);
+  for (std::size_t i = 0; i < count; i += 97) {
+    std::int64_t want = 0;
+    all.for_each([&](vnode_id vn) { want += element(vn, i, 1); });
+    BOOST_TEST(sums[i] == want);
+  }
+
+  // max over doubles, rooted at a vnode of another node.
+  node_reduction r2;
+  r2.seq = 2;
+  r2.root = 150;
+  r2.op = {reduce_kind::max, element_type::float64};
+  r2.count = 3;
+  r2.values = [](vnode_id vn) {
+    std::vector<double> xs{vn * 0.5, -double(vn), (vn % 7) * 1.25};
+    return to_bytes(xs);
+  };
+  auto fs2 = reduce_all(ns, r2);
+  auto res2 = gather(fs2, 20s);
+  BOOST_TEST(res2.vnodes.to_string() == all.to_string());
+  auto maxes = from_bytes<double>(res2.value);
+  BOOST_REQUIRE_EQUAL(maxes.size(), 3u);
+  BOOST_TEST(maxes[0] == 199 * 0.5);
+  BOOST_TEST(maxes[1] == 0.0);
+  BOOST_TEST(maxes[2] == 6 * 1.25);
+  BOOST_TEST(ledger.duplicates() == 0);
+  for (auto* n : ns)
+    n->stop();
 }

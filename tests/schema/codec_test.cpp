@@ -567,6 +567,31 @@ BOOST_AUTO_TEST_CASE(pointer_amplification_hits_traversal_limit) {
   BOOST_TEST(std::get<wire::tree_update>(ok->body).trees[1].path.size() == 1000u);
 }
 
+BOOST_AUTO_TEST_CASE(returned_flag_round_trips_without_changing_the_size) {
+  const wire::envelope e{7, 3, wire::ping{42}};
+  const bytes plain = bs::encode(e);
+  const bytes back = bs::encode(e, true);
+  BOOST_TEST(plain.size() == back.size());
+  BOOST_TEST(back.size() == wire::wire_size(e.body));
+  const auto p = bs::decode_frame_body(plain.data() + 4, plain.size() - 4);
+  const auto b = bs::decode_frame_body(back.data() + 4, back.size() - 4);
+  BOOST_REQUIRE(p.has_value());
+  BOOST_REQUIRE(b.has_value());
+  BOOST_TEST(!p->returned);
+  BOOST_TEST(b->returned);
+  BOOST_TEST(b->envelope.from == 7u);
+  BOOST_TEST(std::get<wire::ping>(b->envelope.body).seq == 42u);
+  // The stream decoder reports the flag per frame.
+  bytes both = plain;
+  both.insert(both.end(), back.begin(), back.end());
+  bs::frame_decoder dec;
+  const auto frames = dec.feed_frames(both.data(), both.size());
+  BOOST_REQUIRE(frames.has_value());
+  BOOST_REQUIRE(frames->size() == 2u);
+  BOOST_TEST(!(*frames)[0].returned);
+  BOOST_TEST((*frames)[1].returned);
+}
+
 BOOST_AUTO_TEST_CASE(oversized_frames_are_rejected) {
   const bytes frame = bs::encode({1, 2, wire::bw_reply{1, {}, 4096, {}, {}, {}}});
   const auto d = bs::decode_body(frame.data() + 4, frame.size() - 4, 1024);

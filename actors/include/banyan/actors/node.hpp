@@ -35,8 +35,12 @@
 #include <string>
 #include <vector>
 
+#include "banyan/core/broadcast.hpp"
 #include "banyan/core/error.hpp"
 #include "banyan/core/messages.hpp"
+#include "banyan/core/reduce.hpp"
+#include "banyan/core/reduce_op.hpp"
+#include "banyan/core/shared_bytes.hpp"
 #include "banyan/core/supervisor.hpp"
 #include "banyan/core/types.hpp"
 #include "banyan/core/vnode_set.hpp"
@@ -73,6 +77,33 @@ struct node_config {
   std::size_t threads = 2;
   /// `stop` waits this long at most for queued frames to reach the kernel.
   duration drain_timeout = std::chrono::seconds(1);
+  /// The collective engines (`first_seq` is set by the node, per membership).
+  broadcast_config bcast;
+  reduce_config reduce;
+  /// `stop` of a node that has left waits this long at most for its collective engines
+  /// to drain (they hold nothing and sent nothing for `drain_linger`), so that frames
+  /// bounced back to them still find them.
+  duration linger_timeout = std::chrono::seconds(5);
+};
+
+/// A message delivered to vnodes of this node.
+struct node_delivery {
+  enum class kind : std::uint8_t {
+    broadcast, ///< `node::broadcast` of some member
+    message,   ///< `node::send` of some member, to one vnode
+  } what = kind::broadcast;
+  wire::collective_id op; ///< (origin processor, sequence number)
+  vnode_set vnodes;       ///< this node's vnodes it was delivered to (one event may cover several)
+  shared_bytes payload;
+};
+
+/// One reduction, started by every member with the same `seq`, `root`, `op` and `count`.
+struct node_reduction {
+  std::uint64_t seq = 0;   ///< 1, 2, 3, ... the same order at every member (like MPI's call order)
+  vnode_id root = 0;       ///< the vnode receiving the result
+  reduce_op op;            ///< e.g. {reduce_kind::sum, element_type::int32}
+  std::size_t count = 0;   ///< elements per vnode
+  contribution_fn values;  ///< the contribution of one vnode of this node (`count` elements)
 };
 
 /// Something that happened to a node; one log line each (`to_string`).
@@ -88,6 +119,7 @@ struct node_event {
     busy,           ///< started measuring, joining or leaving
     idle,           ///< nothing more to do until something happens
     transport,      ///< a connection came up, went down or was refused (`detail`)
+    collective,     ///< something about a collective worth a log line (`detail`)
   };
   kind what = kind::transport;
   tree_key tree;
@@ -127,6 +159,7 @@ const char* to_string(supervisor::status s);
 class node {
 public:
   using event_handler = std::function<void(const node_event&)>;
+  using delivery_handler = std::function<void(const node_delivery&)>;
   /// The outcome of `found`, `join` or `leave`: nothing on success.
   using result = std::optional<error>;
   using completion = std::function<void(const result&)>;
@@ -143,9 +176,9 @@ public:
   /// Receives every event from now on (replaces an earlier handler).
   void on_event(event_handler h);
 
-  /// Binds, listens and starts the actor. Returns the port listened on. Sets SIGPIPE to
-  /// be ignored if it has its default disposition (a write to a peer that just died
-  /// would otherwise kill the process). Errors:
+  /// Binds, listens and starts the actor. Returns the port listened on. The transport
+  /// sets SIGPIPE to be ignored if it has its default disposition (a write to a peer that
+  /// just died would otherwise kill the process; see net/tcp_transport.hpp). Errors:
   /// `invalid_argument` (bad id or listen address, started twice), `io_error` (bind).
   expected<std::uint16_t> start();
 
@@ -161,6 +194,25 @@ public:
   /// Hands every vnode to another member, tells everyone, and leaves. Errors:
   /// `invalid_argument` (not a member, or the last one), `timeout` (every member refused).
   std::future<result> leave(completion done = {});
+
+  /// Receives every delivery to this node's vnodes from now on (replaces an earlier
+  /// handler); called on the node's actor, in order, like event handlers.
+  void on_deliver(delivery_handler h);
+
+  /// Broadcasts `message` to every vnode, this node's own included (each exactly once,
+  /// wherever it lives when the message reaches it). Resolves once started, with the
+  /// broadcast's name. Errors: `invalid_argument` (not a member), `stopped`.
+  std::future<expected<wire::collective_id>> broadcast(shared_bytes message);
+  /// Sends `message` to vnode `to` alone (delivered exactly once, at its owner at
+  /// delivery time, as a `node_delivery::kind::message`). Resolves once handed to the
+  /// engine. Errors: `invalid_argument` (not a member, no such vnode), `stopped`.
+  std::future<expected<wire::collective_id>> send(vnode_id to, shared_bytes message);
+  /// Starts reduction `r.seq` (every member starts every reduction, in order). Resolves
+  /// at the root vnode's owner with the result, once it covers every vnode; at the other
+  /// members once this node's part is sent (`value` empty). Errors as in
+  /// `reduce_engine::start` (`stopped` when not taking part, `invalid_argument`,
+  /// `not_found`), or `stopped` when the node stops first.
+  std::future<expected<reduce_result>> reduce(node_reduction r);
 
   /// Drains queued frames (at most `drain_timeout`), closes every connection and stops
   /// the actor; operations still pending complete with `stopped`. Does not leave: a

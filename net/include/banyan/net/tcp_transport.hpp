@@ -13,6 +13,12 @@
 /// talk both ways holds two TCP connections, and simultaneous connects need no tie-break.
 /// Every connection starts with a challenge-response handshake under the shared secret
 /// (schema/handshake.hpp); the secret itself never travels.
+///
+/// SIGPIPE: libuv writes with plain writev, so a write to a connection the peer has just
+/// closed raises SIGPIPE, whose default action ends the process. `start` therefore sets
+/// SIGPIPE to be ignored when it still has its default disposition (a handler the
+/// program installed is left alone); the write then fails with EPIPE, which closes the
+/// connection like any other write error.
 
 #include <chrono>
 #include <cstddef>
@@ -21,6 +27,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "banyan/core/error.hpp"
@@ -73,14 +80,42 @@ const char* to_string(send_status s);
 
 /// Something the operator may want to read; one log line each (`to_string`).
 struct transport_event {
-  enum class kind {
-    peer_up,   ///< a connection to or from `peer` completed its handshake
-    peer_down, ///< that connection closed
-    rejected,  ///< a connection failed its handshake and was closed
-    error,     ///< a connect or write failed, or a peer broke the protocol (closed)
+  enum class kind : std::uint8_t {
+    peer_up,       ///< a connection to or from `peer` completed its handshake
+    peer_down,     ///< that connection closed
+    rejected,      ///< a connection failed its handshake and was closed
+    error,         ///< a connect or write failed, or a peer broke the protocol (closed)
+    undeliverable, ///< `returned` holds frames that cannot be delivered to `peer`
   } what = kind::error;
   proc_id peer = no_proc; ///< when known
   std::string detail;     ///< e.g. "127.0.0.1:41234: wrong shared secret"
+  /// An outbound connection to `peer` could not be established because nobody (or
+  /// somebody else) runs at its address: refused, unresolvable or bad address, or
+  /// another processor answered (`reached`). Timeouts (slowness) never set it.
+  bool unreachable = false;
+  /// `rejected` because another processor answered at `peer`'s address: its id, as the
+  /// acceptor named itself in its HelloAck (before anything was authenticated).
+  proc_id reached = no_proc;
+  /// `undeliverable`: frames sent with `send_options::return_undeliverable` that will not
+  /// reach `peer`, in the order they were sent, as they were given to `send` (`to` is
+  /// `peer`). Either the peer was found unreachable (the event follows the `error` or
+  /// `rejected` one), the peer was removed (`remove_peer`) with them queued, or the peer
+  /// handed them back (`send_options::returned`: its receiver did not take them).
+  std::vector<wire::envelope> returned;
+
+  transport_event() = default;
+  transport_event(kind k, proc_id p, std::string d) : what(k), peer(p), detail(std::move(d)) {}
+};
+
+/// How `tcp_transport::send` treats one envelope.
+struct send_options {
+  /// Hand the envelope back in an `undeliverable` event instead of dropping it when the
+  /// peer turns out unreachable or is removed while it is queued. Frames already handed
+  /// to the kernel when a connection breaks are not returned (they may have arrived).
+  bool return_undeliverable = false;
+  /// The envelope goes back to the processor that sent it to us (`to`): its receiver
+  /// there gets it in an `undeliverable` event with `peer` = us (`Frame.returned`).
+  bool returned = false;
 };
 
 const char* to_string(transport_event::kind k);
@@ -125,7 +160,7 @@ public:
   /// Queues `e` for `e.to` and returns at once; `e.from` is set to `self`. Encodes on the
   /// calling thread (once; the bytes go to the socket from that buffer). Thread-safe,
   /// also from the callbacks. An envelope to `self` is delivered locally, on the loop.
-  send_status send(wire::envelope e);
+  send_status send(wire::envelope e, send_options opt = {});
 
   /// Bytes accepted for `id` and not yet handed to the kernel (or dropped). Thread-safe.
   std::size_t queued_bytes(proc_id id) const;

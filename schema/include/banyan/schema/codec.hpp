@@ -28,7 +28,15 @@ inline constexpr std::size_t frame_prefix_bytes = 4;
 
 /// The whole frame for `e`: length prefix, then the Cap'n Proto message.
 /// `e` must fit in a frame (well under 4 GiB); anything larger is a programming error.
-std::vector<std::uint8_t> encode(const wire::envelope& e);
+/// `returned`: the frame is handed back to its sender (`Frame.returned`; `e.from` is the
+/// processor handing it back, `e.to` the original sender); the size does not change.
+std::vector<std::uint8_t> encode(const wire::envelope& e, bool returned = false);
+
+/// A decoded frame: the envelope and whether it is handed back (`Frame.returned`).
+struct frame {
+  wire::envelope envelope;
+  bool returned = false;
+};
 
 /// Equals `encode(e).size()`, measured on a built message without the final copy.
 /// `wire::wire_size(e.body)` is the allocation-free model of the same number.
@@ -43,6 +51,9 @@ std::size_t encoded_size(const wire::envelope& e);
 /// traversal or nesting limits).
 expected<wire::envelope> decode_body(const std::uint8_t* p, std::size_t n,
                                      std::size_t max_frame = default_max_frame);
+/// As `decode_body`, with the `returned` flag.
+expected<frame> decode_frame_body(const std::uint8_t* p, std::size_t n,
+                                  std::size_t max_frame = default_max_frame);
 
 /// Incremental decoder for a byte stream (TCP): splits it into frames and decodes them,
 /// whatever the chunking. Bytes are copied once, into word-aligned storage that grows
@@ -60,6 +71,8 @@ public:
   /// `max_frame`; otherwise what `decode_body` reports). On error, envelopes completed
   /// earlier in the same chunk are dropped with the stream.
   expected<std::vector<wire::envelope>> feed(const std::uint8_t* p, std::size_t n);
+  /// As `feed`, with each frame's `returned` flag (what a transport must look at).
+  expected<std::vector<frame>> feed_frames(const std::uint8_t* p, std::size_t n);
 
   /// Bytes held for the frame in progress (prefix and body).
   std::size_t buffered() const noexcept { return prefix_len_ + body_len_; }
