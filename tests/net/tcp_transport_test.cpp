@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -900,3 +901,70 @@ BOOST_AUTO_TEST_CASE(replies_reach_a_processor_known_only_from_its_connection) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(undeliverable_frames_come_back_to_the_sender) {
+  auto a = make_node(1);
+  auto b = make_node(2);
+  net::send_options keep;
+  keep.return_undeliverable = true;
+  auto returned_to = [](proc_id peer, std::uint64_t seq) {
+    return [peer, seq](const net::transport_event& e) {
+      return e.what == kind::undeliverable && e.peer == peer && e.returned.size() == 1
+             && e.returned[0].to == peer && seq_of(e.returned[0]) == seq;
+    };
+  };
+
+  // Nobody listens at 7's address: the frame sent with return_undeliverable comes back,
+  // the other one stays queued for the next attempt.
+  std::uint16_t dead_port = 0;
+  {
+    raw_listener gone;
+    dead_port = gone.port();
+  }
+  a->t().add_peer(7, "127.0.0.1:" + std::to_string(dead_port));
+  BOOST_TEST(a->t().send(ping_to(7, 10), keep) == net::send_status::queued);
+  BOOST_TEST(a->t().send(ping_to(7, 11)) == net::send_status::queued);
+  BOOST_TEST_REQUIRE(a->wait_events(returned_to(7, 10)));
+  BOOST_TEST(a->count_events([](const net::transport_event& e) {
+    return e.what == kind::error && e.peer == 7 && e.unreachable;
+  }) >= 1u);
+  BOOST_TEST(a->t().queued_bytes(7) > 0u); // the ping without the option
+
+  // Another processor answers at 5's address: the acceptor's id is a field.
+  a->t().add_peer(5, b->address());
+  BOOST_TEST(a->t().send(ping_to(5, 12), keep) == net::send_status::queued);
+  BOOST_TEST_REQUIRE(a->wait_events(returned_to(5, 12)));
+  auto ev = a->events();
+  bool named = false;
+  for (auto& e : ev)
+    named = named || (e.what == kind::rejected && e.peer == 5 && e.reached == 2 && e.unreachable);
+  BOOST_TEST(named);
+
+  // A peer removed with such frames queued (its handshake never finishes) gives them back.
+  raw_listener mute;
+  a->t().add_peer(9, mute.address());
+  BOOST_TEST(a->t().send(ping_to(9, 13), keep) == net::send_status::queued);
+  auto m = mute.accept();
+  BOOST_TEST_REQUIRE(m.has_value());
+  a->t().remove_peer(9);
+  BOOST_TEST_REQUIRE(a->wait_events(returned_to(9, 13)));
+
+  // A frame handed back (`returned`) comes out of the original sender's transport as
+  // undeliverable, as that sender sent it, and never reaches its inbox.
+  a->t().add_peer(2, b->address());
+  BOOST_TEST(a->t().send(ping_to(2, 14)) == net::send_status::queued);
+  BOOST_TEST_REQUIRE(b->wait_received(1));
+  net::send_options back;
+  back.returned = true;
+  BOOST_TEST(b->t().send(wire::envelope{2, 1, wire::ping{14}}, back) == net::send_status::queued);
+  BOOST_TEST_REQUIRE(a->wait_events([](const net::transport_event& e) {
+    return e.what == kind::undeliverable && e.peer == 2 && e.returned.size() == 1
+           && e.returned[0].from == 1 && e.returned[0].to == 2 && seq_of(e.returned[0]) == 14;
+  }));
+  BOOST_TEST(a->received() == 0u);
+
+  // An embedding program cannot be killed by a write to a closed connection.
+  struct sigaction now {};
+  BOOST_TEST_REQUIRE(sigaction(SIGPIPE, nullptr, &now) == 0);
+  BOOST_TEST((now.sa_handler == SIG_IGN));
+}
