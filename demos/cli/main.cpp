@@ -11,6 +11,7 @@
 
 #include "banyan/core/topology.hpp"
 #include "bench.hpp"
+#include "cluster.hpp"
 #include "demo.hpp"
 #include "node.hpp"
 #include "plan.hpp"
@@ -57,6 +58,7 @@ int main(int argc, char** argv) {
   banyan::cli::add_plan_command(app, plan_action);
   std::function<int()> node_action; // set when `banyan node` is parsed
   banyan::cli::add_node_command(app, node_action);
+  banyan::cli::add_cluster_command(app, node_action); // one subcommand runs: they share it
   std::function<int()> bench_action; // set when `banyan bench ...` is parsed
   banyan::cli::add_bench_command(app, bench_action);
 
