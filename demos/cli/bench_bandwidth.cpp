@@ -1,0 +1,299 @@
+#include "bench_bandwidth.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "banyan/actors/emulated_cluster.hpp"
+#include "banyan/core/topology.hpp"
+#include "banyan/core/tree_builders.hpp"
+#include "svg_plot.hpp"
+
+namespace banyan::cli {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* tag = "banyan bench bcast-bandwidth: ";
+
+const std::vector<std::string> default_sizes = {"32K", "256K", "1M", "4M", "16M", "64M"};
+const std::vector<std::string> all_algorithms = {"dynamic", "mpich", "magpie", "list"};
+
+double to_ms(duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+/// Path bandwidths between every pair of processors (bytes per second), for the chain.
+cost_matrix bandwidth_matrix(const topology& topo) {
+  auto n = topo.proc_count();
+  cost_matrix m(n, std::vector<double>(n, 0.0));
+  for (proc_id a = 0; a < n; ++a)
+    for (proc_id b = 0; b < n; ++b)
+      if (a != b)
+        m[a][b] = static_cast<double>(topo.path_bandwidth(a, b));
+  return m;
+}
+
+std::string size_label(std::size_t s) {
+  if (s % (1024 * 1024) == 0)
+    return std::to_string(s / (1024 * 1024)) + " MiB";
+  if (s % 1024 == 0)
+    return std::to_string(s / 1024) + " KiB";
+  return std::to_string(s) + " B";
+}
+
+/// "depth D, fan-out F, cluster edges A->B x2, ...": the shape of the adaptive tree `k`
+/// (read from the supervisors; virtual time, between runs).
+std::string describe_tree(const actors::emulated_cluster& c, tree_key k) {
+  auto& topo = c.topo();
+  auto cl = topo.cluster_of();
+  std::map<std::pair<int, int>, int> wan;
+  std::map<proc_id, int> kids;
+  std::size_t depth = 0;
+  for (auto p : c.running_procs()) {
+    auto* s = c.inspect(p);
+    if (!s || p == k.root)
+      continue;
+    auto par = s->parent(k);
+    if (par == no_proc)
+      continue;
+    ++kids[par];
+    if (cl[par] != cl[p])
+      ++wan[{cl[par], cl[p]}];
+    std::size_t d = 0;
+    for (proc_id q = p; q != k.root && q != no_proc && d <= topo.proc_count(); ++d) {
+      auto* sq = c.inspect(q);
+      q = sq ? sq->parent(k) : no_proc;
+    }
+    depth = std::max(depth, d);
+  }
+  int fan = 0;
+  for (auto& [p, m] : kids)
+    fan = std::max(fan, m);
+  std::string out = "depth " + std::to_string(depth) + ", max fan-out " + std::to_string(fan) +
+                    ", cluster edges";
+  for (auto& [e, m] : wan)
+    out += " " + topo.groups[static_cast<std::size_t>(e.first)].name + "->" +
+           topo.groups[static_cast<std::size_t>(e.second)].name + " x" + std::to_string(m);
+  return out;
+}
+
+} // namespace
+
+std::optional<std::size_t> parse_size(const std::string& s) {
+  if (s.empty())
+    return std::nullopt;
+  std::size_t digits = 0;
+  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9')
+    ++digits;
+  if (digits == 0 || digits > 12)
+    return std::nullopt;
+  std::size_t value = std::stoull(s.substr(0, digits));
+  auto unit = s.substr(digits);
+  std::size_t mult = 1;
+  if (unit == "K" || unit == "k" || unit == "KiB")
+    mult = 1024;
+  else if (unit == "M" || unit == "m" || unit == "MiB")
+    mult = 1024 * 1024;
+  else if (!unit.empty() && unit != "B")
+    return std::nullopt;
+  if (value == 0 || value > (std::size_t{1} << 30) / mult)
+    return std::nullopt;
+  return value * mult;
+}
+
+int run_bench_bcast_bandwidth(const bench_bandwidth_options& opt) {
+  auto topo = load_topology(opt.topology);
+  if (!topo) {
+    std::cerr << tag << topo.err().to_string() << "\n";
+    return 2;
+  }
+  std::vector<std::size_t> sizes;
+  for (auto& s : opt.sizes.empty() ? default_sizes : opt.sizes) {
+    auto v = parse_size(s);
+    if (!v) {
+      std::cerr << tag << "bad size '" << s << "' (expected e.g. 32K, 4M or 1000; at most 1 GiB)\n";
+      return 2;
+    }
+    sizes.push_back(*v);
+  }
+  auto algorithms = opt.algorithms.empty() ? all_algorithms : opt.algorithms;
+  for (auto& a : algorithms)
+    if (std::find(all_algorithms.begin(), all_algorithms.end(), a) == all_algorithms.end()) {
+      std::cerr << tag << "unknown algorithm '" << a << "' (dynamic, mpich, magpie, list)\n";
+      return 2;
+    }
+  for (auto* path : {&opt.json_path, &opt.plot_path})
+    if (!path->empty() && !std::ofstream(*path, std::ios::app)) {
+      std::cerr << tag << "cannot write " << *path << "\n";
+      return 2;
+    }
+
+  actors::cluster_config cfg;
+  cfg.topo = *topo;
+  cfg.seed = opt.seed;
+  cfg.clock = actors::clock_mode::virtual_time;
+  actors::emulated_cluster c{cfg};
+  c.start();
+  if (!c.run_until_quiet(3600s))
+    std::cerr << tag << "trees still changing after an hour (emulated)\n";
+
+  const auto n = topo->proc_count();
+  const proc_id root = 0;
+  auto shape = describe_tree(c, {root, tree_kind::bandwidth});
+  auto chain = widest_chain(bandwidth_matrix(*topo), root);
+  auto list = chain_tree(chain);
+  auto magpie = magpie_tree(n, root, topo->cluster_of());
+  auto binomial = binomial_tree(n, root);
+
+  using starter = std::function<std::optional<wire::collective_id>(std::size_t)>;
+  auto start_of = [&](const std::string& a) -> starter {
+    if (a == "dynamic")
+      return [&](std::size_t b) { return c.broadcast(root, b); };
+    if (a == "mpich")
+      return [&](std::size_t b) { return c.broadcast_static(root, binomial, b); };
+    if (a == "magpie")
+      return [&](std::size_t b) { return c.broadcast_static(root, magpie, b); };
+    return [&](std::size_t b) { return c.broadcast_static(root, list, b); };
+  };
+
+  std::vector<bandwidth_result> results;
+  int rc = 0;
+  for (auto& a : algorithms) {
+    auto start = start_of(a);
+    for (auto size : sizes) {
+      c.run_until_quiet(600s);
+      bandwidth_result r;
+      r.algorithm = a;
+      r.size = size;
+      auto id = start(size);
+      if (!id) {
+        std::cerr << tag << a << " " << size_label(size) << ": broadcast not started\n";
+        rc = 1;
+        continue;
+      }
+      r.complete = c.run_until_delivered(*id, 3600s);
+      auto rec = c.deliveries(*id);
+      duration last{0};
+      std::size_t reached = 0, dups = 0;
+      r.per_vnode_ms.assign(c.vnode_count(), -1);
+      for (auto& [v, times] : rec.delivered) {
+        if (times.empty())
+          continue;
+        ++reached;
+        if (v < r.per_vnode_ms.size())
+          r.per_vnode_ms[v] = to_ms(times.front() - rec.started);
+        dups += times.size() - 1;
+        last = std::max(last, times.front());
+      }
+      r.completion_ms = to_ms(last - rec.started);
+      r.complete = r.complete && reached == c.vnode_count() && dups == 0;
+      if (r.completion_ms > 0)
+        r.bandwidth_MBps = static_cast<double>(size) * static_cast<double>(n) /
+                           (r.completion_ms / 1000.0) / 1e6;
+      if (!r.complete) {
+        std::cerr << tag << a << " " << size_label(size) << ": " << reached << " of "
+                  << c.vnode_count() << " vnodes reached, " << dups << " duplicates\n";
+        rc = 1;
+      }
+      results.push_back(r);
+    }
+  }
+
+  std::printf("bcast-bandwidth on %s (%zu processors, root %u, emulated)\n",
+              topo->name.c_str(), n, static_cast<unsigned>(root));
+  std::printf("dynamic bandwidth tree of %u: %s\n", static_cast<unsigned>(root), shape.c_str());
+  std::printf("list chain bottleneck: %.1f MB/s\n",
+              chain_bottleneck(chain, bandwidth_matrix(*topo)) / 1e6);
+  std::printf("mpich: binomial tree at every size (scatter-allgather not hosted)\n");
+  std::printf("%-10s %10s %14s %16s\n", "algorithm", "size", "completion_ms", "bandwidth_MBps");
+  for (auto& r : results)
+    std::printf("%-10s %10s %14.3f %16.1f%s\n", r.algorithm.c_str(), size_label(r.size).c_str(),
+                r.completion_ms, r.bandwidth_MBps, r.complete ? "" : "  (incomplete)");
+  auto find = [&](const std::string& a, std::size_t s) -> const bandwidth_result* {
+    for (auto& r : results)
+      if (r.algorithm == a && r.size == s)
+        return &r;
+    return nullptr;
+  };
+  for (auto size : sizes) {
+    auto d = find("dynamic", size);
+    auto l = find("list", size);
+    if (d && l && l->bandwidth_MBps > 0)
+      std::printf("dynamic / list at %s: %.3f\n", size_label(size).c_str(),
+                  d->bandwidth_MBps / l->bandwidth_MBps);
+  }
+
+  if (!opt.plot_path.empty()) {
+    plot_spec p;
+    p.title = "Broadcast bandwidth on " + topo->name + " (" + std::to_string(n) + " processors)";
+    p.x_label = "message size (bytes)";
+    p.y_label = "bandwidth (MB/s) = size x procs / completion";
+    p.log_x = true;
+    p.draw = plot_spec::style::lines;
+    for (auto& a : algorithms) {
+      plot_series s;
+      s.label = a == "mpich" ? "mpich (binomial)" : a;
+      for (auto& r : results)
+        if (r.algorithm == a && r.complete) {
+          s.x.push_back(static_cast<double>(r.size));
+          s.y.push_back(r.bandwidth_MBps);
+        }
+      p.series.push_back(std::move(s));
+    }
+    if (auto err = write_svg(opt.plot_path, p)) {
+      std::cerr << tag << *err << "\n";
+      return 2;
+    }
+  }
+  if (!opt.json_path.empty()) {
+    nlohmann::json j;
+    j["topology"] = topo->name;
+    j["seed"] = opt.seed;
+    j["root"] = root;
+    j["procs"] = n;
+    j["list_order"] = chain;
+    j["mpich_long"] = "binomial";
+    auto arr = nlohmann::json::array();
+    for (auto& r : results)
+      arr.push_back({{"algorithm", r.algorithm},
+                     {"size", r.size},
+                     {"completion_ms", r.completion_ms},
+                     {"bandwidth_MBps", r.bandwidth_MBps},
+                     {"complete", r.complete},
+                     {"per_vnode_ms", r.per_vnode_ms}});
+    j["results"] = arr;
+    std::ofstream out(opt.json_path);
+    if (!out) {
+      std::cerr << tag << "cannot write " << opt.json_path << "\n";
+      return 2;
+    }
+    out << j.dump(2) << "\n";
+  }
+  return rc;
+}
+
+void add_bench_bandwidth_command(CLI::App& bench, std::function<int()>& action) {
+  auto opt = std::make_shared<bench_bandwidth_options>();
+  auto cmd = bench.add_subcommand(
+    "bcast-bandwidth", "long broadcasts from processor 0: bandwidth vs size per algorithm");
+  cmd->add_option("--topology", opt->topology, "built-in name or topology file")->required();
+  cmd->add_option("--seed", opt->seed, "random seed");
+  cmd->add_option("--sizes", opt->sizes, "message sizes (32K,256K,1M,4M,16M,64M)")->delimiter(',');
+  cmd->add_option("--algorithms", opt->algorithms, "subset of dynamic,mpich,magpie,list")
+    ->delimiter(',');
+  cmd->add_option("--json", opt->json_path, "write results as JSON");
+  cmd->add_option("--plot", opt->plot_path, "write an SVG plot (the paper's Fig. 7)");
+  cmd->callback([opt, &action] { action = [opt] { return run_bench_bcast_bandwidth(*opt); }; });
+}
+
+} // namespace banyan::cli

@@ -1,0 +1,57 @@
+#pragma once
+// `banyan bench bcast-bandwidth`: long-message broadcast bandwidth (the paper's Fig. 7).
+//
+//   banyan bench bcast-bandwidth --topology T [--seed S] [--sizes 32K,1M,...] [--json F] [--plot F.svg]
+//
+// Once banyan's trees have converged (virtual time), processor 0 broadcasts messages of
+// 32 KiB to 64 MiB, one at a time, with each algorithm, all through the same broadcast
+// engine (core/broadcast) on the same emulated network:
+//   dynamic  banyan's adaptive trees (latency tree below 256 KiB, bandwidth tree above)
+//   mpich    MPICH's binomial tree (short messages); long messages (>= 256 KiB) use
+//            scatter then ring allgather when the runtime hosts it, else the binomial
+//            tree too: the output, the JSON ("mpich_long") and docs say which
+//   magpie   flat tree between cluster coordinators, binomial inside clusters
+//   list     one pipelined chain ordered for the widest bottleneck (widest_chain over
+//            the topology's path bandwidths)
+// bandwidth_MBps = size x processors / completion (the paper's definition; MB = 10^6 B).
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <functional>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace banyan::cli {
+
+struct bench_bandwidth_options {
+  std::string topology;
+  std::uint64_t seed = 1;
+  std::vector<std::string> sizes; ///< "32K", "4M", "1048576": empty for the default set
+  std::vector<std::string> algorithms; ///< empty: dynamic, mpich, magpie, list
+  std::string json_path;
+  std::string plot_path;
+};
+
+/// One broadcast measured.
+struct bandwidth_result {
+  std::string algorithm;
+  std::size_t size = 0;
+  double completion_ms = 0;
+  double bandwidth_MBps = 0;
+  bool complete = false;
+  std::vector<double> per_vnode_ms; ///< first delivery per vnode, from the start (-1: none)
+};
+
+/// "32K" -> 32768, "4M" -> 4194304, "100" -> 100; nothing on a malformed or zero size.
+std::optional<std::size_t> parse_size(const std::string& s);
+
+/// Runs the benchmark: 0 on success, 1 when a broadcast did not complete, 2 on bad input.
+int run_bench_bcast_bandwidth(const bench_bandwidth_options& opt);
+
+/// Registers `bcast-bandwidth` under `bench`; when it is used, parsing sets `action`.
+void add_bench_bandwidth_command(CLI::App& bench, std::function<int()>& action);
+
+} // namespace banyan::cli

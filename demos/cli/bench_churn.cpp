@@ -1,0 +1,329 @@
+#include "bench_churn.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "banyan/actors/emulated_cluster.hpp"
+#include "banyan/core/topology.hpp"
+#include "svg_plot.hpp"
+
+namespace banyan::cli {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* tag = "banyan bench churn: ";
+
+double to_ms(duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+/// How long a broadcast may stay incomplete before the window stops waiting for it (it
+/// still counts at the end, as lost if it never completes).
+constexpr auto give_up_after = 10s;
+/// How long the run waits for the last broadcasts after `duration`.
+constexpr auto final_wait = 60s;
+/// The driver's step: broadcasts start at most this late after a slot frees.
+constexpr auto step = 2ms;
+
+std::optional<std::string> check(const churn_options& o) {
+  if (o.bucket_ms <= 0 || o.window == 0 || o.message_bytes == 0 || o.hold == 0)
+    return "window, bucket, hold and message size must be positive";
+  if (o.leave_at_ms < 1000)
+    return "--leave-at must be at least 1000 ms (the steady state is measured over the second before)";
+  if (o.rejoin_at_ms < o.leave_at_ms + 1000)
+    return "--rejoin-at must be at least 1000 ms after --leave-at";
+  if (o.duration_ms <= o.rejoin_at_ms)
+    return "--duration must end after --rejoin-at";
+  if (o.duration_ms > 600000)
+    return "--duration is at most 600000 ms";
+  return std::nullopt;
+}
+
+/// restabilize time of an event at `at` (ms), searching buckets up to `until` (ms).
+std::optional<double> restabilize(const std::vector<churn_point>& tl, double bucket, double at,
+                                  double until, double steady, std::size_t hold) {
+  auto first = static_cast<std::size_t>(std::ceil(at / bucket - 1e-9));
+  auto last = static_cast<std::size_t>(std::floor(until / bucket + 1e-9)); // exclusive
+  last = std::min(last, tl.size());
+  for (std::size_t k = first; k + hold <= last; ++k) {
+    bool ok = true;
+    for (std::size_t i = k; i < k + hold && ok; ++i)
+      ok = tl[i].bandwidth_MBps >= 0.9 * steady;
+    if (ok)
+      return std::max(0.0, static_cast<double>(k) * bucket - at);
+  }
+  return std::nullopt;
+}
+
+double mean_over(const std::vector<churn_point>& tl, double bucket, double from, double to) {
+  double sum = 0;
+  std::size_t k = 0;
+  for (auto& p : tl)
+    if (p.t_ms >= from - 1e-9 && p.t_ms + bucket <= to + 1e-9) {
+      sum += p.bandwidth_MBps;
+      ++k;
+    }
+  return k ? sum / static_cast<double>(k) : 0.0;
+}
+
+} // namespace
+
+std::variant<churn_result, std::string>
+run_churn(const churn_options& opt, const std::function<void(const std::string&)>& progress) {
+  auto say = [&](const std::string& s) {
+    if (progress)
+      progress(s);
+  };
+  if (auto e = check(opt))
+    return *e;
+  auto topo = load_topology(opt.topology);
+  if (!topo)
+    return topo.err().to_string();
+  if (topo->proc_count() < 2)
+    return std::string{"the topology needs at least 2 processors"};
+  auto wall0 = std::chrono::steady_clock::now();
+
+  actors::cluster_config cfg;
+  cfg.topo = *topo;
+  cfg.seed = opt.seed;
+  cfg.clock = actors::clock_mode::virtual_time;
+  actors::emulated_cluster c{cfg};
+  c.start();
+  if (!c.run_until_quiet(3600s))
+    say("trees still changing after an hour (emulated); measuring anyway");
+  const auto base = c.elapsed();
+  const proc_id origin = 0;
+  auto now_ms = [&] { return to_ms(c.elapsed() - base); };
+  say("trees formed after " + std::to_string(static_cast<long>(to_ms(base))) + " ms");
+
+  std::vector<proc_id> movers;
+  for (proc_id p = 1; p < topo->proc_count(); p += 2)
+    movers.push_back(p);
+  std::map<proc_id, vnode_set> had;
+
+  struct in_flight {
+    wire::collective_id id;
+    double started_ms;
+  };
+  std::vector<wire::collective_id> started;
+  std::deque<in_flight> flying;
+  auto complete = [&](const wire::collective_id& id) {
+    auto rec = c.deliveries(id);
+    return rec.delivered.size() >= c.vnode_count();
+  };
+
+  churn_result res;
+  res.topology = topo->name;
+  res.procs = topo->proc_count();
+  res.vnodes = c.vnode_count();
+  bool left = false, rejoined = false;
+  std::string failure;
+  while (now_ms() < opt.duration_ms) {
+    auto t = now_ms();
+    if (!left && t >= opt.leave_at_ms) {
+      for (auto p : movers) {
+        if (auto* s = c.inspect(p))
+          had[p] = s->routes().owned_by(p);
+        if (auto err = c.leave(p))
+          return "leave " + std::to_string(p) + ": " + err->to_string();
+      }
+      left = true;
+      say(std::to_string(movers.size()) + " processors leave at " + std::to_string(long(t)) + " ms");
+    }
+    if (!rejoined && t >= opt.rejoin_at_ms) {
+      for (auto p : movers)
+        if (auto err = c.join(p, origin, had[p]))
+          return "join " + std::to_string(p) + ": " + err->to_string();
+      rejoined = true;
+      say(std::to_string(movers.size()) + " processors rejoin at " + std::to_string(long(t)) + " ms");
+    }
+    while (!flying.empty() &&
+           (complete(flying.front().id) || t - flying.front().started_ms > to_ms(give_up_after)))
+      flying.pop_front();
+    // Completions out of order: drop any completed one, not only the oldest.
+    flying.erase(std::remove_if(flying.begin(), flying.end(),
+                                [&](const in_flight& f) { return complete(f.id); }),
+                 flying.end());
+    while (flying.size() < opt.window) {
+      auto id = c.broadcast(origin, opt.message_bytes);
+      if (!id)
+        return std::string{"processor 0 could not start a broadcast"};
+      started.push_back(*id);
+      flying.push_back({*id, t});
+    }
+    c.run_until(c.elapsed() + step);
+  }
+  say(std::to_string(started.size()) + " broadcasts started; waiting for the last ones");
+  auto wait_end = c.elapsed() + final_wait;
+  while (c.elapsed() < wait_end &&
+         std::any_of(flying.begin(), flying.end(), [&](auto& f) { return !complete(f.id); }))
+    c.run_until(c.elapsed() + 50ms);
+  c.run_until(c.elapsed() + 100ms);
+
+  // Timeline and exactly-once accounting.
+  auto buckets = static_cast<std::size_t>(std::ceil(opt.duration_ms / opt.bucket_ms));
+  std::vector<double> bytes(buckets, 0.0);
+  for (auto& id : started) {
+    auto rec = c.deliveries(id);
+    res.deliveries_expected += c.vnode_count();
+    for (auto& [v, times] : rec.delivered) {
+      if (times.empty())
+        continue;
+      ++res.deliveries;
+      res.duplicates += times.size() - 1;
+      for (auto tt : times) {
+        auto ms = to_ms(tt - base);
+        if (ms < 0)
+          continue;
+        auto k = static_cast<std::size_t>(ms / opt.bucket_ms);
+        if (k < buckets)
+          bytes[k] += static_cast<double>(opt.message_bytes);
+      }
+    }
+  }
+  res.broadcasts = started.size();
+  res.lost = res.deliveries_expected - res.deliveries;
+  for (std::size_t k = 0; k < buckets; ++k)
+    res.timeline.push_back({static_cast<double>(k) * opt.bucket_ms,
+                            bytes[k] / (opt.bucket_ms / 1000.0) / 1e6});
+
+  auto event = [&](const std::string& what, double at, double until) {
+    churn_event e;
+    e.what = what;
+    e.at_ms = at;
+    e.procs = movers.size();
+    e.steady_MBps = mean_over(res.timeline, opt.bucket_ms, at - 1000, at);
+    e.restabilize_ms =
+      restabilize(res.timeline, opt.bucket_ms, at, until, e.steady_MBps, opt.hold);
+    return e;
+  };
+  res.events.push_back(event("leave", opt.leave_at_ms, opt.rejoin_at_ms));
+  res.events.push_back(event("rejoin", opt.rejoin_at_ms, opt.duration_ms));
+  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  return res;
+}
+
+plot_spec churn_plot(const churn_result& r) {
+  plot_spec p;
+  p.title = "Broadcast bandwidth under churn on " + r.topology;
+  p.x_label = "time (ms)";
+  p.y_label = "delivered MB/s";
+  p.draw = plot_spec::style::steps;
+  plot_series s;
+  s.label = "dynamic";
+  for (auto& pt : r.timeline) {
+    s.x.push_back(pt.t_ms);
+    s.y.push_back(pt.bandwidth_MBps);
+  }
+  p.series.push_back(std::move(s));
+  for (auto& e : r.events)
+    p.markers.push_back({e.at_ms, std::to_string(e.procs) + " " + e.what});
+  return p;
+}
+
+int run_bench_churn(const churn_options& opt, const std::string& json_path,
+                    const std::string& plot_path) {
+  for (auto* path : {&json_path, &plot_path})
+    if (!path->empty() && !std::ofstream(*path, std::ios::app)) {
+      std::cerr << tag << "cannot write " << *path << "\n";
+      return 2;
+    }
+  auto out = run_churn(opt, [](const std::string& s) { std::cerr << tag << s << "\n"; });
+  if (auto* err = std::get_if<std::string>(&out)) {
+    std::cerr << tag << *err << "\n";
+    return 2;
+  }
+  auto& r = std::get<churn_result>(out);
+  std::printf("churn on %s (%zu processors, %zu vnodes, %zu KiB broadcasts from 0, %zu in "
+              "flight, emulated)\n",
+              r.topology.c_str(), r.procs, r.vnodes, opt.message_bytes / 1024, opt.window);
+  std::printf("%-8s %8s %6s %12s %16s\n", "event", "at_ms", "procs", "steady_MBps",
+              "restabilize_ms");
+  for (auto& e : r.events) {
+    if (e.restabilize_ms)
+      std::printf("%-8s %8.0f %6zu %12.1f %16.0f\n", e.what.c_str(), e.at_ms, e.procs,
+                  e.steady_MBps, *e.restabilize_ms);
+    else
+      std::printf("%-8s %8.0f %6zu %12.1f %16s\n", e.what.c_str(), e.at_ms, e.procs,
+                  e.steady_MBps, "not back");
+  }
+  std::printf("broadcasts %zu, deliveries %zu of %zu expected, duplicates %zu, lost %zu "
+              "(%.1f s wall)\n",
+              r.broadcasts, r.deliveries, r.deliveries_expected, r.duplicates, r.lost, r.wall_s);
+
+  if (!plot_path.empty()) {
+    if (auto err = write_svg(plot_path, churn_plot(r))) {
+      std::cerr << tag << *err << "\n";
+      return 2;
+    }
+  }
+  if (!json_path.empty()) {
+    nlohmann::json j;
+    j["topology"] = r.topology;
+    j["seed"] = opt.seed;
+    j["procs"] = r.procs;
+    j["vnodes"] = r.vnodes;
+    j["message_bytes"] = opt.message_bytes;
+    j["window"] = opt.window;
+    j["bucket_ms"] = opt.bucket_ms;
+    auto tl = nlohmann::json::array();
+    for (auto& p : r.timeline)
+      tl.push_back({{"t_ms", p.t_ms}, {"bandwidth_MBps", p.bandwidth_MBps}});
+    j["timeline"] = tl;
+    auto ev = nlohmann::json::array();
+    for (auto& e : r.events) {
+      nlohmann::json x = {{"event", e.what},
+                          {"at_ms", e.at_ms},
+                          {"procs", e.procs},
+                          {"steady_MBps", e.steady_MBps}};
+      x["restabilize_ms"] = e.restabilize_ms ? nlohmann::json(*e.restabilize_ms) : nlohmann::json();
+      ev.push_back(x);
+    }
+    j["events"] = ev;
+    j["restabilize_ms"] = {{"leave", ev[0]["restabilize_ms"]}, {"rejoin", ev[1]["restabilize_ms"]}};
+    j["broadcasts"] = r.broadcasts;
+    j["deliveries_expected"] = r.deliveries_expected;
+    j["deliveries"] = r.deliveries;
+    j["duplicates"] = r.duplicates;
+    j["lost"] = r.lost;
+    std::ofstream f(json_path);
+    if (!f) {
+      std::cerr << tag << "cannot write " << json_path << "\n";
+      return 2;
+    }
+    f << j.dump(2) << "\n";
+  }
+  return r.lost || r.duplicates ? 1 : 0;
+}
+
+void add_bench_churn_command(CLI::App& bench, std::function<int()>& action) {
+  struct args {
+    churn_options opt;
+    std::string json, plot;
+  };
+  auto a = std::make_shared<args>();
+  auto cmd = bench.add_subcommand(
+    "churn", "continuous 4 MiB broadcasts while half of the processors leave and rejoin");
+  cmd->add_option("--topology", a->opt.topology, "built-in name or topology file")->required();
+  cmd->add_option("--seed", a->opt.seed, "random seed");
+  cmd->add_option("--leave-at", a->opt.leave_at_ms, "ms after the trees formed (2000)");
+  cmd->add_option("--rejoin-at", a->opt.rejoin_at_ms, "ms after the trees formed (5000)");
+  cmd->add_option("--duration", a->opt.duration_ms, "ms of broadcasting (8000)");
+  cmd->add_option("--window", a->opt.window, "broadcasts in flight (2)");
+  cmd->add_option("--json", a->json, "write results as JSON");
+  cmd->add_option("--plot", a->plot, "write an SVG plot (the paper's Fig. 9)");
+  cmd->callback([a, &action] { action = [a] { return run_bench_churn(a->opt, a->json, a->plot); }; });
+}
+
+} // namespace banyan::cli

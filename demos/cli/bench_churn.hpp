@@ -1,0 +1,91 @@
+#pragma once
+// `banyan bench churn`: bandwidth of continuous long broadcasts while half of the
+// processors leave and come back (the paper's Fig. 9).
+//
+//   banyan bench churn --topology T [--seed S] [--leave-at MS] [--rejoin-at MS]
+//                      [--duration MS] [--json F] [--plot F.svg]
+//
+// Once banyan's trees have converged (virtual time; the clock is then reset to 0 for the
+// timeline), processor 0 broadcasts 4 MiB messages back to back over banyan's adaptive
+// trees, keeping `window` of them in flight. At `leave_at` half of the other processors
+// (every second one: 1, 3, 5, ...) hand their vnodes over and leave; at `rejoin_at` they
+// join again through processor 0, asking for the vnodes they had. Broadcasts start until
+// `duration`; then the run waits for the last ones.
+//
+// Measured: delivered bytes (message size per vnode delivery) over fixed windows ->
+// timeline of MB/s; per event, the steady bandwidth before it (mean over the second
+// before the event) and `restabilize_ms`: from the event to the start of the first
+// window from which on `hold` consecutive windows are each at least 90% of that steady
+// bandwidth. Exactly-once: every vnode must get every broadcast once (vnodes are handed
+// over, never dropped, so every broadcast has the same vnodes to reach).
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <variant>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "svg_plot.hpp"
+
+namespace banyan::cli {
+
+struct churn_options {
+  std::string topology;
+  std::uint64_t seed = 1;
+  double leave_at_ms = 2000;
+  double rejoin_at_ms = 5000;
+  double duration_ms = 8000;
+  std::size_t message_bytes = 4 * 1024 * 1024;
+  std::size_t window = 2;       ///< broadcasts in flight
+  double bucket_ms = 100;       ///< timeline resolution
+  std::size_t hold = 5;         ///< buckets that must stay >= 90% of steady
+};
+
+struct churn_point {
+  double t_ms = 0;
+  double bandwidth_MBps = 0;
+};
+
+struct churn_event {
+  std::string what; ///< "leave" or "rejoin"
+  double at_ms = 0;
+  std::size_t procs = 0;           ///< processors that left / rejoined
+  double steady_MBps = 0;          ///< mean over the second before the event
+  std::optional<double> restabilize_ms; ///< nothing: not back before the end
+};
+
+struct churn_result {
+  std::string topology;
+  std::size_t procs = 0;
+  std::size_t vnodes = 0;
+  std::vector<churn_point> timeline;
+  std::vector<churn_event> events;
+  std::size_t broadcasts = 0;
+  std::size_t deliveries_expected = 0;
+  std::size_t deliveries = 0; ///< (broadcast, vnode) pairs delivered at least once
+  std::size_t duplicates = 0; ///< deliveries beyond the first
+  std::size_t lost = 0;       ///< expected pairs never delivered
+  double wall_s = 0;
+};
+
+/// Runs the churn experiment; errors (bad topology or times) as a one-line message.
+/// `progress` (may be empty) gets a line now and then.
+std::variant<churn_result, std::string>
+run_churn(const churn_options& opt, const std::function<void(const std::string&)>& progress = {});
+
+/// The timeline as a chart with the events marked (the paper's Fig. 9).
+plot_spec churn_plot(const churn_result& r);
+
+/// `banyan bench churn`: 0 on success, 1 when deliveries were lost or duplicated, 2 on
+/// bad input.
+int run_bench_churn(const churn_options& opt, const std::string& json_path,
+                    const std::string& plot_path);
+
+/// Registers `churn` under `bench`; when it is used, parsing sets `action`.
+void add_bench_churn_command(CLI::App& bench, std::function<int()>& action);
+
+} // namespace banyan::cli
