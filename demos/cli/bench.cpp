@@ -1,4 +1,6 @@
 #include "bench.hpp"
+#include "bench_bandwidth.hpp"
+#include "bench_churn.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -160,6 +162,8 @@ void add_bench_command(CLI::App& app, std::function<int()>& action) {
   bl->add_option("--seed", opt->seed, "random seed");
   bl->add_option("--json", opt->json_path, "write results as JSON");
   bl->callback([opt, &action] { action = [opt] { return run_bench_bcast_latency(*opt); }; });
+  add_bench_bandwidth_command(*bench, action);
+  add_bench_churn_command(*bench, action);
 }
 
 } // namespace banyan::cli
