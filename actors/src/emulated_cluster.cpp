@@ -4,7 +4,7 @@
 
 #include <caf/scheduler/test_coordinator.hpp>
 
-#include "broadcast_glue.hpp"
+#include "collective_glue.hpp"
 
 namespace banyan::actors {
 
@@ -32,7 +32,14 @@ struct emulated_cluster::impl {
   std::vector<std::shared_ptr<supervisor>> sups;    // current incarnation
   std::vector<std::shared_ptr<supervisor>> history; // every incarnation
   std::vector<std::uint32_t> incarnation;
-  std::shared_ptr<broadcast_ledger> ledger = std::make_shared<broadcast_ledger>();
+  std::shared_ptr<collective_ledger> ledger = std::make_shared<collective_ledger>();
+  reduce_op_table ops; ///< built-in operators, to check requests up front
+  std::uint64_t reductions = 0;        ///< over adaptive trees: 1, 2, 3, ...
+  std::uint64_t static_reductions = 0; ///< over static trees (static_bit | 1, 2, ...)
+  std::uint32_t static_installs = 0;
+  /// Reductions over adaptive trees without a result yet: a processor that joins starts
+  /// them too (at the first reduction not completed, as the engine expects).
+  std::map<std::uint64_t, reduce_request_ptr> open_reductions;
   std::size_t vnodes = 0;
   timestamp t0{0};
 
@@ -83,7 +90,7 @@ struct emulated_cluster::impl {
     auto sup = std::make_shared<supervisor>(p, cfg.sup, seed);
     sups[p] = sup;
     history.push_back(sup);
-    procs[p] = spawn_processor(*sys, sup, net, &mon, inc, ledger);
+    procs[p] = spawn_processor(*sys, sup, net, &mon, inc, ledger, ctr);
     caf::anon_send(net, attach_atom::value, p, procs[p]);
   }
 
@@ -116,6 +123,71 @@ struct emulated_cluster::impl {
       return std::nullopt;
     }
     return fut.get();
+  }
+
+  /// Hands every running processor tree `t` for the static engines.
+  void install_static(const banyan::tree& t, std::uint64_t first_reduce_op) {
+    auto inst = std::make_shared<static_install>();
+    inst->t = t;
+    inst->first_reduce_op = first_reduce_op;
+    // What reductions size their timeouts from: the deepest path from the root along
+    // t, and the slowest link on the way up.
+    duration deepest{0};
+    rate slowest = infinite_rate;
+    for (proc_id p = 0; p < t.size(); ++p) {
+      duration d{0};
+      proc_id at = p;
+      for (std::size_t hops = 0; hops < t.size() && at != t.root() && at != no_proc; ++hops) {
+        auto up = t.parent(at);
+        if (up == no_proc)
+          break;
+        d += cfg.topo.one_way(up, at);
+        slowest = std::min(slowest, cfg.topo.path_bandwidth(at, up));
+        at = up;
+      }
+      deepest = std::max(deepest, d);
+    }
+    inst->max_root_distance = deepest;
+    inst->min_root_rate = slowest;
+    static_install_ptr shared = inst;
+    for (auto& p : procs)
+      if (p)
+        caf::anon_send(p, static_tree_atom::value, shared);
+  }
+
+  /// Checks a reduction request; the owner of its root vnode, or an error.
+  expected<proc_id> check(const reduction_args& r) {
+    if (vnodes == 0)
+      return make_error(errc::stopped, "reduce: the cluster has not started");
+    if (r.root >= vnodes)
+      return make_error(errc::invalid_argument, "reduce: root vnode " + std::to_string(r.root) +
+                                                  " does not exist (vnodes are 0-" +
+                                                  std::to_string(vnodes - 1) + ")");
+    if (!r.values)
+      return make_error(errc::invalid_argument, "reduce: no contribution function");
+    if (auto e = ops.check(r.fn, r.count * element_size(r.fn.type)))
+      return *e;
+    if (!sched) // supervisors run on other threads: the founders' assignment
+      return static_cast<proc_id>(r.root / std::max<std::uint32_t>(cfg.vnodes_per_proc, 1));
+    for (auto& s : sups)
+      if (s && s->state() == supervisor::status::member)
+        return s->routes().owner(r.root);
+    return make_error(errc::stopped, "reduce: no processor takes part");
+  }
+
+  void start_reduce(const reduction_args& r, std::uint64_t op, bool use_static) {
+    auto req = std::make_shared<reduce_request>();
+    req->spec = {op, r.root, r.fn, r.count};
+    req->values = r.values;
+    req->use_static = use_static;
+    reduce_request_ptr shared = req;
+    if (!use_static)
+      open_reductions[op] = shared;
+    for (auto& p : procs)
+      if (p)
+        caf::anon_send(p, reduce_atom::value, shared);
+    if (sched)
+      sched->run();
   }
 
   std::size_t delivered_count(const wire::collective_id& id) {
@@ -161,6 +233,20 @@ std::optional<error> emulated_cluster::join(proc_id p, proc_id contact, const vn
     return make_error(errc::unknown_peer, "contact " + std::to_string(contact) + " is not running");
   d.spawn(p);
   caf::anon_send(d.procs[p], join_atom::value, contact, wanted);
+  // The reductions not completed yet: the joiner starts them once it takes part (its
+  // vnodes may come with histories that still owe them).
+  {
+    std::lock_guard<std::mutex> guard{d.ledger->mtx};
+    for (auto i = d.open_reductions.begin(); i != d.open_reductions.end();) {
+      auto r = d.ledger->reduce_results.find(i->first);
+      if (r != d.ledger->reduce_results.end() && !r->second.empty()) {
+        i = d.open_reductions.erase(i);
+        continue;
+      }
+      caf::anon_send(d.procs[p], reduce_atom::value, i->second);
+      ++i;
+    }
+  }
   return std::nullopt;
 }
 
@@ -209,7 +295,8 @@ bool emulated_cluster::run_until_quiet(duration limit, duration settle) {
 }
 
 bool emulated_cluster::quiet() const {
-  return impl_->mon.measuring() == 0 && impl_->ctr->in_flight.load() == 0;
+  return impl_->mon.measuring() == 0 && impl_->ctr->in_flight.load() == 0 &&
+         impl_->ctr->holding.load() == 0;
 }
 
 const banyan::topology& emulated_cluster::topo() const {
@@ -270,11 +357,8 @@ emulated_cluster::broadcast_static(proc_id origin, const banyan::tree& t, std::s
   auto& d = *impl_;
   if (origin >= d.procs.size() || !d.procs[origin])
     return std::nullopt;
-  auto shared = std::make_shared<const banyan::tree>(t);
-  tree_ptr tp = shared;
-  for (auto& p : d.procs)
-    if (p)
-      caf::anon_send(p, static_tree_atom::value, tp);
+  auto tp = std::make_shared<const banyan::tree>(t);
+  d.install_static(*tp, static_bit | (d.static_reductions + 1));
   auto req = std::make_shared<bcast_request>();
   req->bytes = bytes;
   req->use_static = true;
@@ -294,17 +378,107 @@ broadcast_record emulated_cluster::deliveries(const wire::collective_id& id) con
     for (auto& [v, times] : i->second)
       for (auto t : times)
         r.delivered[v].push_back(rel(t));
+  if (auto i = d.ledger->targets.find(id); i != d.ledger->targets.end())
+    r.to = i->second;
   return r;
+}
+
+std::optional<wire::collective_id> emulated_cluster::send(proc_id from, vnode_id to,
+                                                         std::size_t bytes) {
+  auto& d = *impl_;
+  if (from >= d.procs.size() || !d.procs[from] || to >= d.vnodes)
+    return std::nullopt;
+  auto req = std::make_shared<bcast_request>();
+  req->bytes = bytes;
+  req->p2p = true;
+  req->to = vnode_set{to};
+  return d.request(from, req);
+}
+
+std::uint64_t emulated_cluster::bad_payloads() const {
+  std::lock_guard<std::mutex> guard{impl_->ledger->mtx};
+  return impl_->ledger->bad_payloads;
+}
+
+expected<std::uint64_t> emulated_cluster::reduce(const reduction_args& r) {
+  auto& d = *impl_;
+  auto owner = d.check(r);
+  if (!owner)
+    return owner.err();
+  const auto op = ++d.reductions;
+  d.start_reduce(r, op, false);
+  return op;
+}
+
+expected<std::uint64_t> emulated_cluster::reduce_static(const banyan::tree& t,
+                                                        const reduction_args& r) {
+  auto& d = *impl_;
+  auto owner = d.check(r);
+  if (!owner)
+    return owner.err();
+  if (t.size() != d.procs.size() || t.root() != *owner)
+    return make_error(errc::invalid_argument,
+                      "reduce_static: the tree must span the topology's " +
+                        std::to_string(d.procs.size()) + " processors and be rooted at " +
+                        std::to_string(*owner) + ", the owner of vnode " +
+                        std::to_string(r.root));
+  const auto op = static_bit | ++d.static_reductions;
+  d.install_static(t, op);
+  d.start_reduce(r, op, true);
+  return op;
+}
+
+reduction_record emulated_cluster::reduction(std::uint64_t op) const {
+  auto& d = *impl_;
+  reduction_record r;
+  std::lock_guard<std::mutex> guard{d.ledger->mtx};
+  auto rel = [&](timestamp t) { return t > d.t0 ? t - d.t0 : duration{0}; };
+  if (auto i = d.ledger->reduce_started.find(op); i != d.ledger->reduce_started.end()) {
+    r.known = true;
+    r.started = rel(i->second);
+  }
+  if (auto i = d.ledger->reduce_results.find(op); i != d.ledger->reduce_results.end())
+    for (auto& e : i->second)
+      r.results.push_back({e.at, rel(e.when), e.result.vnodes, e.result.value.to_vector()});
+  if (auto i = d.ledger->contributions.find(op); i != d.ledger->contributions.end())
+    r.contributions = i->second;
+  if (auto i = d.ledger->reduce_problems.find(op); i != d.ledger->reduce_problems.end())
+    r.problems = i->second;
+  return r;
+}
+
+bool emulated_cluster::run_until_reduced(std::uint64_t op, duration limit) {
+  auto& d = *impl_;
+  auto has_result = [&] {
+    std::lock_guard<std::mutex> guard{d.ledger->mtx};
+    auto i = d.ledger->reduce_results.find(op);
+    return i != d.ledger->reduce_results.end() && !i->second.empty();
+  };
+  if (d.sched)
+    return d.run_virtual(d.now() + limit, [&] { return has_result() && quiet(); });
+  auto deadline = d.now() + limit;
+  while (d.now() < deadline) {
+    if (has_result())
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
 }
 
 bool emulated_cluster::run_until_delivered(const wire::collective_id& id, duration limit) {
   auto& d = *impl_;
-  auto done = [&] { return d.delivered_count(id) >= d.vnodes && quiet(); };
+  std::size_t want = d.vnodes;
+  {
+    std::lock_guard<std::mutex> guard{d.ledger->mtx};
+    if (auto i = d.ledger->targets.find(id); i != d.ledger->targets.end())
+      want = i->second.size();
+  }
+  auto done = [&] { return d.delivered_count(id) >= want && quiet(); };
   if (d.sched)
     return d.run_virtual(d.now() + limit, done);
   auto deadline = d.now() + limit;
   while (d.now() < deadline) {
-    if (d.delivered_count(id) >= d.vnodes)
+    if (d.delivered_count(id) >= want)
       return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "banyan/net/wan_model.hpp"
-#include "broadcast_glue.hpp"
+#include "collective_glue.hpp"
 
 namespace banyan::actors {
 
@@ -52,7 +52,9 @@ void pump(network_ptr self) {
         auto back = st.model->topo().one_way(e.to, e.from);
         self->delayed_send(st.procs[e.from], back, unreachable_atom::value, e.to);
         // The engines need the frame itself back (the supervisor, the notice above).
-        if (std::holds_alternative<wire::bcast_segment>(e.body))
+        if (std::holds_alternative<wire::bcast_segment>(e.body) ||
+            std::holds_alternative<wire::reduce_partial>(e.body) ||
+            std::holds_alternative<wire::reduce_handoff>(e.body))
           bounce(self, std::move(e), back);
       }
     }

@@ -1,16 +1,15 @@
-#include "broadcast_glue.hpp"
+#include "collective_glue.hpp"
+
+#include <deque>
 
 #include "banyan/core/broadcast.hpp"
+#include "banyan/core/reduce.hpp"
 #include "banyan/core/static_tree_view.hpp"
 #include "banyan/core/supervisor_view.hpp"
 
 namespace banyan::actors {
 
 namespace {
-
-/// Broadcasts over static trees are numbered with the top bit set, so that their frames
-/// (and bounces) find the static engine.
-constexpr std::uint64_t static_bit = std::uint64_t{1} << 63;
 
 /// How often a processor that has left asks its engines whether they have drained.
 constexpr auto drain_poll = std::chrono::milliseconds(100);
@@ -19,19 +18,28 @@ struct processor_state {
   std::shared_ptr<supervisor> sup;
   caf::actor net;
   cluster_monitor* mon = nullptr;
-  std::shared_ptr<broadcast_ledger> ledger;
+  std::shared_ptr<collective_ledger> ledger;
+  std::shared_ptr<shared_counters> ctr;
   std::uint32_t incarnation = 0;
   outbox out;
-  // The broadcast engine over the adaptive trees (the supervisor's view).
+  reduce_op_table ops; ///< built-in operators (outlives the engines below)
+  // The engines over the adaptive trees (the supervisor's view). The reduction engine
+  // exists from `found` (its vnodes settled) or `join` (none settled) on.
   std::unique_ptr<supervisor_view> view;
   std::unique_ptr<broadcast_engine> bcast;
+  std::unique_ptr<reduce_engine> reduce;
   broadcast_outbox bo;
-  // A broadcast engine over a static tree (installed by the harness; emulation only).
+  reduce_outbox ro;
+  /// Reductions asked for before this processor took part (a joiner), in order.
+  std::deque<reduce_request_ptr> pending;
+  // Engines over a static tree (installed by the harness; emulation only).
   std::unique_ptr<routing_table> static_routes;
   std::unique_ptr<static_tree_view> static_view;
   std::unique_ptr<broadcast_engine> static_bcast;
+  std::unique_ptr<reduce_engine> static_reduce;
   std::uint32_t static_installs = 0;
   bool left = false;
+  bool holding = false; ///< counted in ctr->holding
   static inline const char* name = "banyan.processor";
 };
 
@@ -41,7 +49,7 @@ bool is_static(const wire::collective_id& op) {
   return (op.seq & static_bit) != 0;
 }
 
-broadcast_engine* engine_for(processor_ptr self, const wire::message& m) {
+broadcast_engine* bcast_engine_for(processor_ptr self, const wire::message& m) {
   auto& st = self->state;
   auto* seg = std::get_if<wire::bcast_segment>(&m);
   if (!seg)
@@ -49,7 +57,41 @@ broadcast_engine* engine_for(processor_ptr self, const wire::message& m) {
   return is_static(seg->op) ? st.static_bcast.get() : st.bcast.get();
 }
 
-void carry_out_engine(processor_ptr self, bool static_engine) {
+reduce_engine* reduce_engine_for(processor_ptr self, const wire::message& m) {
+  auto& st = self->state;
+  if (auto* p = std::get_if<wire::reduce_partial>(&m))
+    return (p->op & static_bit) != 0 ? st.static_reduce.get() : st.reduce.get();
+  if (std::holds_alternative<wire::reduce_handoff>(m))
+    return st.reduce.get(); // static trees never move vnodes
+  return nullptr;
+}
+
+/// Keeps the cluster-wide count of processors whose engines hold something current.
+void update_holding(processor_ptr self) {
+  auto& st = self->state;
+  bool h = st.bcast->holding() || (st.reduce && st.reduce->holding()) ||
+           (st.static_bcast && st.static_bcast->holding()) ||
+           (st.static_reduce && st.static_reduce->holding());
+  if (h == st.holding || !st.ctr)
+    return;
+  st.holding = h;
+  if (h)
+    ++st.ctr->holding;
+  else
+    --st.ctr->holding;
+}
+
+/// Whether `d` carries exactly the bytes the cluster sent (`bytes` of payload_fill).
+bool payload_ok(const shared_bytes& b, std::size_t bytes) {
+  if (b.size() != bytes)
+    return false;
+  for (auto x : b)
+    if (x != payload_fill)
+      return false;
+  return true;
+}
+
+void carry_out_bcast(processor_ptr self, bool static_engine) {
   auto& st = self->state;
   auto& bo = st.bo;
   if (!bo.sends.empty())
@@ -62,25 +104,102 @@ void carry_out_engine(processor_ptr self, bool static_engine) {
     for (auto& d : bo.deliveries) {
       auto& per = st.ledger->deliveries[d.op];
       d.vnodes.for_each([&](vnode_id v) { per[v].push_back(now); });
+      auto size = st.ledger->sizes.find(d.op);
+      if (size == st.ledger->sizes.end() || !payload_ok(d.payload, size->second) ||
+          d.p2p != (st.ledger->targets.count(d.op) > 0))
+        ++st.ledger->bad_payloads;
     }
   }
   bo.clear();
+  update_holding(self);
+}
+
+void carry_out_reduce(processor_ptr self, bool static_engine) {
+  auto& st = self->state;
+  auto& ro = st.ro;
+  if (!ro.sends.empty())
+    self->send(st.net, send_atom::value, envelope_batch(std::move(ro.sends)));
+  for (auto& t : ro.timers)
+    self->delayed_send(self, t.after, rdtimer_atom::value, static_engine, t.token);
+  if (st.ledger && (!ro.results.empty() || !ro.problems.empty())) {
+    auto now = now_of(self);
+    std::lock_guard<std::mutex> guard{st.ledger->mtx};
+    for (auto& r : ro.results)
+      st.ledger->reduce_results[r.op].push_back({st.sup->self(), now, r});
+    for (auto& p : ro.problems)
+      st.ledger->reduce_problems[p.op].push_back("processor " + std::to_string(st.sup->self()) +
+                                                 ": " + p.detail + " " + p.vnodes.to_string());
+  }
+  ro.clear();
+  update_holding(self);
 }
 
 bool drained(processor_ptr self) {
   auto& st = self->state;
   auto now = now_of(self);
-  return st.bcast->drained(now) && (!st.static_bcast || st.static_bcast->drained(now));
+  return st.bcast->drained(now) && (!st.reduce || st.reduce->drained(now)) &&
+         (!st.static_bcast || st.static_bcast->drained(now)) &&
+         (!st.static_reduce || st.static_reduce->drained(now));
 }
 
 void stop(processor_ptr self) {
   auto& st = self->state;
+  if (st.holding && st.ctr) {
+    st.holding = false;
+    --st.ctr->holding;
+  }
   self->send(st.net, detach_atom::value, st.sup->self(), caf::actor_cast<caf::actor>(self));
   self->quit();
 }
 
+/// Starts reduction `req` here (the contributions taken are counted in the ledger).
+void start_reduce(processor_ptr self, const reduce_request_ptr& req) {
+  auto& st = self->state;
+  auto* eng = req->use_static ? st.static_reduce.get() : st.reduce.get();
+  const auto op = req->spec.op;
+  auto note = [&](const std::string& what) {
+    if (!st.ledger)
+      return;
+    std::lock_guard<std::mutex> guard{st.ledger->mtx};
+    st.ledger->reduce_problems[op].push_back("processor " + std::to_string(st.sup->self()) +
+                                             ": " + what);
+  };
+  if (!eng) {
+    note("no engine to start the reduction on");
+    return;
+  }
+  auto ledger = st.ledger;
+  auto values = req->values;
+  contribution_fn counted = [ledger, values, op](vnode_id v) {
+    if (ledger) {
+      std::lock_guard<std::mutex> guard{ledger->mtx};
+      ++ledger->contributions[op][v];
+    }
+    return values(v);
+  };
+  auto now = now_of(self);
+  if (st.ledger) {
+    std::lock_guard<std::mutex> guard{st.ledger->mtx};
+    st.ledger->reduce_started.emplace(op, now);
+  }
+  auto err = eng->start(now, req->spec, std::move(counted), st.ro);
+  carry_out_reduce(self, req->use_static);
+  if (err)
+    note(err->to_string());
+}
+
+/// Starts the reductions a joiner was asked for before it took part.
+void start_pending(processor_ptr self) {
+  auto& st = self->state;
+  while (!st.pending.empty() && st.reduce && st.view->participating() && !st.left) {
+    auto req = st.pending.front();
+    st.pending.pop_front();
+    start_reduce(self, req);
+  }
+}
+
 /// Carries out a supervisor event: its frames first (routes travel ahead), then the
-/// engine's reaction to the view change.
+/// engines' reactions to the view change.
 void carry_out(processor_ptr self) {
   auto& st = self->state;
   if (!st.out.sends.empty())
@@ -94,11 +213,18 @@ void carry_out(processor_ptr self) {
     left = left || e.what == tree_event::kind::left;
   }
   st.out.clear();
-  st.bcast->on_view_change(now_of(self), st.bo);
-  carry_out_engine(self, false);
+  auto now = now_of(self);
+  st.bcast->on_view_change(now, st.bo);
+  carry_out_bcast(self, false);
+  if (st.reduce) {
+    st.reduce->on_view_change(now, st.ro);
+    carry_out_reduce(self, false);
+  }
+  start_pending(self);
   if (left && !st.left) {
     // Stay reachable, feeding the engines, until they have drained.
     st.left = true;
+    st.pending.clear();
     if (drained(self))
       stop(self);
     else
@@ -108,12 +234,14 @@ void carry_out(processor_ptr self) {
 
 caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> sup,
                               caf::actor net, cluster_monitor* mon, std::uint32_t incarnation,
-                              std::shared_ptr<broadcast_ledger> ledger) {
+                              std::shared_ptr<collective_ledger> ledger,
+                              std::shared_ptr<shared_counters> ctr) {
   auto& init = self->state;
   init.sup = std::move(sup);
   init.net = std::move(net);
   init.mon = mon;
   init.ledger = std::move(ledger);
+  init.ctr = std::move(ctr);
   init.incarnation = incarnation;
   init.view = std::make_unique<supervisor_view>(*init.sup);
   broadcast_config dynamic_cfg;
@@ -124,9 +252,17 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       auto& st = self->state;
       auto now = now_of(self);
       if (broadcast_engine::handles(e.body)) {
-        auto* eng = engine_for(self, e.body);
+        auto* eng = bcast_engine_for(self, e.body);
         bool taken = eng && eng->on_message(now, e.from, e.body, st.bo);
-        carry_out_engine(self, eng == st.static_bcast.get() && eng);
+        carry_out_bcast(self, eng == st.static_bcast.get() && eng);
+        if (!taken)
+          self->send(st.net, refuse_atom::value, e);
+        return;
+      }
+      if (reduce_engine::handles(e.body)) {
+        auto* eng = reduce_engine_for(self, e.body);
+        bool taken = eng && eng->on_message(now, e.from, e.body, st.ro);
+        carry_out_reduce(self, eng == st.static_reduce.get() && eng);
         if (!taken)
           self->send(st.net, refuse_atom::value, e);
         return;
@@ -140,9 +276,12 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
     },
     [=](bounced_atom, const wire::envelope& e) {
       auto& st = self->state;
-      if (auto* eng = engine_for(self, e.body)) {
+      if (auto* eng = bcast_engine_for(self, e.body)) {
         eng->on_undeliverable(now_of(self), e.to, e.body, st.bo);
-        carry_out_engine(self, eng == st.static_bcast.get());
+        carry_out_bcast(self, eng == st.static_bcast.get());
+      } else if (auto* r = reduce_engine_for(self, e.body)) {
+        r->on_undeliverable(now_of(self), e.to, e.body, st.ro);
+        carry_out_reduce(self, r == st.static_reduce.get());
       }
     },
     [=](timer_atom, std::uint64_t token) {
@@ -155,7 +294,15 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       if (!eng)
         return;
       eng->on_timer(now_of(self), token, st.bo);
-      carry_out_engine(self, static_engine);
+      carry_out_bcast(self, static_engine);
+    },
+    [=](rdtimer_atom, bool static_engine, std::uint64_t token) {
+      auto& st = self->state;
+      auto* eng = static_engine ? st.static_reduce.get() : st.reduce.get();
+      if (!eng)
+        return;
+      eng->on_timer(now_of(self), token, st.ro);
+      carry_out_reduce(self, static_engine);
     },
     [=](drain_atom) {
       if (drained(self))
@@ -163,21 +310,28 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       else
         self->delayed_send(self, drain_poll, drain_atom::value);
     },
-    [=](static_tree_atom, const tree_ptr& t) {
+    [=](static_tree_atom, const static_install_ptr& inst) {
       // Emulation only: every processor is handed the same tree, and owns what its
-      // supervisor's routing table says now. A broadcast still under way on the
-      // previous static tree would be cut off: install between broadcasts.
+      // supervisor's routing table says now. An operation still under way on the
+      // previous static tree would be cut off: install between operations.
       auto& st = self->state;
+      st.static_reduce.reset();
       st.static_bcast.reset();
       st.static_view.reset();
       st.static_routes = std::make_unique<routing_table>(st.sup->routes());
-      tree copy = *t;
+      tree copy = inst->t;
       st.static_view = std::make_unique<static_tree_view>(
-        st.sup->self(), *st.static_routes, [copy](tree_key) { return copy; });
+        st.sup->self(), *st.static_routes, [copy](tree_key) { return copy; },
+        inst->max_root_distance, inst->min_root_rate);
       broadcast_config bc;
       bc.first_seq = static_bit | (std::uint64_t{st.incarnation} << 32) |
                      (std::uint64_t{++st.static_installs} << 20);
       st.static_bcast = std::make_unique<broadcast_engine>(*st.static_view, bc);
+      reduce_config rc;
+      rc.first_op = inst->first_reduce_op;
+      st.static_reduce = std::make_unique<reduce_engine>(*st.static_view, st.ops, rc,
+                                                         st.static_view->own_vnodes());
+      update_holding(self);
     },
     [=](bcast_atom, const bcast_request_ptr& req) {
       auto& st = self->state;
@@ -187,26 +341,49 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
         return;
       }
       auto now = now_of(self);
-      auto id = eng->broadcast(now, shared_bytes(std::vector<std::uint8_t>(req->bytes, 0x5a)),
-                               st.bo);
+      shared_bytes payload(std::vector<std::uint8_t>(req->bytes, payload_fill));
+      auto id = req->p2p ? eng->send(now, req->to, payload, st.bo)
+                         : eng->broadcast(now, payload, st.bo);
       if (!id) {
         req->result.set_value(std::nullopt);
         st.bo.clear();
         return;
       }
       if (st.ledger) {
+        // Before the deliveries this event may make (a message to an own vnode).
         std::lock_guard<std::mutex> guard{st.ledger->mtx};
         st.ledger->started[*id] = now;
+        st.ledger->sizes[*id] = req->bytes;
+        if (req->p2p)
+          st.ledger->targets[*id] = req->to;
       }
-      carry_out_engine(self, req->use_static);
+      carry_out_bcast(self, req->use_static);
       req->result.set_value(*id);
     },
+    [=](reduce_atom, const reduce_request_ptr& req) {
+      auto& st = self->state;
+      if (st.left)
+        return;
+      if (req->use_static || (st.reduce && st.view->participating() && st.pending.empty())) {
+        start_reduce(self, req);
+        return;
+      }
+      st.pending.push_back(req); // started once this processor takes part
+    },
     [=](found_atom, const found_args_ptr& args) {
-      self->state.sup->found(now_of(self), args->members, args->routes, self->state.out);
+      auto& st = self->state;
+      st.sup->found(now_of(self), args->members, args->routes, st.out);
+      if (!st.reduce)
+        st.reduce = std::make_unique<reduce_engine>(*st.view, st.ops, reduce_config{},
+                                                    st.sup->own_vnodes());
       carry_out(self);
     },
     [=](join_atom, proc_id contact, const vnode_set& wanted) {
-      self->state.sup->join(now_of(self), contact, wanted, self->state.out);
+      auto& st = self->state;
+      if (!st.reduce) // a joiner's vnodes settle when their histories arrive
+        st.reduce = std::make_unique<reduce_engine>(*st.view, st.ops, reduce_config{},
+                                                    vnode_set{});
+      st.sup->join(now_of(self), contact, wanted, st.out);
       carry_out(self);
     },
     [=](leave_atom, proc_id recipient) {
@@ -223,14 +400,15 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
 
 caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> sup,
                            caf::actor net, cluster_monitor* mon, std::uint32_t incarnation,
-                           std::shared_ptr<broadcast_ledger> ledger) {
+                           std::shared_ptr<collective_ledger> ledger,
+                           std::shared_ptr<shared_counters> counters) {
   return sys.spawn(processor_actor, std::move(sup), std::move(net), mon, incarnation,
-                   std::move(ledger));
+                   std::move(ledger), std::move(counters));
 }
 
 caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> sup,
                            caf::actor net, cluster_monitor* mon) {
-  return spawn_processor(sys, std::move(sup), std::move(net), mon, 0, nullptr);
+  return spawn_processor(sys, std::move(sup), std::move(net), mon, 0, nullptr, nullptr);
 }
 
 } // namespace banyan::actors

@@ -3,8 +3,9 @@
 // machine of core/), feeds it every message and timer with the actor clock's time,
 // and carries out what the supervisor asks: messages go to the network actor in
 // one batch per event, timers become delayed messages to itself, tree events go
-// to the monitor. It also hosts the broadcast engine (broadcast_glue.hpp). A processor
-// that left stays attached until its engine has drained, then detaches and quits.
+// to the monitor. It also hosts the collective engines (broadcast with point-to-point,
+// reduction; collective_glue.hpp). A processor that left stays attached until its
+// engines have drained, then detaches and quits.
 
 #include <atomic>
 #include <memory>
@@ -22,6 +23,9 @@ struct shared_counters {
   std::atomic<std::uint64_t> messages{0};
   std::atomic<std::uint64_t> bytes{0};
   std::atomic<std::uint64_t> dropped{0};
+  /// Processors whose collective engines hold something (a stream, a partial waiting
+  /// for children, a frame waiting for a retry): the cluster is not quiet meanwhile.
+  std::atomic<std::int64_t> holding{0};
 };
 
 caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> sup,

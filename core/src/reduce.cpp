@@ -17,7 +17,7 @@ reduce_engine::reduce_engine(tree_view& view, const reduce_op_table& ops, reduce
                              vnode_set settled)
   : view_(view), ops_table_(ops), cfg_(cfg) {
   if (!settled.empty())
-    done_[0] = std::move(settled);
+    done_[cfg_.first_op - 1] = std::move(settled);
 }
 
 vnode_set reduce_engine::settled() const {

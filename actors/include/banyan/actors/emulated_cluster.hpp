@@ -21,6 +21,7 @@
 #include "banyan/actors/cluster_monitor.hpp"
 #include "banyan/core/error.hpp"
 #include "banyan/core/messages.hpp"
+#include "banyan/core/reduce.hpp"
 #include "banyan/core/supervisor.hpp"
 #include "banyan/core/topology.hpp"
 #include "banyan/core/tree.hpp"
@@ -49,12 +50,44 @@ struct network_stats {
   std::uint64_t dropped = 0; ///< addressed to processors that were not running
 };
 
-/// What the processors reported of one broadcast. Times are relative to `start()`.
+/// What the processors reported of one broadcast or point-to-point message. Times are
+/// relative to `start()`.
 struct broadcast_record {
   bool known = false;   ///< the broadcast was started
   duration started{0};  ///< when the origin started it
   /// Every time each vnode was delivered to (one entry each when all is well).
   std::map<vnode_id, std::vector<duration>> delivered;
+  /// A point-to-point message: the vnodes it is for (a broadcast: empty, every vnode).
+  vnode_set to;
+};
+
+/// A reduction for `emulated_cluster::reduce`: `count` elements of `fn`'s type per
+/// vnode, combined into vnode `root`. `values(v)` is vnode v's contribution; it is called
+/// on the processors' actors (in real time from several threads at once), once for each
+/// vnode where that vnode is counted.
+struct reduction_args {
+  vnode_id root = 0;
+  reduce_op fn;
+  std::size_t count = 0;
+  contribution_fn values;
+};
+
+/// What the processors reported of one reduction. Times are relative to `start()`.
+struct reduction_record {
+  bool known = false;  ///< some processor started it
+  duration started{0}; ///< when the first processor started it
+  struct result {
+    proc_id at = no_proc; ///< the processor owning the root vnode then
+    duration when{0};
+    vnode_set vnodes;     ///< the vnodes counted
+    std::vector<std::uint8_t> value;
+  };
+  /// One entry when all is well (more would be a bug).
+  std::vector<result> results;
+  /// How often each vnode's contribution was taken (once each when all is well).
+  std::map<vnode_id, int> contributions;
+  /// Engine problems (bugs) and errors of processors that could not start it.
+  std::vector<std::string> problems;
 };
 
 class emulated_cluster {
@@ -81,7 +114,8 @@ public:
   /// Returns false when the limit was reached first.
   bool run_until_quiet(duration limit, duration settle = std::chrono::milliseconds(500));
 
-  /// Nobody measures and no message is in flight.
+  /// Nobody measures, no message is in flight, and no collective engine holds anything
+  /// (streams, partials waiting for children or a timeout, frames waiting for a retry).
   bool quiet() const;
 
   const banyan::topology& topo() const;
@@ -115,6 +149,29 @@ public:
   /// Runs until every vnode has been delivered broadcast `id` and nothing is in flight
   /// (virtual), or until every vnode has it (real); at most `limit`. False on the limit.
   bool run_until_delivered(const wire::collective_id& id, duration limit);
+  /// Processor `from` sends `bytes` bytes to vnode `to`, delivered exactly once at the
+  /// processor owning it at delivery time (point-to-point through the broadcast engine).
+  /// Deliveries are recorded like a broadcast's (`deliveries`, `run_until_delivered`).
+  /// Nothing when `from` is not running or no longer takes part, or `to` does not exist.
+  std::optional<wire::collective_id> send(proc_id from, vnode_id to, std::size_t bytes);
+  /// Deliveries whose bytes, or whose point-to-point mark, were wrong (0 when all is well).
+  std::uint64_t bad_payloads() const;
+
+  /// Starts a reduction over banyan's adaptive trees at every running processor, in the
+  /// same order everywhere (reductions are numbered 1, 2, 3, ...); a processor still
+  /// joining starts it once it takes part. Returns its number, or an error for a bad
+  /// root, operator or count. It proceeds as the cluster runs (`run_until_reduced`).
+  expected<std::uint64_t> reduce(const reduction_args& r);
+  /// The same over a fixed tree `t` rooted at the processor owning `r.root` (EMULATION
+  /// ONLY, installed like `broadcast_static`'s; timeouts sized from the topology's
+  /// latencies and bandwidths along `t`). Numbered apart from `reduce`'s.
+  expected<std::uint64_t> reduce_static(const banyan::tree& t, const reduction_args& r);
+  /// What the processors reported of reduction `op` so far.
+  reduction_record reduction(std::uint64_t op) const;
+  /// Runs until reduction `op` has a result and (virtual time) the cluster is quiet;
+  /// at most `limit`. False on the limit.
+  bool run_until_reduced(std::uint64_t op, duration limit);
+
   /// The number of vnodes (fixed at `start()`).
   std::size_t vnode_count() const;
 

@@ -77,6 +77,10 @@ struct reduce_config {
   /// How long a reduction stays open here after this processor's part of it is done,
   /// for vnodes that settle here later and still owe it.
   duration op_linger = std::chrono::seconds(60);
+  /// The number of the first reduction: founders' vnodes are settled with `done` one
+  /// below it. A runtime that hosts several engines (adaptive and static trees) may give
+  /// each its own range of numbers, and tell their frames apart by them.
+  std::uint64_t first_op = 1;
 };
 
 /// One reduction, the same at every processor.

@@ -1,0 +1,116 @@
+#pragma once
+// Internal: what the processor actors, the network actor and the emulated cluster
+// exchange for collectives (the broadcast and reduction engines each processor hosts next
+// to its supervisor, and point-to-point messages through the broadcast engine).
+// In-process only, like caf_glue.hpp.
+
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "banyan/core/reduce.hpp"
+#include "banyan/core/tree.hpp"
+#include "processor_actor.hpp"
+
+namespace banyan::actors {
+
+/// A frame that could not be delivered, carried back to its sender (the engines need
+/// the frame itself; the supervisor still gets the (unreachable_atom, proc_id) notice).
+using bounced_atom = caf::atom_constant<caf::atom("bbounced")>;
+/// A processor hands a frame its engine refused to the network, to go back to its sender.
+using refuse_atom = caf::atom_constant<caf::atom("brefuse")>;
+/// Broadcast engine timers: (bctimer_atom, static engine?, token), a token space apart
+/// from the supervisor's timer_atom.
+using bctimer_atom = caf::atom_constant<caf::atom("bbctimer")>;
+/// Reduction engine timers: (rdtimer_atom, static engine?, token).
+using rdtimer_atom = caf::atom_constant<caf::atom("brdtimer")>;
+/// A processor that has left polls whether its engines have drained.
+using drain_atom = caf::atom_constant<caf::atom("bdrain")>;
+/// Start a broadcast or a point-to-point message: (bcast_atom, request).
+using bcast_atom = caf::atom_constant<caf::atom("bbcast")>;
+/// Start a reduction: (reduce_atom, request).
+using reduce_atom = caf::atom_constant<caf::atom("breduce")>;
+/// Install a static tree on a processor (in-process emulation only).
+using static_tree_atom = caf::atom_constant<caf::atom("bstatic")>;
+
+/// Collectives over static trees are numbered with this bit set (broadcasts, and
+/// reductions), so that their frames (and bounces) find the static engines. Apart from
+/// `p2p_seq_bit` (bit 63), which marks point-to-point messages.
+constexpr std::uint64_t static_bit = std::uint64_t{1} << 62;
+
+/// What the processors report of collectives (instrumentation, like the monitor).
+struct collective_ledger {
+  std::mutex mtx;
+  /// Per broadcast or message, per vnode, every time it was delivered (more than one
+  /// entry would be a duplicate), and when each started.
+  std::map<wire::collective_id, std::map<vnode_id, std::vector<timestamp>>> deliveries;
+  std::map<wire::collective_id, timestamp> started;
+  std::map<wire::collective_id, std::size_t> sizes;       ///< bytes sent
+  std::map<wire::collective_id, vnode_set> targets;       ///< point-to-point: its vnodes
+  std::uint64_t bad_payloads = 0; ///< deliveries whose bytes were not the bytes sent
+
+  struct reduce_entry {
+    proc_id at = no_proc;
+    timestamp when{0};
+    reduce_result result;
+  };
+  /// Per reduction: when the first processor started it, its results (one when all is
+  /// well), how often each vnode's contribution was taken, and what went wrong.
+  std::map<std::uint64_t, timestamp> reduce_started;
+  std::map<std::uint64_t, std::vector<reduce_entry>> reduce_results;
+  std::map<std::uint64_t, std::map<vnode_id, int>> contributions;
+  std::map<std::uint64_t, std::vector<std::string>> reduce_problems;
+};
+using broadcast_ledger = collective_ledger;
+
+/// A request to start a broadcast (or, with `p2p`, a message to `to`) at a processor;
+/// the answer comes through `result`. The payload is `bytes` bytes of `fill`.
+struct bcast_request {
+  std::size_t bytes = 0;
+  bool use_static = false;
+  bool p2p = false;
+  vnode_set to;
+  std::promise<std::optional<wire::collective_id>> result;
+};
+using bcast_request_ptr = std::shared_ptr<bcast_request>;
+
+/// The byte every emulated broadcast and message carries (checked at delivery).
+constexpr std::uint8_t payload_fill = 0x5a;
+
+/// A request to start a reduction at a processor. The processor starts it as soon as it
+/// takes part (a joining one: when its join completed), in the order requests came.
+struct reduce_request {
+  reduce_spec spec;
+  contribution_fn values;
+  bool use_static = false;
+};
+using reduce_request_ptr = std::shared_ptr<const reduce_request>;
+
+/// A static tree for every processor (emulation only): the tree, the number of the next
+/// static reduction (the static reduction engine starts there), and what reductions size
+/// their timeouts from.
+struct static_install {
+  banyan::tree t;
+  std::uint64_t first_reduce_op = static_bit | 1;
+  duration max_root_distance = std::chrono::milliseconds(10);
+  rate min_root_rate = infinite_rate;
+};
+using static_install_ptr = std::shared_ptr<const static_install>;
+
+/// A processor that also hosts the collective engines reporting to `ledger`.
+/// `incarnation` numbers the broadcasts it starts apart from those of its earlier
+/// incarnations.
+caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> sup,
+                           caf::actor net, cluster_monitor* mon, std::uint32_t incarnation,
+                           std::shared_ptr<collective_ledger> ledger,
+                           std::shared_ptr<shared_counters> counters);
+
+} // namespace banyan::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::actors::bcast_request_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::actors::reduce_request_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::actors::static_install_ptr)

@@ -1,0 +1,320 @@
+// Reductions and point-to-point messages through the whole stack in virtual time: the
+// engines each processor actor hosts, over banyan's adaptive trees and over static trees,
+// on the emulated wide-area network. Every operator and type against the value computed
+// directly; broadcasts, messages and reductions exactly once while processors join and
+// leave in the middle of them.
+
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <type_traits>
+
+#include "banyan/actors/emulated_cluster.hpp"
+#include "banyan/core/tree_builders.hpp"
+
+using namespace banyan;
+using namespace banyan::actors;
+using namespace std::chrono_literals;
+
+namespace {
+
+topology load(const std::string& name) {
+  auto t = builtin_topology(name);
+  BOOST_REQUIRE_MESSAGE(t.has_value(), name);
+  return *t;
+}
+
+/// Element i of vnode v in reduction `salt`: a small integer in [-8, 8].
+long element(vnode_id v, std::size_t i, std::uint64_t salt) {
+  return static_cast<long>((v * 31 + i * 7 + salt) % 17) - 8;
+}
+
+template <class T> std::vector<std::uint8_t> contribution(vnode_id v, std::size_t count,
+                                                          std::uint64_t salt) {
+  std::vector<std::uint8_t> b(count * sizeof(T));
+  for (std::size_t i = 0; i < count; ++i) {
+    T x = static_cast<T>(element(v, i, salt));
+    std::memcpy(b.data() + i * sizeof(T), &x, sizeof(T));
+  }
+  return b;
+}
+
+template <class T> contribution_fn values_of(std::size_t count, std::uint64_t salt) {
+  return [count, salt](vnode_id v) { return contribution<T>(v, count, salt); };
+}
+
+/// The true result over vnodes [0, n), computed directly (integers wrap, as unsigned).
+template <class T> std::vector<T> truth(reduce_kind k, vnode_id n, std::size_t count,
+                                        std::uint64_t salt) {
+  std::vector<T> acc(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    using U = std::conditional_t<std::is_integral_v<T>, std::make_unsigned_t<
+                                   std::conditional_t<std::is_integral_v<T>, T, int>>, T>;
+    U a = static_cast<U>(static_cast<T>(element(0, i, salt)));
+    for (vnode_id v = 1; v < n; ++v) {
+      const T x = static_cast<T>(element(v, i, salt));
+      switch (k) {
+      case reduce_kind::sum: a = static_cast<U>(a + static_cast<U>(x)); break;
+      case reduce_kind::product: a = static_cast<U>(a * static_cast<U>(x)); break;
+      case reduce_kind::min: a = static_cast<U>(std::min(static_cast<T>(a), x)); break;
+      case reduce_kind::max: a = static_cast<U>(std::max(static_cast<T>(a), x)); break;
+      default: break;
+      }
+    }
+    acc[i] = static_cast<T>(a);
+  }
+  return acc;
+}
+
+/// Whether `got` holds `want` (floating-point products within rounding: the order in
+/// which partials meet changes the last bits).
+template <class T> bool same(const std::vector<std::uint8_t>& got, const std::vector<T>& want) {
+  if (got.size() != want.size() * sizeof(T))
+    return false;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    T x;
+    std::memcpy(&x, got.data() + i * sizeof(T), sizeof(T));
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::fabs(x - want[i]) > 1e-5 * std::max<T>(1, std::fabs(want[i])))
+        return false;
+    } else if (x != want[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Runs reduction `op` to its end and checks it: one result, at the owner of the root,
+/// every vnode counted once, no problems. Returns the result's value.
+std::vector<std::uint8_t> finish(emulated_cluster& c, expected<std::uint64_t> op) {
+  BOOST_REQUIRE_MESSAGE(op.has_value(), (op ? "" : op.err().to_string()));
+  BOOST_REQUIRE_MESSAGE(c.run_until_reduced(*op, 120s), "reduction " << *op << " unfinished");
+  auto r = c.reduction(*op);
+  BOOST_TEST(r.known);
+  BOOST_REQUIRE_EQUAL(r.results.size(), 1u);
+  BOOST_TEST((r.results[0].vnodes == vnode_set::range(0, static_cast<vnode_id>(c.vnode_count()))),
+             "counted " << r.results[0].vnodes.to_string());
+  BOOST_TEST(r.contributions.size() == c.vnode_count());
+  for (auto& [v, n] : r.contributions)
+    BOOST_TEST(n == 1, "vnode " << v << " contributed " << n << " times");
+  for (auto& p : r.problems)
+    BOOST_ERROR(p);
+  return r.results[0].value;
+}
+
+template <class T> void check_every_kind(emulated_cluster& c, element_type type, std::uint64_t& salt,
+                                         const std::function<expected<std::uint64_t>(
+                                           const reduction_args&)>& start) {
+  const auto n = static_cast<vnode_id>(c.vnode_count());
+  for (auto k : {reduce_kind::sum, reduce_kind::min, reduce_kind::max, reduce_kind::product}) {
+    ++salt;
+    const std::size_t count = 5 + salt % 4;
+    reduction_args a;
+    a.root = static_cast<vnode_id>(salt % n);
+    a.fn = {k, type};
+    a.count = count;
+    a.values = values_of<T>(count, salt);
+    BOOST_TEST_CONTEXT(to_string(k) << " over " << to_string(type) << " to vnode " << a.root) {
+      auto got = finish(c, start(a));
+      BOOST_TEST(same(got, truth<T>(k, n, count, salt)));
+    }
+  }
+}
+
+void check_all_types(emulated_cluster& c, std::uint64_t& salt,
+                     const std::function<expected<std::uint64_t>(const reduction_args&)>& start) {
+  check_every_kind<std::int32_t>(c, element_type::int32, salt, start);
+  check_every_kind<std::int64_t>(c, element_type::int64, salt, start);
+  check_every_kind<float>(c, element_type::float32, salt, start);
+  check_every_kind<double>(c, element_type::float64, salt, start);
+}
+
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(collectives_cluster)
+
+BOOST_AUTO_TEST_CASE(every_operator_and_type_over_adaptive_trees) {
+  cluster_config cfg;
+  cfg.topo = load("tiny-2c8");
+  cfg.seed = 3;
+  cfg.vnodes_per_proc = 3;
+  emulated_cluster c{cfg};
+  c.start();
+  BOOST_REQUIRE(c.run_until_quiet(600s));
+  std::uint64_t salt = 0;
+  check_all_types(c, salt, [&](const reduction_args& a) { return c.reduce(a); });
+  // A long array goes up the bandwidth trees.
+  reduction_args a;
+  a.root = 7;
+  a.fn = {reduce_kind::sum, element_type::int32};
+  a.count = 100 * 1024; // 400 KiB
+  a.values = values_of<std::int32_t>(a.count, 99);
+  auto got = finish(c, c.reduce(a));
+  BOOST_TEST(same(got, truth<std::int32_t>(reduce_kind::sum, 24, a.count, 99)));
+}
+
+BOOST_AUTO_TEST_CASE(every_operator_and_type_over_static_trees) {
+  cluster_config cfg;
+  cfg.topo = load("tiny-2c8");
+  cfg.seed = 4;
+  cfg.vnodes_per_proc = 2;
+  emulated_cluster c{cfg};
+  c.start();
+  BOOST_REQUIRE(c.run_until_quiet(600s));
+  const auto n = c.topo().proc_count();
+  const auto clusters = c.topo().cluster_of();
+  std::uint64_t salt = 100;
+  // The root vnode's owner roots the tree (founders: vnode v lives at v / 2).
+  check_all_types(c, salt, [&](const reduction_args& a) {
+    return c.reduce_static(binomial_tree(n, a.root / 2), a);
+  });
+  check_all_types(c, salt, [&](const reduction_args& a) {
+    return c.reduce_static(magpie_tree(n, a.root / 2, clusters), a);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(bad_reductions_are_refused) {
+  cluster_config cfg;
+  cfg.topo = load("tiny-2c8");
+  emulated_cluster c{cfg};
+  reduction_args a;
+  a.fn = {reduce_kind::sum, element_type::int32};
+  a.count = 1;
+  a.values = values_of<std::int32_t>(1, 0);
+  BOOST_TEST(!c.reduce(a).has_value()); // not started
+  c.start();
+  BOOST_REQUIRE(c.run_until_quiet(600s));
+  a.root = 8;
+  auto beyond = c.reduce(a);
+  BOOST_REQUIRE(!beyond.has_value());
+  BOOST_TEST(beyond.err().message.find("root vnode 8") != std::string::npos);
+  a.root = 1;
+  a.fn = {reduce_kind::sum, element_type::bytes};
+  BOOST_TEST(!c.reduce(a).has_value()); // no built-in sum over bytes
+  a.fn = {reduce_kind::sum, element_type::int32};
+  BOOST_TEST(!c.reduce_static(binomial_tree(8, 0), a).has_value()); // not rooted at 1
+  // The cluster goes on: a good one still works.
+  auto got = finish(c, c.reduce(a));
+  BOOST_TEST(same(got, truth<std::int32_t>(reduce_kind::sum, 8, 1, 0)));
+}
+
+BOOST_AUTO_TEST_CASE(point_to_point_reaches_the_owner_once) {
+  cluster_config cfg;
+  cfg.topo = load("tiny-2c8");
+  cfg.vnodes_per_proc = 2;
+  emulated_cluster c{cfg};
+  c.start();
+  BOOST_REQUIRE(c.run_until_quiet(600s));
+  BOOST_TEST(!c.send(0, 16, 10).has_value()); // no vnode 16
+  BOOST_TEST(!c.send(8, 1, 10).has_value());  // no processor 8
+  std::vector<wire::collective_id> ids;
+  for (proc_id p = 0; p < 8; ++p)
+    for (vnode_id v : {vnode_id{(p * 5 + 3) % 16}, vnode_id{2 * p}}) { // elsewhere, own
+      auto id = c.send(p, v, p % 2 ? 300 * 1024 : 100);
+      BOOST_REQUIRE(id.has_value());
+      ids.push_back(*id);
+    }
+  for (auto& id : ids) {
+    BOOST_REQUIRE(c.run_until_delivered(id, 60s));
+    auto r = c.deliveries(id);
+    BOOST_REQUIRE_EQUAL(r.to.size(), 1u);
+    BOOST_REQUIRE_EQUAL(r.delivered.size(), 1u);
+    BOOST_TEST(r.to.contains(r.delivered.begin()->first));
+    BOOST_TEST(r.delivered.begin()->second.size() == 1u);
+  }
+  BOOST_TEST(c.bad_payloads() == 0u);
+  BOOST_TEST(c.quiet());
+}
+
+// Processors leave and join while broadcasts, messages and reductions are under way:
+// each broadcast reaches every vnode once, each message its vnode once, each reduction
+// counts every vnode once and has the true value.
+BOOST_AUTO_TEST_CASE(collectives_exactly_once_under_churn) {
+  for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      cluster_config cfg;
+      cfg.topo = load("tiny-2c8");
+      cfg.seed = seed;
+      cfg.initial = 6; // 6 and 7 join later
+      cfg.vnodes_per_proc = 2;
+      emulated_cluster c{cfg};
+      c.start();
+      BOOST_REQUIRE(c.run_until_quiet(600s));
+      const auto n = static_cast<vnode_id>(c.vnode_count());
+      std::mt19937 rng{static_cast<unsigned>(seed)};
+      std::vector<wire::collective_id> bcasts, msgs;
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> reductions; // (op, salt)
+      auto live = [&] {
+        auto r = c.running_procs();
+        return r[std::uniform_int_distribution<std::size_t>(0, r.size() - 1)(rng)];
+      };
+      auto some_ops = [&](int k) {
+        for (int i = 0; i < k; ++i) {
+          if (auto b = c.broadcast(live(), i % 2 ? 400 * 1024 : 64))
+            bcasts.push_back(*b);
+          const vnode_id to = std::uniform_int_distribution<vnode_id>(0, n - 1)(rng);
+          if (auto m = c.send(live(), to, i % 2 ? 64 : 300 * 1024))
+            msgs.push_back(*m);
+        }
+        reduction_args a;
+        const std::uint64_t salt = 1000 * seed + reductions.size();
+        a.root = std::uniform_int_distribution<vnode_id>(0, n - 1)(rng);
+        a.fn = {reduce_kind::sum, element_type::int64};
+        a.count = reductions.size() % 2 ? 80 * 1024 : 16; // long: bandwidth trees
+        a.values = values_of<std::int64_t>(a.count, salt);
+        auto op = c.reduce(a);
+        BOOST_REQUIRE(op.has_value());
+        reductions.push_back({*op, salt});
+      };
+      some_ops(3);
+      c.run_until(c.elapsed() + std::chrono::milliseconds(1 + seed));
+      BOOST_REQUIRE(!c.join(6, 0, vnode_set{static_cast<vnode_id>(seed % n)}));
+      some_ops(2);
+      c.run_until(c.elapsed() + std::chrono::milliseconds(2 * seed));
+      proc_id leaver = static_cast<proc_id>(1 + seed % 5);
+      BOOST_REQUIRE(!c.leave(leaver));
+      some_ops(2);
+      BOOST_REQUIRE(!c.join(7, 0));
+      c.run_until(c.elapsed() + std::chrono::milliseconds(3));
+      some_ops(2);
+      BOOST_REQUIRE(c.run_until_quiet(600s));
+      c.run_until(c.elapsed() + 5s); // nothing more arrives later
+      for (auto& id : bcasts) {
+        auto r = c.deliveries(id);
+        BOOST_TEST(r.delivered.size() == n);
+        for (auto& [v, times] : r.delivered)
+          BOOST_TEST(times.size() == 1u, "broadcast to vnode " << v << ": " << times.size());
+      }
+      for (auto& id : msgs) {
+        auto r = c.deliveries(id);
+        BOOST_TEST(r.delivered.size() == 1u);
+        for (auto& [v, times] : r.delivered) {
+          BOOST_TEST(r.to.contains(v));
+          BOOST_TEST(times.size() == 1u, "message to vnode " << v << ": " << times.size());
+        }
+      }
+      BOOST_TEST(c.bad_payloads() == 0u);
+      for (auto& [op, salt] : reductions) {
+        BOOST_TEST_CONTEXT("reduction " << op) {
+          auto r = c.reduction(op);
+          BOOST_REQUIRE_EQUAL(r.results.size(), 1u);
+          BOOST_TEST((r.results[0].vnodes == vnode_set::range(0, n)));
+          for (auto& [v, k] : r.contributions)
+            BOOST_TEST(k == 1, "vnode " << v << " contributed " << k << " times");
+          BOOST_TEST(r.contributions.size() == n);
+          for (auto& p : r.problems)
+            BOOST_ERROR(p);
+          const std::size_t count = r.results[0].value.size() / 8;
+          BOOST_TEST(same(r.results[0].value,
+                          truth<std::int64_t>(reduce_kind::sum, n, count, salt)));
+        }
+      }
+      BOOST_TEST(!c.running(leaver));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
