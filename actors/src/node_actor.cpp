@@ -139,7 +139,9 @@ void emit(node_ptr self, node_event e) {
   self->state.pending_events.push_back(std::move(e));
 }
 
-void after(node_ptr self, bool refresh = true);
+/// `view`: the supervisor handled an event, so the engines look at it again (after its
+/// frames went out).
+void after(node_ptr self, bool refresh = true, bool view = true);
 void run_engines(node_ptr self);
 void on_request(node_ptr self, node_request_ptr r);
 
@@ -458,7 +460,7 @@ void on_collective(node_ptr self, const collective_request_ptr& r) {
     break;
   }
   }
-  after(self, false);
+  after(self, false, false);
 }
 
 void on_tree_event(node_ptr self, const tree_event& e) {
@@ -570,7 +572,7 @@ void dispatch(node_ptr self) {
 
 /// Carries out what the last supervisor call asked for (and what that causes), then
 /// publishes the snapshot (unless `refresh` is false and nothing happened) and events.
-void after(node_ptr self, bool refresh) {
+void after(node_ptr self, bool refresh, bool view) {
   auto& st = self->state;
   bool changed = refresh;
   if (refresh)
@@ -591,7 +593,7 @@ void after(node_ptr self, bool refresh) {
   }
   if (changed)
     sync_members(self);
-  if (refresh || changed)
+  if (view || changed)
     view_changed(self); // the supervisor's frames went first: routes travel ahead
   else
     run_engines(self);
@@ -623,7 +625,7 @@ void on_net_event(node_ptr self, const net::transport_event& ev) {
       bounce_to_engine(self, e.to, e.body);
     if (ev.peer != discovery_id)
       emit(self, {node_event::kind::transport, {}, no_proc, no_proc, ev.peer, net::to_string(ev)});
-    after(self, false);
+    after(self, false, false);
     return;
   }
   const bool failed = ev.what == kind::rejected || ev.what == kind::error;
@@ -667,7 +669,7 @@ void on_net_event(node_ptr self, const net::transport_event& ev) {
     sup.on_unreachable(now_of(self), ev.peer, st.out);
     refresh = true;
   }
-  after(self, refresh);
+  after(self, refresh, refresh);
 }
 
 // --- requests ---------------------------------------------------------------------------
@@ -756,7 +758,7 @@ caf::behavior node_actor(node_ptr self, node_config cfg, std::uint64_t seed,
           opt.returned = true;
           st.tp->send({st.sup->self(), e.from, e.body}, opt);
         }
-        after(self, false);
+        after(self, false, false);
         return;
       }
       // The probes' small messages change nothing worth a new snapshot.
@@ -764,7 +766,7 @@ caf::behavior node_actor(node_ptr self, node_config cfg, std::uint64_t seed,
                        || std::holds_alternative<wire::pong>(e.body)
                        || std::holds_alternative<wire::bw_request>(e.body);
       self->state.sup->on_message(now_of(self), e.from, e.body, self->state.out);
-      after(self, !hot);
+      after(self, !hot, true);
     },
     [=](net_event_atom, const net::transport_event& ev) { on_net_event(self, ev); },
     [=](unreachable_atom, proc_id p) {
@@ -792,7 +794,7 @@ caf::behavior node_actor(node_ptr self, node_config cfg, std::uint64_t seed,
         st.red->on_timer(now_of(self), token, st.ro);
       else
         st.bcast->on_timer(now_of(self), token, st.bo);
-      after(self, false);
+      after(self, false, false);
     },
     [=](overflow_atom) {
       auto& st = self->state;
@@ -803,12 +805,12 @@ caf::behavior node_actor(node_ptr self, node_config cfg, std::uint64_t seed,
         for (auto& e : frames)
           if (!send_engine_frame(self, e))
             bounce_to_engine(self, e.to, e.body);
-      after(self, false);
+      after(self, false, false);
     },
     [=](linger_atom) {
       self->state.lingering = false;
       linger(self);
-      after(self, false);
+      after(self, false, false);
     },
     [=](linger_atom, const drained_ptr& w) {
       auto& st = self->state;
