@@ -756,7 +756,11 @@ caf::behavior node_actor(node_ptr self, node_config cfg, std::uint64_t seed,
         if (!taken) { // back to its sender's engine
           net::send_options opt;
           opt.returned = true;
-          st.tp->send({st.sup->self(), e.from, e.body}, opt);
+          auto sent = st.tp->send({st.sup->self(), e.from, e.body}, opt);
+          if (sent != net::send_status::queued && sent != net::send_status::stopped)
+            emit(self, {node_event::kind::collective, {}, no_proc, no_proc, e.from,
+                        std::string("cannot hand a refused frame back to processor ")
+                            + std::to_string(e.from) + ": " + net::to_string(sent)});
         }
         after(self, false, false);
         return;
