@@ -840,7 +840,9 @@ caf::behavior node_actor(node_ptr self, node_config cfg, std::uint64_t seed,
 caf::actor spawn_node_actor(caf::actor_system& sys, const node_config& cfg, std::uint64_t seed,
                             std::shared_ptr<net::tcp_transport> transport,
                             std::shared_ptr<node_shared> shared) {
-  return sys.spawn(node_actor, cfg, seed, std::move(transport), std::move(shared));
+  // Detached: a thread of its own that sleeps on its mailbox, so a frame from the
+  // transport wakes it at once (a pooled worker may be in a 50 us polling sleep).
+  return sys.spawn<caf::detached>(node_actor, cfg, seed, std::move(transport), std::move(shared));
 }
 
 } // namespace banyan::actors

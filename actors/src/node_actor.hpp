@@ -2,7 +2,7 @@
 // Internal: the actor behind `banyan::node`, the glue between a supervisor and the TCP
 // transport.
 //
-//   libuv loop thread                      node actor (CAF worker)
+//   libuv loop thread                      node actor (detached: a thread of its own)
 //   tcp_transport --deliver--anon_send-->  supervisor.on_message --> outbox
 //                 --events---anon_send-->  (unreachable? learn a contact's id?)
 //                                          outbox.sends --> tcp_transport::send (thread-safe)
