@@ -426,7 +426,7 @@ std::vector<double> arrival_times(const tree& t, const cost_matrix& latency) {
   return arrival;
 }
 
-double farthest_shortest_path(const cost_matrix& latency, proc_id root) {
+std::vector<double> shortest_path_latencies(const cost_matrix& latency, proc_id root) {
   auto n = latency.size();
   std::vector<double> dist(n, std::numeric_limits<double>::infinity());
   std::vector<bool> done(n, false);
@@ -440,6 +440,11 @@ double farthest_shortest_path(const cost_matrix& latency, proc_id root) {
     for (std::size_t v = 0; v < n; ++v)
       dist[v] = std::min(dist[v], dist[u] + latency[u][v]);
   }
+  return dist;
+}
+
+double farthest_shortest_path(const cost_matrix& latency, proc_id root) {
+  auto dist = shortest_path_latencies(latency, root);
   return *std::max_element(dist.begin(), dist.end());
 }
 

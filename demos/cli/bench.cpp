@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_common.hpp"
+#include "svg_plot.hpp"
 #include "banyan/actors/emulated_cluster.hpp"
 #include "banyan/core/topology.hpp"
 #include "banyan/core/tree_builders.hpp"
@@ -48,27 +50,58 @@ struct result {
   std::size_t duplicates = 0;
 };
 
+/// The paper's Fig. 6: each processor's delivery time, processors sorted by it (1 = the
+/// first reached), one line per algorithm. Processors that were never reached are left
+/// out of their line. The lower bound is the sorted shortest-path latencies from the
+/// root: every processor is reached no sooner than its shortest path, so the k-th
+/// delivery of any broadcast comes no sooner than the k-th smallest shortest path.
+plot_spec delivery_plot(const std::string& topo_name, const std::vector<result>& results,
+                        std::vector<double> shortest) {
+  plot_spec p;
+  p.title = "1-byte broadcast from processor 0 on " + topo_name + " (emulated)";
+  p.x_label = "processors, sorted by delivery time";
+  p.y_label = "delivery time (ms)";
+  for (auto& r : results) {
+    plot_series s;
+    s.label = r.algorithm;
+    for (auto t : r.per_proc_ms)
+      if (t >= 0)
+        s.y.push_back(t);
+    std::sort(s.y.begin(), s.y.end());
+    for (std::size_t i = 0; i < s.y.size(); ++i)
+      s.x.push_back(static_cast<double>(i + 1));
+    p.series.push_back(std::move(s));
+  }
+  plot_series lb;
+  lb.label = "lower bound (shortest paths)";
+  std::sort(shortest.begin(), shortest.end());
+  for (std::size_t i = 0; i < shortest.size(); ++i) {
+    lb.x.push_back(static_cast<double>(i + 1));
+    lb.y.push_back(shortest[i]);
+  }
+  p.series.push_back(std::move(lb));
+  return p;
+}
+
 } // namespace
 
-int run_bench_bcast_latency(const bench_bcast_options& opt) {
-  auto topo = load_topology(opt.topology);
-  if (!topo) {
-    std::cerr << "banyan bench bcast-latency: " << topo.err().to_string() << "\n";
+int run_bench_bcast_latency(const bench_options& opt) {
+  const std::string name = "bcast-latency";
+  auto run = form_cluster(name, opt);
+  if (!run)
     return 2;
-  }
-  actors::cluster_config cfg;
-  cfg.topo = *topo;
-  cfg.seed = opt.seed;
-  cfg.clock = actors::clock_mode::virtual_time;
-  actors::emulated_cluster c{cfg};
-  c.start();
-  if (!c.run_until_quiet(3600s))
-    std::cerr << "banyan bench bcast-latency: trees still changing after an hour (emulated)\n";
+  auto& c = *run->cluster;
+  auto* topo = &run->topo;
+  // Between broadcasts: in virtual time until nothing is in flight; in real time also
+  // until no tree has changed for half a second.
+  const auto settle_limit = std::chrono::seconds(600);
+  const auto bcast_limit = std::chrono::seconds(opt.clock == "real" ? 60 : 600);
 
   auto n = topo->proc_count();
   auto lat = latency_matrix(*topo);
   const proc_id root = 0;
-  double bound = farthest_shortest_path(lat, root);
+  auto shortest = shortest_path_latencies(lat, root);
+  double bound = *std::max_element(shortest.begin(), shortest.end());
 
   std::vector<std::pair<std::string, std::function<std::optional<wire::collective_id>()>>> algos;
   algos.emplace_back("dynamic", [&] { return c.broadcast(root, 1); });
@@ -83,17 +116,17 @@ int run_bench_bcast_latency(const bench_bcast_options& opt) {
 
   std::vector<result> results;
   int rc = 0;
-  for (auto& [name, start] : algos) {
-    c.run_until_quiet(600s);
+  for (auto& [algo, start] : algos) {
+    c.run_until_quiet(settle_limit);
     result r;
-    r.algorithm = name;
+    r.algorithm = algo;
     auto id = start();
     if (!id) {
-      std::cerr << "banyan bench bcast-latency: " << name << ": broadcast not started\n";
+      std::cerr << "banyan bench " << name << ": " << algo << ": broadcast not started\n";
       rc = 1;
       continue;
     }
-    r.complete = c.run_until_delivered(*id, 600s);
+    r.complete = c.run_until_delivered(*id, bcast_limit);
     auto rec = c.deliveries(*id);
     r.per_proc_ms.assign(n, -1);
     for (auto& [v, times] : rec.delivered) {
@@ -113,54 +146,52 @@ int run_bench_bcast_latency(const bench_bcast_options& opt) {
       r.median_ms = sorted[sorted.size() / 2];
     }
     if (!r.complete || sorted.size() != n || r.duplicates) {
-      std::cerr << "banyan bench bcast-latency: " << name << ": " << sorted.size() << " of "
+      std::cerr << "banyan bench " << name << ": " << algo << ": " << sorted.size() << " of "
                 << n << " processors reached, " << r.duplicates << " duplicates\n";
       rc = 1;
     }
     results.push_back(std::move(r));
   }
 
-  std::printf("bcast-latency on %s (%zu processors, root %u, 1 byte, emulated)\n",
-              topo->name.c_str(), n, static_cast<unsigned>(root));
+  std::printf("bcast-latency on %s (%zu processors, root %u, 1 byte, emulated network, %s "
+              "clock)\n",
+              topo->name.c_str(), n, static_cast<unsigned>(root), opt.clock.c_str());
   std::printf("lower bound (farthest shortest path): %.3f ms\n", bound);
   std::printf("%-12s %14s %12s %10s\n", "algorithm", "completion_ms", "median_ms", "x bound");
   for (auto& r : results)
     std::printf("%-12s %14.3f %12.3f %10.2f\n", r.algorithm.c_str(), r.completion_ms,
                 r.median_ms, bound > 0 ? r.completion_ms / bound : 0.0);
 
-  if (!opt.json_path.empty()) {
-    nlohmann::json j;
-    j["topology"] = topo->name;
-    j["seed"] = opt.seed;
-    j["root"] = root;
-    j["lower_bound_ms"] = bound;
-    auto arr = nlohmann::json::array();
-    for (auto& r : results)
-      arr.push_back({{"algorithm", r.algorithm},
-                     {"completion_ms", r.completion_ms},
-                     {"median_ms", r.median_ms},
-                     {"per_proc_ms", r.per_proc_ms},
-                     {"complete", r.complete && r.duplicates == 0}});
-    j["results"] = arr;
-    std::ofstream out(opt.json_path);
-    if (!out) {
-      std::cerr << "banyan bench bcast-latency: cannot write " << opt.json_path << "\n";
-      return 2;
-    }
-    out << j.dump(2) << "\n";
-  }
+  nlohmann::json j;
+  j["topology"] = topo->name;
+  j["seed"] = opt.seed;
+  j["clock"] = opt.clock;
+  j["root"] = root;
+  j["trees_formed_ms"] = run->formed_ms;
+  j["trees_settled"] = run->settled;
+  j["lower_bound_ms"] = bound;
+  auto arr = nlohmann::json::array();
+  for (auto& r : results)
+    arr.push_back({{"algorithm", r.algorithm},
+                   {"completion_ms", r.completion_ms},
+                   {"median_ms", r.median_ms},
+                   {"per_proc_ms", r.per_proc_ms},
+                   {"complete", r.complete && r.duplicates == 0}});
+  j["results"] = arr;
+  if (!write_json(name, opt.json_path, j))
+    return 2;
+  if (!write_plot(name, opt.plot_path, delivery_plot(topo->name, results, shortest)))
+    return 2;
   return rc;
 }
 
 void add_bench_command(CLI::App& app, std::function<int()>& action) {
   auto bench = app.add_subcommand("bench", "measurements on the emulated wide-area network");
   bench->require_subcommand(1);
-  auto opt = std::make_shared<bench_bcast_options>();
+  auto opt = std::make_shared<bench_options>();
   auto bl = bench->add_subcommand("bcast-latency",
                                   "1-byte broadcast from processor 0: adaptive vs static trees");
-  bl->add_option("--topology", opt->topology, "built-in name or topology file")->required();
-  bl->add_option("--seed", opt->seed, "random seed");
-  bl->add_option("--json", opt->json_path, "write results as JSON");
+  add_bench_options(*bl, *opt);
   bl->callback([opt, &action] { action = [opt] { return run_bench_bcast_latency(*opt); }; });
   add_bench_bandwidth_command(*bench, action);
   add_bench_churn_command(*bench, action);

@@ -1,7 +1,9 @@
 #pragma once
-// `banyan bench`: measurements on the emulated wide-area network (virtual time).
+// `banyan bench`: measurements on the emulated wide-area network. Every experiment takes
+// the options of bench_common.hpp (--topology, --seed, --clock, --json, --plot).
 //
-//   banyan bench bcast-latency --topology T [--seed S] [--json FILE]
+//   banyan bench bcast-latency --topology T [--seed S] [--clock virtual|real]
+//                              [--json FILE] [--plot FILE.svg]
 //
 // bcast-latency: once banyan's trees have converged, processor 0 broadcasts 1 byte
 // over banyan's adaptive trees (`dynamic`) and, through the same broadcast engine over
@@ -11,24 +13,21 @@
 // {"lower_bound_ms", "results": [{"algorithm", "completion_ms", "median_ms",
 // "per_proc_ms"}]}. Times are from the broadcast's start to each processor's delivery
 // (one vnode per processor); the lower bound is the largest one-way shortest-path
-// latency from processor 0.
+// latency from processor 0. --plot draws the paper's Fig. 6: each processor's delivery
+// time, processors sorted by it, one line per algorithm, and the lower bound.
 
 #include <functional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
-namespace banyan::cli {
+#include "bench_common.hpp"
 
-struct bench_bcast_options {
-  std::string topology;
-  std::uint64_t seed = 1;
-  std::string json_path;
-};
+namespace banyan::cli {
 
 /// Runs `banyan bench bcast-latency`: 0 on success, 1 when a broadcast did not
 /// complete, 2 on bad input.
-int run_bench_bcast_latency(const bench_bcast_options& opt);
+int run_bench_bcast_latency(const bench_options& opt);
 
 /// Registers the `bench` subcommand on `app`; when it is used, parsing sets `action`.
 void add_bench_command(CLI::App& app, std::function<int()>& action);

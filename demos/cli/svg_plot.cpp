@@ -94,13 +94,17 @@ axis linear_axis(double mn, double mx) {
     mx += d;
   }
   double step = nice_step((mx - mn) / 5);
-  a.lo = std::floor(mn / step) * step;
-  a.hi = std::ceil(mx / step) * step;
+  // The data plus a little room (not below 0 for data that starts at 0 or above); the
+  // ticks are the multiples of the step inside.
+  double pad = (mx - mn) * 0.03;
+  a.lo = mn >= 0 ? std::max(0.0, mn - pad) : mn - pad;
+  a.hi = mx + pad;
   int decimals = step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step) - 1e-9));
   bool sci = std::max(std::abs(a.lo), std::abs(a.hi)) >= 1e7 || step < 1e-4;
-  int n = static_cast<int>(std::lround((a.hi - a.lo) / step));
-  for (int i = 0; i <= n; ++i) {
-    double v = a.lo + i * step;
+  auto first = static_cast<long long>(std::ceil(a.lo / step - 1e-9));
+  auto last = static_cast<long long>(std::floor(a.hi / step + 1e-9));
+  for (auto i = first; i <= last; ++i) {
+    double v = static_cast<double>(i) * step;
     if (std::abs(v) < step * 1e-9)
       v = 0; // no "-0"
     a.ticks.push_back(v);
@@ -252,12 +256,16 @@ std::string render_svg(const plot_spec& p) {
          escape(m.label) + "</text>\n";
   }
 
-  // Series.
+  // Series. Earlier series are drawn wider, so that a curve that coincides with a later
+  // one still shows as a coloured rim around it.
   for (std::size_t k = 0; k < p.series.size(); ++k) {
     auto& s = p.series[k];
     auto c = colour(k);
+    double w = 1.5 + 3.0 * static_cast<double>(p.series.size() - 1 - k) /
+                         static_cast<double>(std::max<std::size_t>(p.series.size() - 1, 1));
     o += "<g class=\"series\" data-label=\"" + escape(s.label) + "\" stroke=\"" + c +
-         "\" fill=\"" + c + "\" clip-path=\"url(#plot-area)\">\n";
+         "\" fill=\"" + c + "\" stroke-width=\"" + px(w) +
+         "\" clip-path=\"url(#plot-area)\">\n";
     // Runs of consecutive drawable points; a non-drawable point breaks the line.
     std::vector<std::vector<std::pair<double, double>>> runs(1);
     auto n = std::min(s.x.size(), s.y.size());
@@ -274,12 +282,12 @@ std::string render_svg(const plot_spec& p) {
         for (auto& [x, y] : run)
           o += "<circle cx=\"" + px(x) + "\" cy=\"" + px(y) + "\" r=\"2.6\" stroke=\"none\"/>\n";
       } else if (p.draw == plot_spec::style::lines) {
-        o += "<polyline fill=\"none\" stroke-width=\"1.8\" stroke-linejoin=\"round\" points=\"";
+        o += "<polyline fill=\"none\" stroke-linejoin=\"round\" points=\"";
         for (std::size_t i = 0; i < run.size(); ++i)
           o += (i ? " " : "") + px(run[i].first) + "," + px(run[i].second);
         o += "\"/>\n";
       } else { // steps: hold y until the next x
-        o += "<path fill=\"none\" stroke-width=\"1.8\" d=\"M" + px(run[0].first) + " " +
+        o += "<path fill=\"none\" d=\"M" + px(run[0].first) + " " +
              px(run[0].second);
         for (std::size_t i = 1; i < run.size(); ++i)
           o += " H" + px(run[i].first) + " V" + px(run[i].second);

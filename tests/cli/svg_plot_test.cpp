@@ -184,15 +184,27 @@ BOOST_AUTO_TEST_CASE(linear_ticks_are_nice_numbers_covering_the_data) {
   BOOST_TEST(x10 - x0 == 5 * (x2 - x0), boost::test_tools::tolerance(1e-3));
   BOOST_TEST(tick_pos(doc, "tick-y", "100", "y") < tick_pos(doc, "tick-y", "0", "y"));
 
-  // Fractional and offset ranges: the axis is widened to whole steps with enough decimals.
+  // Fractional and offset ranges: the multiples of the step inside the data's range
+  // (plus a little room), with enough decimals.
   doc = parse(render_svg(line({0.13, 0.87}, {-3.2, 41})));
   BOOST_TEST(texts(with_class(doc, "tick-x")) ==
-               (std::vector<std::string>{"0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7",
-                                         "0.8", "0.9"}),
+               (std::vector<std::string>{"0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8"}),
              boost::test_tools::per_element());
   BOOST_TEST(texts(with_class(doc, "tick-y")) ==
-               (std::vector<std::string>{"-10", "0", "10", "20", "30", "40", "50"}),
+               (std::vector<std::string>{"0", "10", "20", "30", "40"}),
              boost::test_tools::per_element());
+  // The data stays inside the frame.
+  auto frame = with_class(doc, "frame");
+  BOOST_REQUIRE_EQUAL(frame.size(), 1u);
+  std::istringstream pts(series_parts(doc, "s").at(0)->attrs.at("points"));
+  std::string pt;
+  while (pts >> pt) {
+    double x = std::stod(pt.substr(0, pt.find(','))), y = std::stod(pt.substr(pt.find(',') + 1));
+    BOOST_TEST(x > num(*frame[0], "x"));
+    BOOST_TEST(x < num(*frame[0], "x") + num(*frame[0], "width"));
+    BOOST_TEST(y > num(*frame[0], "y"));
+    BOOST_TEST(y < num(*frame[0], "y") + num(*frame[0], "height"));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_constant_series_still_gets_a_range) {

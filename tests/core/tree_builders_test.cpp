@@ -190,6 +190,17 @@ BOOST_AUTO_TEST_CASE(hlot_is_fig_2d_total_600) {
   BOOST_TEST(completion_time(t, hlot_paper) == 600.0);
 }
 
+BOOST_AUTO_TEST_CASE(shortest_paths_bound_every_arrival) {
+  // A -> H -> G, A -> H -> F and A -> B -> C are shorter than the direct links; on
+  // this matrix HLOT meets the bound at every site.
+  std::vector<double> want{0, 400, 600, 420, 520, 470, 350, 150};
+  BOOST_TEST(shortest_path_latencies(hlot_paper, A) == want, boost::test_tools::per_element());
+  BOOST_TEST(farthest_shortest_path(hlot_paper, A) == 600.0);
+  auto binomial = arrival_times(binomial_tree(8, A), hlot_paper);
+  for (proc_id p = 0; p < 8; ++p)
+    BOOST_TEST(binomial[p] >= want[p]);
+}
+
 BOOST_AUTO_TEST_CASE(hlot_never_later_than_direct) {
   for (std::uint32_t seed = 1; seed <= 5; ++seed) {
     auto g = make_grid(3, 4, seed);

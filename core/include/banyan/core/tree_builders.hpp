@@ -165,8 +165,11 @@ std::vector<double> arrival_times(const tree& t, const cost_matrix& latency);
 /// The largest arrival time over the processors the root reaches (0 for a lone root or
 /// an empty tree).
 double completion_time(const tree& t, const cost_matrix& latency);
+/// The shortest-path one-way latency from `root` to every processor (Dijkstra over the
+/// matrix): no broadcast from `root` can reach processor p sooner.
+std::vector<double> shortest_path_latencies(const cost_matrix& latency, proc_id root);
 /// The lower bound of any broadcast from `root`: the largest shortest-path one-way
-/// latency from it (Dijkstra over the matrix).
+/// latency from it.
 double farthest_shortest_path(const cost_matrix& latency, proc_id root);
 
 /// Each processor's children in the order it sends to them in the overhead-aware model:

@@ -1,0 +1,122 @@
+#include "bench_common.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <unistd.h>
+
+#include "tree_report.hpp"
+
+namespace banyan::cli {
+
+void add_bench_options(CLI::App& cmd, bench_options& opt) {
+  cmd.add_option("--topology", opt.topology, "built-in name or topology file")->required();
+  cmd.add_option("--seed", opt.seed, "random seed (default 1)");
+  cmd.add_option("--clock", opt.clock,
+                 "virtual (default: deterministic emulated time) or real (wall clock)");
+  cmd.add_option("--json", opt.json_path, "write the results as JSON to this file");
+  cmd.add_option("--plot", opt.plot_path, "draw the results as SVG into this file");
+  cmd.add_flag_function(
+    "-q,--quiet", [&opt](std::int64_t) { opt.verbose = false; }, "no progress lines on stderr");
+}
+
+std::optional<std::string> check(const bench_options& opt) {
+  if (opt.topology.empty())
+    return std::string{"--topology is empty (`banyan topology` lists the built-in ones)"};
+  if (opt.clock != "virtual" && opt.clock != "real")
+    return "--clock must be 'virtual' or 'real', not '" + opt.clock + "'";
+  auto ends_with = [](const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (!opt.plot_path.empty() && !ends_with(opt.plot_path, ".svg"))
+    return "--plot writes SVG: give a file name ending in .svg, not '" + opt.plot_path + "'";
+  if (!opt.json_path.empty() && !opt.plot_path.empty() && opt.json_path == opt.plot_path)
+    return std::string{"--json and --plot name the same file"};
+  return std::nullopt;
+}
+
+actors::clock_mode clock_of(const bench_options& opt) {
+  return opt.clock == "real" ? actors::clock_mode::real_time : actors::clock_mode::virtual_time;
+}
+
+bool wait_until_quiet(actors::emulated_cluster& c, duration limit, bool verbose) {
+  bool tty = verbose && isatty(fileno(stderr)) != 0;
+  auto start = c.elapsed();
+  const duration tick = std::chrono::seconds(1);
+  for (;;) {
+    auto left = limit - (c.elapsed() - start);
+    bool quiet = c.run_until_quiet(std::min(tick, std::max(left, duration{0})));
+    if (verbose)
+      std::cerr << (tty ? "\r" : "") << progress_line(c) << (tty ? "" : "\n") << std::flush;
+    if (quiet || c.elapsed() - start >= limit) {
+      if (tty)
+        std::cerr << "\n";
+      return quiet;
+    }
+  }
+}
+
+std::optional<bench_cluster>
+form_cluster(const std::string& experiment, const bench_options& opt,
+             const std::function<void(actors::cluster_config&)>& configure, duration limit) {
+  auto fail = [&](const std::string& what) {
+    std::cerr << "banyan bench " << experiment << ": " << what << "\n";
+    return std::nullopt;
+  };
+  if (auto err = check(opt))
+    return fail(*err);
+  auto topo = load_topology(opt.topology);
+  if (!topo)
+    return fail(topo.err().to_string());
+  actors::cluster_config cfg;
+  cfg.topo = *topo;
+  cfg.seed = opt.seed;
+  cfg.clock = clock_of(opt);
+  if (configure)
+    configure(cfg);
+  bench_cluster r;
+  r.topo = *topo;
+  if (opt.verbose)
+    std::cerr << "banyan bench " << experiment << ": " << topo->name << ", "
+              << topo->proc_count() << " processors, seed " << opt.seed << ", " << opt.clock
+              << " time (EMULATED network); forming trees\n";
+  r.cluster = std::make_unique<actors::emulated_cluster>(cfg);
+  r.cluster->start();
+  r.settled = wait_until_quiet(*r.cluster, limit, opt.verbose);
+  r.formed_ms = to_ms(r.cluster->last_change());
+  if (opt.verbose)
+    std::cerr << "banyan bench " << experiment << ": trees "
+              << (r.settled ? "formed" : "STILL CHANGING at the limit") << ", last change at "
+              << r.formed_ms << " ms\n";
+  return r;
+}
+
+bool write_json(const std::string& experiment, const std::string& path,
+                const nlohmann::json& j) {
+  if (path.empty())
+    return true;
+  std::ofstream out(path);
+  if (out)
+    out << j.dump(2) << "\n";
+  if (!out) {
+    std::cerr << "banyan bench " << experiment << ": cannot write " << path << "\n";
+    return false;
+  }
+  std::printf("wrote %s\n", path.c_str());
+  return true;
+}
+
+bool write_plot(const std::string& experiment, const std::string& path, const plot_spec& p) {
+  if (path.empty())
+    return true;
+  if (auto err = write_svg(path, p)) {
+    std::cerr << "banyan bench " << experiment << ": " << *err << "\n";
+    return false;
+  }
+  std::printf("wrote %s\n", path.c_str());
+  return true;
+}
+
+} // namespace banyan::cli
