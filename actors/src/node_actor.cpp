@@ -101,7 +101,10 @@ struct node_state {
   std::unique_ptr<reduce_engine> red;
   broadcast_outbox bo;
   reduce_outbox ro;
-  std::uint32_t membership = 0; ///< numbers the engines' broadcasts and timers
+  /// Numbers the engines' broadcasts (from membership << 32) and timers. It starts from
+  /// the wall clock's seconds (mod 2^30), so that a restarted process with the same id
+  /// names its broadcasts apart from its earlier life's; bit 63 stays clear.
+  std::uint32_t membership = 0;
   std::map<std::uint64_t, open_reduction> reductions;
   std::vector<node_delivery> pending_deliveries; ///< handed to the handler after each step
   /// Engine frames the transport refused for backpressure, per peer, in order.
@@ -272,6 +275,7 @@ void new_engines(node_ptr self, const vnode_set& settled) {
   // Broadcasts are named (origin, seq): a later membership, or a later process with the
   // same id, must not reuse the numbers of an earlier one. Bit 63 stays clear (it marks
   // point-to-point messages).
+  st.membership &= 0x7fffffff;
   bc.first_seq = (std::uint64_t{st.membership} << 32) + 1;
   st.bcast = std::make_unique<broadcast_engine>(*st.view, bc);
   st.red = std::make_unique<reduce_engine>(*st.view, st.ops, st.reduce_cfg, settled);
@@ -738,6 +742,9 @@ caf::behavior node_actor(node_ptr self, node_config cfg, std::uint64_t seed,
   auto& init = self->state;
   init.discover_timeout = 3 * cfg.sup.probe_timeout;
   init.sup = std::make_unique<supervisor>(cfg.id, cfg.sup, seed);
+  init.membership = static_cast<std::uint32_t>(
+    std::chrono::duration_cast<std::chrono::seconds>(
+      std::chrono::system_clock::now().time_since_epoch()).count() & 0x3fffffff);
   init.bcast_cfg = cfg.bcast;
   init.reduce_cfg = cfg.reduce;
   init.tp = std::move(tp);
