@@ -83,10 +83,24 @@ constexpr std::uint8_t payload_fill = 0x5a;
 
 /// A request to start a reduction at a processor. The processor starts it as soon as it
 /// takes part (a joining one: when its join completed), in the order requests came.
+/// With `segments` > 1 the array is cut into that many pieces of `segment_count`
+/// elements (the last one shorter), reduced as engine reductions spec.op, spec.op + 1,
+/// ...: each goes on up the tree as soon as its piece is complete, so the pieces are
+/// pipelined (one vnode's array is computed once and sliced, see `slicer`).
 struct reduce_request {
   reduce_spec spec;
   contribution_fn values;
   bool use_static = false;
+  std::uint32_t segments = 1;
+  std::size_t segment_count = 0;
+
+  /// Slices every vnode's array for the segments, computing it once (shared by the
+  /// processors: a vnode may move between its segments' contributions).
+  struct slicer {
+    std::mutex mtx;
+    std::map<vnode_id, std::pair<std::vector<std::uint8_t>, std::uint32_t>> arrays;
+  };
+  std::shared_ptr<slicer> slices = std::make_shared<slicer>();
 };
 using reduce_request_ptr = std::shared_ptr<const reduce_request>;
 

@@ -40,6 +40,14 @@ struct emulated_cluster::impl {
   /// Reductions over adaptive trees without a result yet: a processor that joins starts
   /// them too (at the first reduction not completed, as the engine expects).
   std::map<std::uint64_t, reduce_request_ptr> open_reductions;
+  /// Reductions cut into segments: first engine reduction -> how many.
+  std::map<std::uint64_t, std::uint32_t> segmented;
+
+  /// The engine reductions that make up reduction `op`.
+  std::uint32_t segments_of(std::uint64_t op) const {
+    auto i = segmented.find(op);
+    return i == segmented.end() ? 1 : i->second;
+  }
   std::size_t vnodes = 0;
   timestamp t0{0};
 
@@ -175,11 +183,14 @@ struct emulated_cluster::impl {
     return make_error(errc::stopped, "reduce: no processor takes part");
   }
 
-  void start_reduce(const reduction_args& r, std::uint64_t op, bool use_static) {
+  void start_reduce(const reduction_args& r, std::uint64_t op, bool use_static,
+                    std::uint32_t segments = 1, std::size_t per = 0) {
     auto req = std::make_shared<reduce_request>();
     req->spec = {op, r.root, r.fn, r.count};
     req->values = r.values;
     req->use_static = use_static;
+    req->segments = segments;
+    req->segment_count = per;
     reduce_request_ptr shared = req;
     if (!use_static)
       open_reductions[op] = shared;
@@ -188,6 +199,16 @@ struct emulated_cluster::impl {
         caf::anon_send(p, reduce_atom::value, shared);
     if (sched)
       sched->run();
+  }
+
+  /// Every engine reduction of `op` has a result (ledger locked by the caller).
+  bool has_results(std::uint64_t op) const {
+    for (std::uint64_t j = 0; j < segments_of(op); ++j) {
+      auto r = ledger->reduce_results.find(op + j);
+      if (r == ledger->reduce_results.end() || r->second.empty())
+        return false;
+    }
+    return true;
   }
 
   std::size_t delivered_count(const wire::collective_id& id) {
@@ -238,8 +259,7 @@ std::optional<error> emulated_cluster::join(proc_id p, proc_id contact, const vn
   {
     std::lock_guard<std::mutex> guard{d.ledger->mtx};
     for (auto i = d.open_reductions.begin(); i != d.open_reductions.end();) {
-      auto r = d.ledger->reduce_results.find(i->first);
-      if (r != d.ledger->reduce_results.end() && !r->second.empty()) {
+      if (d.has_results(i->first)) {
         i = d.open_reductions.erase(i);
         continue;
       }
@@ -405,8 +425,18 @@ expected<std::uint64_t> emulated_cluster::reduce(const reduction_args& r) {
   auto owner = d.check(r);
   if (!owner)
     return owner.err();
-  const auto op = ++d.reductions;
-  d.start_reduce(r, op, false);
+  const auto bytes = r.count * element_size(r.fn.type);
+  std::uint32_t k = 1;
+  std::size_t per = r.count;
+  if (d.cfg.reduce_segment > 0 && bytes > d.cfg.reduce_segment) {
+    per = std::max<std::size_t>(1, d.cfg.reduce_segment / element_size(r.fn.type));
+    k = static_cast<std::uint32_t>((r.count + per - 1) / per);
+  }
+  const auto op = d.reductions + 1;
+  d.reductions += k;
+  if (k > 1)
+    d.segmented[op] = k;
+  d.start_reduce(r, op, false, k, per);
   return op;
 }
 
@@ -433,17 +463,48 @@ reduction_record emulated_cluster::reduction(std::uint64_t op) const {
   reduction_record r;
   std::lock_guard<std::mutex> guard{d.ledger->mtx};
   auto rel = [&](timestamp t) { return t > d.t0 ? t - d.t0 : duration{0}; };
-  if (auto i = d.ledger->reduce_started.find(op); i != d.ledger->reduce_started.end()) {
-    r.known = true;
-    r.started = rel(i->second);
+  const auto k = d.segments_of(op);
+  // A reduction cut into segments: its result is there once every segment's is; it
+  // counted what every segment counted, and its value is theirs end to end.
+  bool all = true;
+  reduction_record::result whole;
+  for (std::uint64_t j = 0; j < k; ++j) {
+    const auto seg = op + j;
+    const std::string which = k > 1 ? "segment " + std::to_string(j) + ": " : "";
+    if (auto i = d.ledger->reduce_started.find(seg); i != d.ledger->reduce_started.end()) {
+      r.started = r.known ? std::min(r.started, rel(i->second)) : rel(i->second);
+      r.known = true;
+    }
+    if (auto i = d.ledger->reduce_problems.find(seg); i != d.ledger->reduce_problems.end())
+      for (auto& p : i->second)
+        r.problems.push_back(which + p);
+    std::map<vnode_id, int> taken;
+    if (auto i = d.ledger->contributions.find(seg); i != d.ledger->contributions.end())
+      taken = i->second;
+    if (j == 0)
+      r.contributions = taken;
+    else if (taken != r.contributions)
+      r.problems.push_back(which + "other vnodes counted than in segment 0");
+    auto i = d.ledger->reduce_results.find(seg);
+    if (i == d.ledger->reduce_results.end() || i->second.empty()) {
+      all = false;
+      continue;
+    }
+    if (k == 1) {
+      for (auto& e : i->second)
+        r.results.push_back({e.at, rel(e.when), e.result.vnodes, e.result.value.to_vector()});
+      continue;
+    }
+    if (i->second.size() > 1)
+      r.problems.push_back(which + std::to_string(i->second.size()) + " results");
+    auto& e = i->second.front();
+    whole.at = e.at;
+    whole.when = std::max(whole.when, rel(e.when));
+    whole.vnodes = j == 0 ? e.result.vnodes : (whole.vnodes & e.result.vnodes);
+    whole.value.insert(whole.value.end(), e.result.value.begin(), e.result.value.end());
   }
-  if (auto i = d.ledger->reduce_results.find(op); i != d.ledger->reduce_results.end())
-    for (auto& e : i->second)
-      r.results.push_back({e.at, rel(e.when), e.result.vnodes, e.result.value.to_vector()});
-  if (auto i = d.ledger->contributions.find(op); i != d.ledger->contributions.end())
-    r.contributions = i->second;
-  if (auto i = d.ledger->reduce_problems.find(op); i != d.ledger->reduce_problems.end())
-    r.problems = i->second;
+  if (k > 1 && all)
+    r.results.push_back(std::move(whole));
   return r;
 }
 
@@ -451,8 +512,7 @@ bool emulated_cluster::run_until_reduced(std::uint64_t op, duration limit) {
   auto& d = *impl_;
   auto has_result = [&] {
     std::lock_guard<std::mutex> guard{d.ledger->mtx};
-    auto i = d.ledger->reduce_results.find(op);
-    return i != d.ledger->reduce_results.end() && !i->second.empty();
+    return d.has_results(op);
   };
   if (d.sched)
     return d.run_virtual(d.now() + limit, [&] { return has_result() && quiet(); });

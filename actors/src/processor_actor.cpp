@@ -152,11 +152,56 @@ void stop(processor_ptr self) {
   self->quit();
 }
 
-/// Starts reduction `req` here (the contributions taken are counted in the ledger).
+void start_one(processor_ptr self, const reduce_request_ptr& req, const reduce_spec& spec,
+               contribution_fn values);
+
+/// Starts reduction `req` here, or its segments one after the other.
 void start_reduce(processor_ptr self, const reduce_request_ptr& req) {
+  if (req->segments <= 1) {
+    start_one(self, req, req->spec, req->values);
+    return;
+  }
+  auto& st = self->state;
+  const auto esize = element_size(req->spec.fn.type);
+  const auto k = req->segments;
+  const auto seg = req->segment_count;
+  // Segment j waits behind the j before it on every link up: its timeout says so.
+  const rate slowest = st.view->min_root_rate();
+  for (std::uint32_t j = 0; j < k; ++j) {
+    reduce_spec spec = req->spec;
+    spec.op = req->spec.op + j;
+    spec.whole_bytes = req->spec.count * esize; // the tree for the whole array
+    const std::size_t first = j * seg;
+    spec.count = std::min(seg, req->spec.count - first);
+    auto slices = req->slices;
+    auto values = req->values;
+    contribution_fn piece = [slices, values, k, first, count = spec.count, esize](vnode_id v) {
+      std::lock_guard<std::mutex> guard{slices->mtx};
+      auto [i, fresh] = slices->arrays.try_emplace(v);
+      if (fresh)
+        i->second.first = values(v);
+      auto& all = i->second.first;
+      const auto lo = std::min(all.size(), first * esize);
+      const auto hi = std::min(all.size(), (first + count) * esize);
+      std::vector<std::uint8_t> part(all.begin() + static_cast<std::ptrdiff_t>(lo),
+                                     all.begin() + static_cast<std::ptrdiff_t>(hi));
+      if (++i->second.second == k)
+        slices->arrays.erase(i);
+      return part;
+    };
+    if (slowest > 0 && slowest != infinite_rate)
+      spec.queued = duration{static_cast<duration::rep>(
+        static_cast<double>(first * esize) / slowest * 1e9)};
+    start_one(self, req, spec, std::move(piece));
+  }
+}
+
+/// Starts one engine reduction here (the contributions taken are counted in the ledger).
+void start_one(processor_ptr self, const reduce_request_ptr& req, const reduce_spec& spec,
+               contribution_fn values) {
   auto& st = self->state;
   auto* eng = req->use_static ? st.static_reduce.get() : st.reduce.get();
-  const auto op = req->spec.op;
+  const auto op = spec.op;
   auto note = [&](const std::string& what) {
     if (!st.ledger)
       return;
@@ -169,7 +214,6 @@ void start_reduce(processor_ptr self, const reduce_request_ptr& req) {
     return;
   }
   auto ledger = st.ledger;
-  auto values = req->values;
   contribution_fn counted = [ledger, values, op](vnode_id v) {
     if (ledger) {
       std::lock_guard<std::mutex> guard{ledger->mtx};
@@ -182,7 +226,7 @@ void start_reduce(processor_ptr self, const reduce_request_ptr& req) {
     std::lock_guard<std::mutex> guard{st.ledger->mtx};
     st.ledger->reduce_started.emplace(op, now);
   }
-  auto err = eng->start(now, req->spec, std::move(counted), st.ro);
+  auto err = eng->start(now, spec, std::move(counted), st.ro);
   carry_out_reduce(self, req->use_static);
   if (err)
     note(err->to_string());

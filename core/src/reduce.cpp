@@ -33,8 +33,8 @@ bool reduce_engine::unusable(timestamp now, proc_id p) const {
 }
 
 tree_kind reduce_engine::kind_of(const reduce_spec& spec) const {
-  return spec.count * element_size(spec.fn.type) >= cfg_.long_threshold ? tree_kind::bandwidth
-                                                                         : tree_kind::latency;
+  const auto bytes = spec.whole_bytes ? spec.whole_bytes : spec.count * element_size(spec.fn.type);
+  return bytes >= cfg_.long_threshold ? tree_kind::bandwidth : tree_kind::latency;
 }
 
 bool reduce_engine::is_root_owner(const op_state& st) const {
@@ -117,6 +117,7 @@ std::optional<error> reduce_engine::start(timestamp now, const reduce_spec& spec
   const auto bytes = static_cast<double>(spec.count * element_size(spec.fn.type));
   if (slowest > 0 && slowest != infinite_rate)
     expect += duration{static_cast<duration::rep>(bytes / slowest * 1e9)};
+  expect += spec.queued;
   const auto wait = cfg_.min_timeout +
                     std::chrono::duration_cast<duration>(expect * cfg_.timeout_factor);
   timer(out, wait, {timer_kind::timeout, spec.op});

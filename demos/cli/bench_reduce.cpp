@@ -108,6 +108,15 @@ int run_bench_reduce(const bench_reduce_options& opt) {
     }
 
   actors::cluster_config cfg;
+  if (!opt.segment.empty()) {
+    auto seg = opt.segment == "0" ? std::optional<std::size_t>(0) : parse_size(opt.segment);
+    if (!seg || *seg % 4 != 0) {
+      std::cerr << tag << "bad segment size '" << opt.segment
+                << "' (a multiple of 4 bytes, e.g. 16K; 0: no segments)\n";
+      return 2;
+    }
+    cfg.reduce_segment = *seg;
+  }
   cfg.topo = *topo;
   cfg.seed = opt.seed;
   cfg.clock = opt.clock == "real" ? actors::clock_mode::real_time : actors::clock_mode::virtual_time;
@@ -180,8 +189,10 @@ int run_bench_reduce(const bench_reduce_options& opt) {
     }
   }
 
-  std::printf("reduce (int32 sum to vnode 0) on %s (%zu processors, %s time, trees formed at %.0f ms)\n",
-              topo->name.c_str(), n, opt.clock.c_str(), formed_ms);
+  std::printf("reduce (int32 sum to vnode 0) on %s (%zu processors, %s time, trees formed at "
+              "%.0f ms, dynamic segments %s)\n",
+              topo->name.c_str(), n, opt.clock.c_str(), formed_ms,
+              cfg.reduce_segment ? size_label(cfg.reduce_segment).c_str() : "none");
   std::printf("%-10s", "size");
   for (auto& a : algorithms)
     std::printf(" %14s", (a + "_ms").c_str());
@@ -225,6 +236,7 @@ int run_bench_reduce(const bench_reduce_options& opt) {
     j["root_vnode"] = root;
     j["operation"] = "sum int32";
     j["trees_formed_ms"] = formed_ms;
+    j["dynamic_segment"] = cfg.reduce_segment;
     auto arr = nlohmann::json::array();
     for (auto& r : rows)
       arr.push_back({{"algorithm", r.algorithm},
@@ -279,6 +291,8 @@ void add_bench_reduce_command(CLI::App& bench, std::function<int()>& action) {
   cmd->add_option("--clock", opt->clock, "virtual (default) or real");
   cmd->add_option("--sizes", opt->sizes, "array sizes in bytes (e.g. 4,16K,4M)")->delimiter(',');
   cmd->add_option("--algorithms", opt->algorithms, "dynamic, mpich, magpie")->delimiter(',');
+  cmd->add_option("--segment", opt->segment,
+                  "dynamic: segment size for long arrays (default 16K; 0: none)");
   cmd->add_option("--json", opt->json_path, "write results as JSON");
   cmd->add_option("--plot", opt->plot_path, "write completion vs size as SVG (log-log)");
   cmd->callback([opt, &action] { action = [opt] { return run_bench_reduce(*opt); }; });

@@ -2,13 +2,16 @@
 // `banyan bench reduce`: reduction completion time against array size (the paper's Fig. 8).
 //
 //   banyan bench reduce --topology T [--seed S] [--clock virtual|real] [--sizes 4,256,16K,...]
+//                       [--algorithms dynamic,mpich,magpie] [--segment 16K]
 //                       [--json F] [--plot F.svg]
 //
 // Once banyan's trees have formed, every processor (one vnode each) contributes an int32
 // array and the arrays are summed into vnode 0, for sizes 4 B to 4 MiB, one reduction at a
 // time, with each algorithm through the same reduction engine (core/reduce) on the same
 // emulated network:
-//   dynamic  banyan's adaptive trees (latency tree below 256 KiB, bandwidth tree above)
+//   dynamic  banyan's adaptive trees (latency tree below 256 KiB, bandwidth tree above);
+//            arrays longer than --segment (16 KiB) are cut into segments pipelined up
+//            the tree
 //   mpich    MPICH's binomial tree rooted at processor 0
 //   magpie   flat tree between cluster coordinators, binomial inside clusters
 // Every result is checked against the sum computed directly. completion_ms runs from the
@@ -30,6 +33,7 @@ struct bench_reduce_options {
   std::string clock = "virtual";       ///< "virtual" or "real"
   std::vector<std::string> sizes;      ///< "4", "16K", "4M": empty for the default set
   std::vector<std::string> algorithms; ///< empty: dynamic, mpich, magpie
+  std::string segment;                 ///< dynamic: segment size ("16K"; "0": none); empty: default
   std::string json_path;
   std::string plot_path;
 };

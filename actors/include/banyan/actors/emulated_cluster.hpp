@@ -39,6 +39,9 @@ struct cluster_config {
   std::size_t initial = 0;
   /// vnodes given to each initial processor: processor p owns [p*k, (p+1)*k).
   std::uint32_t vnodes_per_proc = 1;
+  /// Reductions over the adaptive trees of arrays longer than this many bytes are cut
+  /// into segments of this size, pipelined up the tree (0: never cut).
+  std::size_t reduce_segment = 16 * 1024;
   /// Worker threads in real time.
   std::size_t threads = 2;
 };

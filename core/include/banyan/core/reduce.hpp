@@ -89,6 +89,12 @@ struct reduce_spec {
   vnode_id root = 0;     ///< the vnode that receives the result
   reduce_op fn;
   std::size_t count = 0; ///< elements in every array
+  /// A runtime that cuts one long array into several reductions (segments, pipelined up
+  /// the tree) sets, for each: the whole array's bytes (picks the tree, as for the whole
+  /// array; 0: this reduction's own), and how long its data waits behind the segments
+  /// before it on every link (added to its timeout).
+  std::size_t whole_bytes = 0;
+  duration queued{0};
 };
 
 /// The contribution of one vnode: `count` elements of the operator's type.
