@@ -628,3 +628,49 @@ BOOST_AUTO_TEST_CASE(collectives_while_a_node_leaves_rejoins_and_another_crashes
     n->stop();
   BOOST_TEST((std::chrono::steady_clock::now() - t0 < 10s)); // stop never hangs
 }
+
+BOOST_AUTO_TEST_CASE(collectives_of_a_stopped_node_resolve_with_stopped) {
+  const auto all = vnode_set::range(0, 20);
+  node a(collective_config(0));
+  node b(collective_config(1));
+  BOOST_REQUIRE(a.start().has_value());
+  BOOST_REQUIRE(b.start().has_value());
+  auto f = a.found(all);
+  BOOST_REQUIRE(!wait(f, 5s));
+  auto j = b.join({{a.address()}});
+  BOOST_REQUIRE(!wait(j, 10s));
+  require_converged({&a, &b}, &all, 20s);
+  // Only a starts the reduction, rooted at one of its vnodes: it cannot complete.
+  auto mine = a.own_vnodes();
+  BOOST_REQUIRE(!mine.empty());
+  vnode_id root = 0;
+  mine.for_each([&](vnode_id v) { root = v; });
+  node_reduction r;
+  r.seq = 1;
+  r.root = root;
+  r.op = {reduce_kind::min, element_type::int32};
+  r.count = 2;
+  r.values = [](vnode_id v) { return to_bytes(std::vector<std::int32_t>{std::int32_t(v), 1}); };
+  auto pending = a.reduce(r);
+  BOOST_TEST((pending.wait_for(300ms) == std::future_status::timeout));
+  // A malformed request fails at once, and the node goes on.
+  node_reduction wrong = r;
+  wrong.seq = 2;
+  wrong.count = 0;
+  wrong.op = {reduce_kind::user, element_type::bytes, 99};
+  auto bad = a.reduce(wrong);
+  BOOST_REQUIRE(bad.wait_for(5s) == std::future_status::ready);
+  BOOST_TEST(!bad.get().has_value());
+  a.stop();
+  BOOST_REQUIRE(pending.wait_for(5s) == std::future_status::ready);
+  auto res = pending.get();
+  BOOST_REQUIRE(!res.has_value());
+  BOOST_TEST(static_cast<int>(res.err().code) == static_cast<int>(errc::stopped));
+  // After stop, new collectives fail at once with `stopped`.
+  auto late = a.broadcast(pattern(1, 1));
+  BOOST_REQUIRE(late.wait_for(1s) == std::future_status::ready);
+  auto late_r = late.get();
+  BOOST_REQUIRE(!late_r.has_value());
+  BOOST_TEST(static_cast<int>(late_r.err().code) == static_cast<int>(errc::stopped));
+  b.stop();
+}
