@@ -609,10 +609,27 @@ std::vector<std::uint8_t> encode(const wire::envelope& e, bool returned) {
   auto segments = builder.getSegmentsForOutput();
   const std::size_t body = capnp::computeSerializedSizeInWords(segments) * sizeof(capnp::word);
   assert(body <= std::numeric_limits<std::uint32_t>::max() && "message too large to encode");
-  std::vector<std::uint8_t> out(frame_prefix_bytes + body);
-  put_le32(out.data(), static_cast<std::uint32_t>(body));
-  kj::ArrayOutputStream stream(kj::arrayPtr(out.data() + frame_prefix_bytes, body));
-  capnp::writeMessage(stream, segments);
+  // The standard stream framing (capnp::writeMessage), appended to a reserved vector so
+  // that the bytes are written once, without zero-filling them first: the segment
+  // table (count - 1, then each size in words, padded to a whole word), then the segments.
+  std::vector<std::uint8_t> out;
+  out.reserve(frame_prefix_bytes + body);
+  auto append32 = [&out](std::uint32_t v) {
+    std::uint8_t b[4];
+    put_le32(b, v);
+    out.insert(out.end(), b, b + 4);
+  };
+  append32(static_cast<std::uint32_t>(body));
+  append32(static_cast<std::uint32_t>(segments.size() - 1));
+  for (auto& seg : segments)
+    append32(static_cast<std::uint32_t>(seg.size()));
+  if (segments.size() % 2 == 0)
+    append32(0);
+  for (auto& seg : segments) {
+    const auto* p = reinterpret_cast<const std::uint8_t*>(seg.begin());
+    out.insert(out.end(), p, p + seg.size() * sizeof(capnp::word));
+  }
+  assert(out.size() == frame_prefix_bytes + body);
   return out;
 }
 
@@ -646,10 +663,10 @@ void frame_decoder::reset_frame() {
   prefix_len_ = 0;
   frame_len_ = 0;
   body_len_ = 0;
+  // The buffer is kept (up to a size) with its size: growing it for the next frame then
+  // zero-fills only what is new, not every frame's worth of bytes again.
   if (body_.capacity() > retained_buffer_words)
     std::vector<std::uint64_t>().swap(body_);
-  else
-    body_.clear();
 }
 
 expected<std::vector<wire::envelope>> frame_decoder::feed(const std::uint8_t* p, std::size_t n) {
