@@ -70,18 +70,10 @@ std::string size_label(std::size_t s) {
 
 } // namespace
 
-int run_bench_reduce(const bench_reduce_options& opt) {
-  auto topo = load_topology(opt.topology);
-  if (!topo) {
-    std::cerr << tag << topo.err().to_string() << "\n";
-    return 2;
-  }
-  if (opt.clock != "virtual" && opt.clock != "real") {
-    std::cerr << tag << "unknown clock '" << opt.clock << "' (virtual or real)\n";
-    return 2;
-  }
+int run_bench_reduce(const bench_reduce_options& ropt) {
+  const auto& opt = ropt.common;
   std::vector<std::size_t> sizes;
-  for (auto& s : opt.sizes.empty() ? default_sizes : opt.sizes) {
+  for (auto& s : ropt.sizes.empty() ? default_sizes : ropt.sizes) {
     auto v = parse_size(s);
     if (!v || *v % 4 != 0) {
       std::cerr << tag << "bad size '" << s
@@ -90,15 +82,23 @@ int run_bench_reduce(const bench_reduce_options& opt) {
     }
     sizes.push_back(*v);
   }
-  auto algorithms = opt.algorithms.empty() ? all_algorithms : opt.algorithms;
+  auto algorithms = ropt.algorithms.empty() ? all_algorithms : ropt.algorithms;
   for (auto& a : algorithms)
     if (std::find(all_algorithms.begin(), all_algorithms.end(), a) == all_algorithms.end()) {
       std::cerr << tag << "unknown algorithm '" << a << "' (dynamic, mpich, magpie)\n";
       return 2;
     }
-  if (!opt.plot_path.empty() && (opt.plot_path.size() < 4 ||
-                                 opt.plot_path.substr(opt.plot_path.size() - 4) != ".svg")) {
-    std::cerr << tag << "--plot writes SVG: give a file name ending in .svg\n";
+  std::optional<std::size_t> segment;
+  if (!ropt.segment.empty()) {
+    segment = ropt.segment == "0" ? std::optional<std::size_t>(0) : parse_size(ropt.segment);
+    if (!segment || *segment % 4 != 0) {
+      std::cerr << tag << "bad segment size '" << ropt.segment
+                << "' (a multiple of 4 bytes, e.g. 16K; 0: no segments)\n";
+      return 2;
+    }
+  }
+  if (auto err = check(opt)) {
+    std::cerr << tag << *err << "\n";
     return 2;
   }
   for (auto* path : {&opt.json_path, &opt.plot_path})
@@ -106,27 +106,17 @@ int run_bench_reduce(const bench_reduce_options& opt) {
       std::cerr << tag << "cannot write " << *path << "\n";
       return 2;
     }
-
-  actors::cluster_config cfg;
-  if (!opt.segment.empty()) {
-    auto seg = opt.segment == "0" ? std::optional<std::size_t>(0) : parse_size(opt.segment);
-    if (!seg || *seg % 4 != 0) {
-      std::cerr << tag << "bad segment size '" << opt.segment
-                << "' (a multiple of 4 bytes, e.g. 16K; 0: no segments)\n";
-      return 2;
-    }
-    cfg.reduce_segment = *seg;
-  }
-  cfg.topo = *topo;
-  cfg.seed = opt.seed;
-  cfg.clock = opt.clock == "real" ? actors::clock_mode::real_time : actors::clock_mode::virtual_time;
-  actors::emulated_cluster c{cfg};
-  c.start();
-  std::cerr << tag << "forming trees on " << topo->name << " ("
-            << topo->proc_count() << " processors)...\n";
-  if (!c.run_until_quiet(3600s))
-    std::cerr << tag << "trees still changing after an hour\n";
-  const double formed_ms = ms(c.last_change());
+  std::size_t segment_used = 0;
+  auto run = form_cluster("reduce", opt, [&](actors::cluster_config& cfg) {
+    if (segment)
+      cfg.reduce_segment = *segment;
+    segment_used = cfg.reduce_segment;
+  });
+  if (!run)
+    return 2;
+  auto& c = *run->cluster;
+  const auto* topo = &run->topo;
+  const double formed_ms = run->formed_ms;
 
   const auto n = topo->proc_count();
   const auto vnodes = static_cast<vnode_id>(c.vnode_count());
@@ -146,7 +136,7 @@ int run_bench_reduce(const bench_reduce_options& opt) {
       a.fn = {reduce_kind::sum, element_type::int32};
       a.count = count;
       a.values = contributions(count, salt);
-      c.run_until_quiet(600s);
+      wait_until_quiet(c, 600s, false);
       expected<std::uint64_t> op = make_error(errc::invalid_argument, "no algorithm");
       if (algo == "dynamic")
         op = c.reduce(a);
@@ -184,7 +174,8 @@ int run_bench_reduce(const bench_reduce_options& opt) {
         std::cerr << ")\n";
         rc = 1;
       }
-      std::cerr << tag << algo << ", " << size_label(size) << ": " << r.completion_ms << " ms\n";
+      if (opt.verbose)
+        std::cerr << tag << algo << ", " << size_label(size) << ": " << r.completion_ms << " ms\n";
       rows.push_back(r);
     }
   }
@@ -192,7 +183,7 @@ int run_bench_reduce(const bench_reduce_options& opt) {
   std::printf("reduce (int32 sum to vnode 0) on %s (%zu processors, %s time, trees formed at "
               "%.0f ms, dynamic segments %s)\n",
               topo->name.c_str(), n, opt.clock.c_str(), formed_ms,
-              cfg.reduce_segment ? size_label(cfg.reduce_segment).c_str() : "none");
+              segment_used ? size_label(segment_used).c_str() : "none");
   std::printf("%-10s", "size");
   for (auto& a : algorithms)
     std::printf(" %14s", (a + "_ms").c_str());
@@ -236,7 +227,7 @@ int run_bench_reduce(const bench_reduce_options& opt) {
     j["root_vnode"] = root;
     j["operation"] = "sum int32";
     j["trees_formed_ms"] = formed_ms;
-    j["dynamic_segment"] = cfg.reduce_segment;
+    j["dynamic_segment"] = segment_used;
     auto arr = nlohmann::json::array();
     for (auto& r : rows)
       arr.push_back({{"algorithm", r.algorithm},
@@ -246,12 +237,8 @@ int run_bench_reduce(const bench_reduce_options& opt) {
     j["results"] = arr;
     if (ratio)
       j["max_dynamic_over_magpie"] = worst;
-    std::ofstream out(opt.json_path);
-    if (!(out << j.dump(2) << "\n")) {
-      std::cerr << tag << "cannot write " << opt.json_path << "\n";
+    if (!write_json("reduce", opt.json_path, j))
       return 2;
-    }
-    std::printf("wrote %s\n", opt.json_path.c_str());
   }
   if (!opt.plot_path.empty()) {
     plot_spec p;
@@ -273,11 +260,8 @@ int run_bench_reduce(const bench_reduce_options& opt) {
       }
       p.series.push_back(std::move(s));
     }
-    if (auto err = write_svg(opt.plot_path, p)) {
-      std::cerr << tag << *err << "\n";
+    if (!write_plot("reduce", opt.plot_path, p))
       return 2;
-    }
-    std::printf("wrote %s\n", opt.plot_path.c_str());
   }
   return rc;
 }
@@ -286,15 +270,11 @@ void add_bench_reduce_command(CLI::App& bench, std::function<int()>& action) {
   auto opt = std::make_shared<bench_reduce_options>();
   auto cmd = bench.add_subcommand(
     "reduce", "int32 sum reductions of 4 B to 4 MiB: adaptive vs static trees (Fig. 8)");
-  cmd->add_option("--topology", opt->topology, "built-in name or topology file")->required();
-  cmd->add_option("--seed", opt->seed, "random seed");
-  cmd->add_option("--clock", opt->clock, "virtual (default) or real");
+  add_bench_options(*cmd, opt->common);
   cmd->add_option("--sizes", opt->sizes, "array sizes in bytes (e.g. 4,16K,4M)")->delimiter(',');
   cmd->add_option("--algorithms", opt->algorithms, "dynamic, mpich, magpie")->delimiter(',');
   cmd->add_option("--segment", opt->segment,
                   "dynamic: segment size for long arrays (default 16K; 0: none)");
-  cmd->add_option("--json", opt->json_path, "write results as JSON");
-  cmd->add_option("--plot", opt->plot_path, "write completion vs size as SVG (log-log)");
   cmd->callback([opt, &action] { action = [opt] { return run_bench_reduce(*opt); }; });
 }
 

@@ -25,17 +25,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include "bench_common.hpp"
+
 namespace banyan::cli {
 
 struct bench_reduce_options {
-  std::string topology;
-  std::uint64_t seed = 1;
-  std::string clock = "virtual";       ///< "virtual" or "real"
+  bench_options common; ///< --topology, --seed, --clock, --json, --plot, --quiet
   std::vector<std::string> sizes;      ///< "4", "16K", "4M": empty for the default set
   std::vector<std::string> algorithms; ///< empty: dynamic, mpich, magpie
   std::string segment;                 ///< dynamic: segment size ("16K"; "0": none); empty: default
-  std::string json_path;
-  std::string plot_path;
 };
 
 /// One reduction measured.
