@@ -159,6 +159,9 @@ private:
   template <class F>
   void wait_for(F done, std::chrono::milliseconds limit, const std::string& what);
   void command(std::size_t k, const std::string& line);
+  /// Returns once every process answered a `status` sent now: all it was sent before
+  /// has been taken.
+  void sync_all();
 
   // --- workloads ---
   void start_all();
@@ -557,6 +560,23 @@ void cluster_run::command(std::size_t k, const std::string& line) {
   }
 }
 
+void cluster_run::sync_all() {
+  std::map<std::size_t, std::size_t> before;
+  for (std::size_t k = 0; k < children_.size(); ++k)
+    if (children_[k] && children_[k]->alive) {
+      before[k] = ev_.statuses[k];
+      command(k, "status");
+    }
+  wait_for(
+    [&] {
+      for (auto& [k, n] : before)
+        if (ev_.statuses[k] == n)
+          return false;
+      return true;
+    },
+    10s, "status replies");
+}
+
 void cluster_run::start_all() {
   const auto t0 = clock_type::now();
   progress("starting " + std::to_string(opt_.procs) + " processes"
@@ -839,6 +859,9 @@ json cluster_run::workload_churn() {
   progress("churn: 4 MiB broadcasts for " + std::to_string(opt_.churn_for_ms) + " ms; "
            + std::to_string(movers.size()) + " processes leave at " + std::to_string(opt_.leave_at_ms)
            + " ms and rejoin at " + std::to_string(opt_.rejoin_at_ms) + " ms");
+  for (std::size_t k = 0; k < opt_.procs; ++k) // a leaving process cannot ack
+    command(k, "acks off");
+  sync_all();
   const auto start = now_us();
   auto elapsed_ms = [&] { return static_cast<double>(now_us() - start) / 1000.0; };
   json timeline = json::array();
@@ -847,6 +870,7 @@ json cluster_run::workload_churn() {
   bool left = false, rejoined = false;
   double left_at = -1, rejoined_at = -1;
   std::map<std::size_t, std::size_t> readies_before;
+  std::vector<std::string> ops;
   while (elapsed_ms() < static_cast<double>(opt_.churn_for_ms)) {
     if (!left && elapsed_ms() >= static_cast<double>(opt_.leave_at_ms)) {
       for (auto k : movers)
@@ -893,12 +917,7 @@ json cluster_run::workload_churn() {
       failed_ = false;
       progress("churn: " + f.what);
     }
-    // Late duplicates would come after; give stragglers no extra time (they count as lost).
-    const auto n = count();
-    expected += want;
-    delivered += std::min(n, want);
-    duplicates += n > want ? n - want : 0;
-    lost += n < want ? want - n : 0;
+    ops.push_back(op);
     std::int64_t last = t0;
     for (auto& [k, j] : ev_.delivered[op])
       last = std::max(last, j.value("t_us", t0));
@@ -907,6 +926,19 @@ json cluster_run::workload_churn() {
     const double t_ms = static_cast<double>(last - start) / 1000.0;
     points.emplace_back(t_ms, mbps);
     timeline.push_back({{"t_ms", t_ms}, {"bandwidth_MBps", mbps}, {"op", op}});
+  }
+  // Deliveries counted once everything settled (a late duplicate would show up here).
+  auto settle = clock_type::now() + 1s;
+  wait_for([&] { return clock_type::now() >= settle; }, 5s, "the last deliveries");
+  const auto want = total_vnodes();
+  for (auto& op : ops) {
+    std::size_t n = 0;
+    for (auto& [k, j] : ev_.delivered[op])
+      n += j.value("vnodes", std::size_t{0});
+    expected += want;
+    delivered += std::min(n, want);
+    duplicates += n > want ? n - want : 0;
+    lost += n < want ? want - n : 0;
   }
   if (rejoined)
     wait_for(
@@ -1031,6 +1063,7 @@ int cluster_run::run() {
         line += " " + std::to_string(k) + ":" + std::to_string(k * opt_.vnodes_per_proc);
       for (std::size_t k = 0; k < opt_.procs; ++k)
         command(k, line);
+      sync_all(); // every process acks from the first broadcast on
     }
     if (workloads.count("overhead"))
       out["overhead"] = workload_overhead();
