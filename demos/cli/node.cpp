@@ -6,18 +6,22 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
 
+#include <poll.h>
 #include <pthread.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "banyan/actors/node.hpp"
 #include "banyan/core/topology.hpp"
+#include "node_control.hpp"
 
 namespace banyan::cli {
 
@@ -150,12 +154,14 @@ std::string tree_summary(const node_status& s) {
          + " vnodes " + s.own_vnodes.to_string();
 }
 
+/// Log lines: on stdout, or on stderr in control mode (stdout is the protocol's).
 class logger {
 public:
-  logger(proc_id id, bool verbose) : prefix_("node " + std::to_string(id) + ": "), verbose_(verbose) {}
+  logger(proc_id id, bool verbose, std::ostream& out)
+    : prefix_("node " + std::to_string(id) + ": "), verbose_(verbose), out_(out) {}
   void line(const std::string& s) {
     std::lock_guard<std::mutex> lk(mtx_);
-    std::cout << prefix_ << s << std::endl;
+    out_ << prefix_ << s << std::endl;
   }
   bool verbose() const { return verbose_; }
 
@@ -163,7 +169,100 @@ private:
   std::mutex mtx_;
   std::string prefix_;
   bool verbose_;
+  std::ostream& out_;
 };
+
+/// One JSON object per line on stdout, with "t_us" (steady clock) unless it has one.
+void emit_line(nlohmann::json j) {
+  static std::mutex mtx;
+  if (!j.contains("t_us"))
+    j["t_us"] = std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::steady_clock::now().time_since_epoch())
+                  .count();
+  auto text = j.dump() + "\n";
+  std::lock_guard<std::mutex> lk(mtx);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+/// Control mode's loop: commands from stdin until `quit`, end of input or a signal
+/// (then it leaves, as without --control). Returns the exit code.
+int control_loop(banyan::node& n, logger& log, control_session& session, const sigset_t& signals,
+                 std::future<banyan::node::result> pending, const std::string& json_status,
+                 const std::atomic<bool>& dirty_flag, const std::function<void()>& write_now,
+                 const std::function<int()>& leave_and_stop) {
+  int sfd = ::signalfd(-1, &signals, SFD_CLOEXEC);
+  if (sfd < 0) {
+    log.line("cannot create a signalfd");
+    n.stop();
+    return 1;
+  }
+  bool member = false;
+  std::string buffer;
+  bool quit = false;
+  bool eof = false;
+  bool signalled = false;
+  while (!quit && !eof && !signalled) {
+    pollfd fds[2] = {{0, POLLIN, 0}, {sfd, POLLIN, 0}};
+    // Reading stdin only once a member: commands need one (and "ready" comes first).
+    int r = ::poll(member ? fds : fds + 1, member ? 2 : 1, 100);
+    if (r < 0 && errno != EINTR)
+      break;
+    if (fds[1].revents & POLLIN) {
+      signalfd_siginfo si;
+      if (::read(sfd, &si, sizeof si) > 0)
+        signalled = true;
+    }
+    if (!member && pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      if (auto err = pending.get()) {
+        log.line("cannot join: " + err->message);
+        emit_line({{"ev", "error"}, {"detail", "cannot join: " + err->to_string()}});
+        n.stop();
+        ::close(sfd);
+        return 1;
+      }
+      member = true;
+      session.ready();
+    }
+    if (member && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+      char chunk[4096];
+      auto got = ::read(0, chunk, sizeof chunk);
+      if (got <= 0) {
+        eof = true;
+      } else {
+        buffer.append(chunk, static_cast<std::size_t>(got));
+        std::size_t nl;
+        while (!quit && (nl = buffer.find('\n')) != std::string::npos) {
+          auto line = buffer.substr(0, nl);
+          buffer.erase(0, nl + 1);
+          if (!line.empty() && line.back() == '\r')
+            line.pop_back();
+          quit = !session.handle(line);
+        }
+        if (buffer.size() > 1 << 20) {
+          emit_line({{"ev", "error"}, {"detail", "command line longer than 1 MiB: dropped"}});
+          buffer.clear();
+        }
+      }
+    }
+    session.collect();
+    if (!json_status.empty() && dirty_flag.load())
+      write_now();
+  }
+  ::close(sfd);
+  if (quit || eof) {
+    // `quit` (or the driver went away): stop without leaving.
+    log.line(quit ? "quit: stopping" : "end of input: stopping");
+    n.stop();
+    session.finish(std::chrono::seconds(5));
+    write_now();
+    log.line("stopped");
+    return 0;
+  }
+  int code = leave_and_stop();
+  session.finish(std::chrono::seconds(5));
+  return code;
+}
 
 } // namespace
 
@@ -218,6 +317,9 @@ int run_node(const node_options& opt) {
       return bad("cannot write --json-status \"" + opt.json_status + "\"");
     std::remove(probe.c_str());
   }
+  auto seed = parse_uint(opt.seed, std::numeric_limits<std::uint64_t>::max());
+  if (!seed)
+    return bad("bad --seed \"" + opt.seed + "\" (a number; 0: random)");
   auto leave_ms = parse_uint(opt.leave_timeout_ms, 3600 * 1000);
   if (!leave_ms)
     return bad("bad --leave-timeout \"" + opt.leave_timeout_ms + "\" (milliseconds)");
@@ -227,6 +329,7 @@ int run_node(const node_options& opt) {
   cfg.listen = opt.listen;
   cfg.advertise = opt.advertise;
   cfg.secret = secret;
+  cfg.seed = *seed;
   if (!opt.topology.empty()) {
     auto t = load_topology(opt.topology);
     if (!t)
@@ -262,7 +365,7 @@ int run_node(const node_options& opt) {
     return sigtimedwait(&signals, nullptr, &ts) > 0;
   };
 
-  logger log(cfg.id, opt.verbose);
+  logger log(cfg.id, opt.verbose, opt.control ? std::cerr : std::cout);
   std::atomic<bool> dirty{true};
   banyan::node n(cfg);
   std::string last_summary;
@@ -304,6 +407,48 @@ int run_node(const node_options& opt) {
   write_status(opt.json_status, status_json(n, {}));
 
   auto pending = contacts.empty() ? n.found(vnodes) : n.join(contacts, vnodes);
+
+  // SIGINT/SIGTERM: leave gracefully (a second signal stops at once), then stop.
+  auto leave_and_stop = [&]() -> int {
+    int code = 0;
+    if (n.state() == supervisor::status::member) {
+      log.line("signal: leaving");
+      auto left = n.leave();
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(*leave_ms);
+      bool again = false;
+      while (left.wait_for(std::chrono::seconds(0)) != std::future_status::ready
+             && std::chrono::steady_clock::now() < deadline && !again)
+        again = wait_signal(std::chrono::milliseconds(20));
+      if (again) {
+        log.line("second signal: stopping without finishing the leave");
+        code = 1;
+      } else if (left.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+        log.line("leave timed out after " + std::to_string(*leave_ms) + " ms: stopping");
+        code = 1;
+      } else if (auto err = left.get()) {
+        // The last member has nobody to hand its vnodes to: that is a clean end too.
+        log.line("not leaving gracefully: " + err->message);
+      }
+    } else {
+      log.line("signal: stopping (" + std::string(to_string(n.state())) + ")");
+    }
+    n.stop();
+    write_status(opt.json_status, status_json(n, {}));
+    log.line("stopped");
+    return code;
+  };
+
+  if (opt.control) {
+    // Wanted vnodes when joining again: those asked for at first (empty: a share).
+    control_session session(n, contacts.empty() ? vnode_set{} : vnodes, emit_line);
+    auto write_now = [&] {
+      dirty = false;
+      write_status(opt.json_status, status_json(n, {}));
+    };
+    return control_loop(n, log, session, signals, std::move(pending), opt.json_status, dirty,
+                        write_now, leave_and_stop);
+  }
+
   bool member = false;
   bool signalled = false;
   while (!signalled) {
@@ -320,33 +465,7 @@ int run_node(const node_options& opt) {
     if (dirty.exchange(false))
       write_status(opt.json_status, status_json(n, {}));
   }
-
-  int code = 0;
-  if (n.state() == supervisor::status::member) {
-    log.line("signal: leaving");
-    auto left = n.leave();
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(*leave_ms);
-    bool again = false;
-    while (left.wait_for(std::chrono::seconds(0)) != std::future_status::ready
-           && std::chrono::steady_clock::now() < deadline && !again)
-      again = wait_signal(std::chrono::milliseconds(20));
-    if (again) {
-      log.line("second signal: stopping without finishing the leave");
-      code = 1;
-    } else if (left.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-      log.line("leave timed out after " + std::to_string(*leave_ms) + " ms: stopping");
-      code = 1;
-    } else if (auto err = left.get()) {
-      // The last member has nobody to hand its vnodes to: that is a clean end too.
-      log.line("not leaving gracefully: " + err->message);
-    }
-  } else {
-    log.line("signal: stopping (" + std::string(to_string(n.state())) + ")");
-  }
-  n.stop();
-  write_status(opt.json_status, status_json(n, {}));
-  log.line("stopped");
-  return code;
+  return leave_and_stop();
 }
 
 void add_node_command(CLI::App& app, std::function<int()>& action) {
@@ -361,8 +480,11 @@ void add_node_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--topology", opt->topology, "emulate this topology's links (processor p = its processor p)");
   cmd->add_option("--site", opt->site, "with --topology: the group this processor must be in");
   cmd->add_option("--json-status", opt->json_status, "keep this JSON file up to date with our status");
+  cmd->add_option("--seed", opt->seed, "seeds the supervisor's randomness (0: random)");
   cmd->add_option("--leave-timeout", opt->leave_timeout_ms, "ms to finish a graceful leave (10000)");
   cmd->add_flag("-v,--verbose", opt->verbose, "log every parent change and connection");
+  cmd->add_flag("--control", opt->control,
+                "take commands on stdin, answer in JSON lines on stdout (docs/cluster.md)");
   cmd->allow_extras();
   cmd->callback([opt, cmd, &action] {
     opt->extras = cmd->remaining();

@@ -3,12 +3,14 @@
 //
 //   banyan node --id N --listen HOST:PORT --secret-file F
 //               [--join [ID@]HOST:PORT ...] [--vnodes SET] [--advertise HOST:PORT]
-//               [--topology T [--site GROUP]] [--json-status FILE] [-v]
+//               [--topology T [--site GROUP]] [--json-status FILE] [--control] [--seed S] [-v]
 //
 // Without --join it founds the computation, owning --vnodes (default 0-1023); with it,
 // it joins through the first contact that lets it in, asking for --vnodes (default: a
 // share of the contact's). It logs membership and tree events, keeps --json-status up to
 // date, and on SIGINT/SIGTERM leaves gracefully (hands its vnodes over), then exits 0.
+// With --control it takes commands on stdin and answers with JSON lines on stdout
+// (logs go to stderr): see node_control.hpp and docs/cluster.md.
 // Exit codes: 0 done, 1 could not start or join, 2 bad arguments (one line on stderr).
 // See docs/api.md.
 
@@ -31,7 +33,9 @@ struct node_options {
   std::string site;
   std::string json_status;
   std::string leave_timeout_ms = "10000";
+  std::string seed = "0"; ///< the supervisor's randomness; 0: random
   bool verbose = false;
+  bool control = false; ///< commands on stdin, JSON lines on stdout (node_control.hpp)
   std::vector<std::string> extras; ///< unrecognised arguments (an error)
 };
 

@@ -1,8 +1,12 @@
 // Real `banyan node` processes on 127.0.0.1, each on an ephemeral port it reports in its
 // --json-status file: they join and form trees; one leaves on SIGTERM and the others heal;
 // a SIGKILLed one is found unreachable and the others heal; a wrong secret is refused;
-// bad arguments exit with 2. Every wait has a deadline, and every child is killed at the
-// end of its test case, also when the test fails.
+// bad arguments exit with 2. Through the control protocol (`--control`, docs/cluster.md):
+// broadcasts short and long, point-to-point, acks, reductions, leave and rejoin, every
+// delivery exactly once; a process SIGKILLed mid-broadcast hangs nobody. `banyan cluster`
+// runs its workloads and tears everything down, also on SIGINT; in network namespaces
+// where the machine allows them. Every wait has a deadline, and every child is killed at
+// the end of its test case, also when the test fails.
 
 #include <boost/test/unit_test.hpp>
 
@@ -16,6 +20,7 @@
 #include <sstream>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -321,6 +326,501 @@ BOOST_FIXTURE_TEST_CASE(bad_arguments_exit_with_2, cluster_fixture) {
     BOOST_TEST(*code == 2, args.back() << ": " << text);
     BOOST_TEST(text.find("banyan node: ") != std::string::npos, text);
   }
+}
+
+// --- the control protocol ------------------------------------------------------------
+
+namespace {
+
+/// A `banyan node --control` child: commands through its stdin, JSON lines from its
+/// stdout, its log (stderr) in a file.
+struct ctl {
+  proc_id id = no_proc;
+  pid_t pid = -1;
+  int in = -1;
+  int out = -1;
+  std::string log;
+  std::string buffer;
+  std::vector<nlohmann::json> events;
+  std::uint16_t port = 0;
+  std::string vnodes;
+};
+
+struct ctl_fixture : cluster_fixture {
+  std::map<proc_id, ctl> nodes;
+
+  ~ctl_fixture() {
+    for (auto& [id, c] : nodes) {
+      if (c.in >= 0)
+        ::close(c.in);
+      if (c.out >= 0)
+        ::close(c.out);
+    }
+  }
+
+  ctl& start(proc_id id, std::vector<std::string> extra) {
+    auto& c = nodes[id];
+    c.id = id;
+    c.log = dir + "/ctl-" + std::to_string(id) + ".log";
+    std::vector<std::string> all{BANYAN_CLI_PATH, "node", "--control", "--id", std::to_string(id),
+                                 "--listen", "127.0.0.1:0", "--secret-file", secret, "--seed",
+                                 std::to_string(id + 1)};
+    all.insert(all.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : all)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    int in_pipe[2], out_pipe[2];
+    BOOST_REQUIRE(::pipe2(in_pipe, O_CLOEXEC) == 0 && ::pipe2(out_pipe, O_CLOEXEC) == 0);
+    int fd = ::open(c.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    BOOST_REQUIRE(fd >= 0);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(in_pipe[0], 0);
+      ::dup2(out_pipe[1], 1);
+      ::dup2(fd, 2);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(in_pipe[0]);
+    ::close(out_pipe[1]);
+    ::close(fd);
+    BOOST_REQUIRE(pid > 0);
+    running[pid] = c.log;
+    c.pid = pid;
+    c.in = in_pipe[1];
+    c.out = out_pipe[0];
+    ::fcntl(c.out, F_SETFL, O_NONBLOCK);
+    auto ready = wait_event(c, "ready", 0, 20s);
+    c.port = ready.at("port").get<std::uint16_t>();
+    c.vnodes = ready.at("vnodes").get<std::string>();
+    return c;
+  }
+
+  void send(ctl& c, const std::string& line) {
+    auto text = line + "\n";
+    BOOST_REQUIRE_MESSAGE(::write(c.in, text.data(), text.size()) == static_cast<ssize_t>(text.size()),
+                          "cannot write to node " << c.id);
+  }
+
+  /// Reads whatever every node wrote, waiting at most `limit` for something.
+  void pump(std::chrono::milliseconds limit) {
+    std::vector<pollfd> fds;
+    std::vector<ctl*> who;
+    for (auto& [id, c] : nodes)
+      if (c.out >= 0) {
+        fds.push_back({c.out, POLLIN, 0});
+        who.push_back(&c);
+      }
+    if (::poll(fds.data(), fds.size(), static_cast<int>(limit.count())) <= 0)
+      return;
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (!fds[i].revents)
+        continue;
+      auto& c = *who[i];
+      char chunk[65536];
+      ssize_t n;
+      while ((n = ::read(c.out, chunk, sizeof chunk)) > 0)
+        c.buffer.append(chunk, static_cast<std::size_t>(n));
+      if (n == 0) {
+        ::close(c.out);
+        c.out = -1;
+      }
+      std::size_t nl;
+      while ((nl = c.buffer.find('\n')) != std::string::npos) {
+        auto j = nlohmann::json::parse(c.buffer.substr(0, nl), nullptr, false);
+        BOOST_CHECK_MESSAGE(!j.is_discarded() && j.contains("ev") && j.contains("t_us"),
+                            "node " << c.id << " wrote a line that is no event: " << c.buffer.substr(0, nl));
+        c.buffer.erase(0, nl + 1);
+        if (!j.is_discarded())
+          c.events.push_back(j);
+      }
+    }
+  }
+
+  /// Pumps until `pred()` or `limit`.
+  template <class F>
+  bool until(std::chrono::milliseconds limit, F pred) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!pred()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0)
+        return false;
+      pump(std::min(left, std::chrono::milliseconds(50)));
+    }
+    return true;
+  }
+
+  /// The events of `c` named `ev` (with `key` == `value`, when given).
+  std::vector<nlohmann::json> events(const ctl& c, const std::string& ev, const std::string& key = {},
+                                     const nlohmann::json& value = {}) {
+    std::vector<nlohmann::json> out;
+    for (auto& j : c.events)
+      if (j.value("ev", "") == ev && (key.empty() || (j.contains(key) && j[key] == value)))
+        out.push_back(j);
+    return out;
+  }
+
+  /// The `n`-th (0-based) event `ev` of `c`, waited for at most `limit`.
+  nlohmann::json wait_event(ctl& c, const std::string& ev, std::size_t n, std::chrono::milliseconds limit) {
+    bool ok = until(limit, [&] { return events(c, ev).size() > n; });
+    BOOST_REQUIRE_MESSAGE(ok, "node " << c.id << ": no \"" << ev << "\" event #" << n << "; log:\n"
+                                      << slurp(c.log));
+    return events(c, ev)[n];
+  }
+
+  /// The delivered events of `op`, per node: vnodes reached and lines.
+  std::map<proc_id, std::pair<std::size_t, std::size_t>> deliveries(const std::string& op) {
+    std::map<proc_id, std::pair<std::size_t, std::size_t>> out;
+    for (auto& [id, c] : nodes)
+      for (auto& j : events(c, "delivered", "op", op)) {
+        out[id].first += j.at("vnodes").get<std::size_t>();
+        ++out[id].second;
+        BOOST_TEST(j.at("ok").get<bool>(), "node " << id << ": payload of " << op << " damaged");
+      }
+    return out;
+  }
+
+  /// Broadcasts `bytes` from `from`; waits until `vnodes` vnodes have it. Returns its op.
+  std::string broadcast(ctl& from, std::size_t bytes, std::size_t vnodes) {
+    auto had = events(from, "bcast").size();
+    send(from, "bcast " + std::to_string(bytes));
+    auto started = wait_event(from, "bcast", had, 20s);
+    auto op = started.at("op").get<std::string>();
+    BOOST_TEST(started.at("size").get<std::size_t>() == bytes);
+    auto reached = [&] {
+      std::size_t n = 0;
+      for (auto& [id, d] : deliveries(op))
+        n += d.first;
+      return n;
+    };
+    BOOST_REQUIRE_MESSAGE(until(30s, [&] { return reached() >= vnodes; }),
+                          "broadcast " << op << " reached " << reached() << " of " << vnodes << " vnodes");
+    pump(200ms); // a duplicate would show up now
+    BOOST_TEST(reached() == vnodes, "broadcast " << op << ": every vnode exactly once");
+    return op;
+  }
+
+  int quit(ctl& c) {
+    send(c, "quit");
+    auto code = wait_exit(c.pid, 10s);
+    BOOST_REQUIRE_MESSAGE(code.has_value(), "node " << c.id << " did not quit: " << slurp(c.log));
+    return *code;
+  }
+};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_CASE(control_protocol_broadcast_send_reduce_leave_rejoin, ctl_fixture) {
+  // Four processes, ten vnodes each: 0 founds with 0-39, k joins asking for its ten.
+  auto& n0 = start(0, {"--vnodes", "0-39"});
+  const auto contact = "0@127.0.0.1:" + std::to_string(n0.port);
+  for (proc_id k = 1; k < 4; ++k) {
+    auto& c = start(k, {"--join", contact, "--vnodes", std::to_string(10 * k) + "-" + std::to_string(10 * k + 9)});
+    BOOST_TEST(c.vnodes == std::to_string(10 * k) + "-" + std::to_string(10 * k + 9));
+  }
+  auto& n1 = nodes[1];
+  auto& n2 = nodes[2];
+  auto& n3 = nodes[3];
+
+  // Broadcasts, short and long: every node gets its ten vnodes once, the payload intact.
+  for (auto [from, bytes] : {std::pair<proc_id, std::size_t>{0, 1}, {2, 3u << 20}, {3, 0}}) {
+    auto op = broadcast(nodes[from], bytes, 40);
+    for (auto& [id, d] : deliveries(op))
+      BOOST_TEST(d.first == 10u, "node " << id << " got " << d.first << " vnodes of " << op);
+    for (auto& [id, c] : nodes)
+      for (auto& j : events(c, "delivered", "op", op)) {
+        BOOST_TEST(j.at("kind").get<std::string>() == "broadcast");
+        BOOST_TEST(j.at("size").get<std::size_t>() == bytes);
+      }
+  }
+
+  // Point-to-point: vnode 25 lives at node 2.
+  send(n0, "send 25 1000");
+  auto sent = wait_event(n0, "sent", 0, 10s);
+  auto msg = sent.at("op").get<std::string>();
+  BOOST_REQUIRE(until(10s, [&] { return !events(n2, "delivered", "op", msg).empty(); }));
+  pump(200ms);
+  auto got = events(n2, "delivered", "op", msg);
+  BOOST_REQUIRE(got.size() == 1u);
+  BOOST_TEST(got[0].at("kind").get<std::string>() == "message");
+  BOOST_TEST(got[0].at("vnodes").get<std::size_t>() == 1u);
+  BOOST_TEST(got[0].at("size").get<std::size_t>() == 1000u);
+  BOOST_TEST(got[0].at("ok").get<bool>());
+  for (auto* c : {&n0, &n1, &n3})
+    BOOST_TEST(events(*c, "delivered", "op", msg).empty());
+
+  // Acks: the origin hears from the three others.
+  for (auto& [id, c] : nodes) { // "status" answered: "acks" taken before the broadcast
+    auto had = events(c, "status").size();
+    send(c, "acks on 0:0 1:10 2:20 3:30");
+    send(c, "status");
+    wait_event(c, "status", had, 5s);
+  }
+  auto op = broadcast(n1, 100, 40);
+  auto acked = wait_event(n1, "acked", 0, 10s);
+  BOOST_TEST(acked.at("op").get<std::string>() == op);
+  BOOST_TEST(acked.at("acks").get<int>() == 3);
+  BOOST_TEST(acked.at("t_us").get<std::int64_t>() >= wait_event(n1, "bcast", 0, 1s).at("t_us").get<std::int64_t>());
+  for (auto& [id, c] : nodes)
+    send(c, "acks off");
+
+  // Reductions: every member gets the same commands in the same order.
+  for (auto& [id, c] : nodes) {
+    send(c, "reduce 1 0 1000 sum int32");
+    send(c, "reduce 2 15 300 max double");
+    send(c, "reduce 3 39 50 prod int64");
+  }
+  struct expect { std::uint64_t seq; proc_id root_owner; };
+  for (auto e : {expect{1, 0}, expect{2, 1}, expect{3, 3}}) {
+    auto& owner = nodes[e.root_owner];
+    BOOST_REQUIRE_MESSAGE(until(20s, [&] { return !events(owner, "reduced", "seq", e.seq).empty(); }),
+                          "no result of reduction " << e.seq << ": " << slurp(owner.log));
+    auto r = events(owner, "reduced", "seq", e.seq)[0];
+    BOOST_TEST(r.at("ok").get<bool>(), "reduction " << e.seq);
+    BOOST_TEST(r.at("vnodes").get<std::size_t>() == 40u);
+    for (auto& [id, c] : nodes)
+      if (id != e.root_owner) {
+        BOOST_REQUIRE(until(10s, [&] { return !events(c, "reduce_sent", "seq", e.seq).empty(); }));
+        BOOST_TEST(events(c, "reduced", "seq", e.seq).empty());
+      }
+  }
+
+  // Bad commands: one error line each, and the process goes on.
+  for (auto bad : {"bcast", "bcast -1", "send x 1", "reduce 1 0 10 xor int32", "frobnicate", "acks maybe",
+                   "join"}) {
+    auto had = events(n3, "error").size();
+    send(n3, bad);
+    auto e = wait_event(n3, "error", had, 5s);
+    BOOST_TEST(!e.at("detail").get<std::string>().empty(), bad);
+  }
+  send(n3, "status");
+  auto st = wait_event(n3, "status", 0, 5s);
+  BOOST_TEST(st.at("state").get<std::string>() == "member");
+  BOOST_TEST(st.at("members").size() == 4u);
+
+  // Node 3 leaves: its vnodes move, a broadcast still reaches all 40, none at node 3.
+  send(n3, "leave");
+  wait_event(n3, "left", 0, 15s);
+  op = broadcast(n0, 2000, 40);
+  BOOST_TEST(deliveries(op).count(3) == 0u);
+  // It rejoins asking for its vnodes back, and gets them.
+  send(n3, "join " + contact);
+  wait_event(n3, "ready", 1, 20s);
+  // The vnodes it asked for come over once the others hand them.
+  BOOST_REQUIRE_MESSAGE(until(20s, [&] {
+                          auto had = events(n3, "status").size();
+                          send(n3, "status");
+                          return wait_event(n3, "status", had, 5s).at("vnodes").get<std::string>() == "30-39";
+                        }),
+                        "node 3 did not get its vnodes back: " << slurp(n3.log));
+  BOOST_REQUIRE(until(20s, [&] {
+    // The others see it again before the next broadcast counts on it.
+    for (auto* c : {&n0, &n1, &n2}) {
+      auto had = events(*c, "status").size();
+      send(*c, "status");
+      auto s = wait_event(*c, "status", had, 5s);
+      if (s.at("members").size() != 4u)
+        return false;
+    }
+    return true;
+  }));
+  op = broadcast(n2, 1u << 20, 40);
+  BOOST_TEST(deliveries(op)[3].first == 10u);
+
+  for (auto& [id, c] : nodes)
+    BOOST_TEST(quit(c) == 0, "node " << id << ": " << slurp(c.log));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_process_killed_mid_broadcast_hangs_nobody, ctl_fixture) {
+  auto& n0 = start(0, {"--vnodes", "0-3"});
+  const auto contact = "0@127.0.0.1:" + std::to_string(n0.port);
+  for (proc_id k = 1; k < 4; ++k)
+    start(k, {"--join", contact, "--vnodes", std::to_string(k)});
+  // Node 2 dies while an 8 MiB broadcast passes through the trees.
+  send(n0, "bcast 8388608");
+  wait_event(n0, "bcast", 0, 10s);
+  BOOST_REQUIRE(::kill(nodes[2].pid, SIGKILL) == 0);
+  BOOST_REQUIRE(wait_exit(nodes[2].pid, 5s).has_value());
+  ::close(nodes[2].in);
+  nodes[2].in = -1;
+  auto op = events(n0, "bcast")[0].at("op").get<std::string>();
+  // Whatever reached the survivors reached them at most once (node 2 may have taken
+  // segments with it that nobody else holds: the broadcast need not complete, but
+  // nothing may wait for it forever).
+  until(10s, [&] {
+    auto d = deliveries(op);
+    return d[0].first == 1 && d[1].first == 1 && d[3].first == 1;
+  });
+  {
+    auto d = deliveries(op);
+    BOOST_TEST_MESSAGE("the broadcast cut by the SIGKILL reached nodes 0/1/3: " << d[0].first << "/"
+                       << d[1].first << "/" << d[3].first << " vnodes");
+    for (proc_id k : {0u, 1u, 3u})
+      BOOST_TEST(d[k].first <= 1u, "node " << k << ": a vnode got it twice");
+  }
+  // They notice the death, answer, and go on broadcasting among themselves.
+  for (proc_id k : {0u, 1u, 3u}) {
+    auto& c = nodes[k];
+    BOOST_REQUIRE_MESSAGE(until(20s, [&] {
+                            auto had = events(c, "status").size();
+                            send(c, "status");
+                            auto s = wait_event(c, "status", had, 5s);
+                            return s.at("members").size() == 3u;
+                          }),
+                          "node " << k << " still counts the dead one: " << slurp(c.log));
+  }
+  op = broadcast(nodes[3], 65536, 3);
+  for (auto& [id, d] : deliveries(op))
+    BOOST_TEST(d.first == 1u);
+  for (proc_id k : {0u, 1u, 3u})
+    BOOST_TEST(quit(nodes[k]) == 0);
+}
+
+namespace {
+
+/// Runs `banyan cluster ARGS` with stdout and stderr in `log`; its exit code within `limit`.
+std::optional<int> run_cluster(cluster_fixture& f, std::vector<std::string> args, const std::string& log,
+                               std::chrono::milliseconds limit, pid_t* pid_out = nullptr) {
+  args.insert(args.begin(), "cluster");
+  auto pid = f.spawn(args, log);
+  if (pid_out)
+    *pid_out = pid;
+  return f.wait_exit(pid, limit);
+}
+
+/// The pids the cluster's nodes logged ("listening on ... (pid N)") in `dir`.
+std::vector<pid_t> node_pids(const std::string& dir) {
+  std::vector<pid_t> out;
+  for (auto& e : std::filesystem::directory_iterator(dir)) {
+    auto text = slurp(e.path().string());
+    auto at = text.find("(pid ");
+    if (e.path().filename().string().rfind("node-", 0) == 0 && at != std::string::npos)
+      out.push_back(static_cast<pid_t>(std::stol(text.substr(at + 5))));
+  }
+  return out;
+}
+
+bool alive(pid_t pid) {
+  return ::kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_CASE(cluster_runs_the_workloads_and_writes_json, cluster_fixture) {
+  auto json_path = dir + "/cluster.json";
+  auto log = dir + "/cluster.log";
+  auto code = run_cluster(*this,
+                          {"--procs", "3", "--workload", "latency,bandwidth,reduce,churn,overhead",
+                           "--reps", "2", "--sizes", "65536,1048576", "--reduce-sizes", "4,40000",
+                           "--leave-at", "800", "--rejoin-at", "1600", "--churn-for", "2500",
+                           "--json", json_path},
+                          log, 90s);
+  BOOST_REQUIRE_MESSAGE(code.has_value(), "banyan cluster did not finish: " << slurp(log));
+  BOOST_TEST(*code == 0, slurp(log));
+  auto j = nlohmann::json::parse(slurp(json_path), nullptr, false);
+  BOOST_REQUIRE_MESSAGE(!j.is_discarded(), slurp(json_path));
+  BOOST_TEST(j.at("procs").get<int>() == 3);
+  auto& lat = j.at("bcast-latency").at("results").at(0);
+  BOOST_TEST(lat.at("algorithm").get<std::string>() == "dynamic");
+  BOOST_TEST(lat.at("complete").get<bool>());
+  BOOST_TEST(lat.at("per_proc_ms").size() == 3u);
+  BOOST_TEST(lat.at("completion_ms").get<double>() > 0);
+  BOOST_TEST(lat.at("acked_ms").get<double>() >= lat.at("completion_ms").get<double>() * 0.5);
+  auto& bw = j.at("bcast-bandwidth").at("results");
+  BOOST_REQUIRE(bw.size() == 2u);
+  for (auto& r : bw) {
+    BOOST_TEST(r.at("complete").get<bool>());
+    BOOST_TEST(r.at("bandwidth_MBps").get<double>() > 0);
+  }
+  auto& red = j.at("reduce").at("results");
+  BOOST_REQUIRE(red.size() == 2u);
+  for (auto& r : red)
+    BOOST_TEST(r.at("ok").get<bool>());
+  auto& churn = j.at("churn");
+  BOOST_TEST(churn.at("lost").get<int>() == 0);
+  BOOST_TEST(churn.at("duplicates").get<int>() == 0);
+  BOOST_TEST(churn.at("deliveries").get<int>() == churn.at("deliveries_expected").get<int>());
+  BOOST_TEST(churn.at("deliveries").get<int>() > 0);
+  BOOST_TEST(j.at("overhead").at("overhead_ms").get<double>() > 0);
+  // Its temporary directory is gone (nothing kept on success).
+  auto text = slurp(log);
+  auto at = text.find("logs in ");
+  BOOST_REQUIRE(at != std::string::npos);
+  auto tmp = text.substr(at + 8, text.find(')', at) - at - 8);
+  BOOST_TEST(!std::filesystem::exists(tmp), tmp);
+}
+
+BOOST_FIXTURE_TEST_CASE(cluster_tears_everything_down_on_sigint_and_on_bad_input, cluster_fixture) {
+  auto log = dir + "/cluster.log";
+  auto pid = spawn({"cluster", "--procs", "4", "--workload", "churn", "--churn-for", "60000",
+                    "--leave-at", "50000", "--rejoin-at", "55000"},
+                   log);
+  BOOST_REQUIRE_MESSAGE(poll_until(30s, [&] { return slurp(log).find("churn: 4 MiB") != std::string::npos; }),
+                        "the cluster did not get to its workload: " << slurp(log));
+  BOOST_REQUIRE(::kill(pid, SIGINT) == 0);
+  auto code = wait_exit(pid, 15s);
+  BOOST_REQUIRE_MESSAGE(code.has_value(), "banyan cluster did not stop on SIGINT: " << slurp(log));
+  BOOST_TEST(*code == 130);
+  auto text = slurp(log);
+  auto at = text.find("logs kept in ");
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, text);
+  auto kept = text.substr(at + 13, text.find('\n', at) - at - 13);
+  auto pids = node_pids(kept);
+  BOOST_TEST(pids.size() == 4u, kept);
+  for (auto p : pids)
+    BOOST_TEST(!alive(p), "node process " << p << " outlived the cluster");
+  std::error_code ec;
+  std::filesystem::remove_all(kept, ec);
+
+  // Bad input: one line, exit 2, nothing started.
+  const std::vector<std::vector<std::string>> cases{
+    {"--procs", "0"},
+    {"--procs", "3", "--workload", "nonsense"},
+    {"--procs", "3", "--topology", "no-such-topology"},
+    {"--procs", "99", "--topology", "tiny-2c8"},
+    {"--procs", "3", "--sizes", "12,x"},
+    {"--procs", "3", "--netns"},
+  };
+  int i = 0;
+  for (auto& args : cases) {
+    auto l = dir + "/bad-" + std::to_string(i++) + ".log";
+    auto c = run_cluster(*this, args, l, 10s);
+    BOOST_REQUIRE_MESSAGE(c.has_value(), "did not exit: " << slurp(l));
+    BOOST_TEST(*c == 2, args.back() << ": " << slurp(l));
+    BOOST_TEST(slurp(l).find("banyan cluster: ") != std::string::npos, slurp(l));
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(cluster_in_network_namespaces, cluster_fixture) {
+  // Namespaces need root and a kernel that lets us have them: skip clearly otherwise.
+  if (::geteuid() != 0 || std::system("ip netns add bnyprobe >/dev/null 2>&1 && ip netns del bnyprobe") != 0) {
+    BOOST_TEST_MESSAGE("SKIPPED: network namespaces are not permitted here (needs root and `ip netns`)");
+    BOOST_TEST(true);
+    return;
+  }
+  auto json_path = dir + "/netns.json";
+  auto log = dir + "/netns.log";
+  pid_t pid = -1;
+  auto code = run_cluster(*this,
+                          {"--procs", "6", "--topology", "tiny-2c8", "--netns", "--workload",
+                           "latency,reduce", "--reps", "2", "--reduce-sizes", "4096", "--json", json_path},
+                          log, 90s, &pid);
+  BOOST_REQUIRE_MESSAGE(code.has_value(), "banyan cluster --netns did not finish: " << slurp(log));
+  BOOST_TEST(*code == 0, slurp(log));
+  auto j = nlohmann::json::parse(slurp(json_path), nullptr, false);
+  BOOST_REQUIRE(!j.is_discarded());
+  BOOST_TEST(j.at("netns").get<bool>());
+  auto& lat = j.at("bcast-latency").at("results").at(0);
+  BOOST_TEST(lat.at("complete").get<bool>());
+  // tiny-2c8: A and B are 2 ms apart (1 ms one way): processes 4 and 5 are in B.
+  BOOST_TEST(lat.at("per_proc_ms").at(4).get<double>() >= 1.0);
+  BOOST_TEST(j.at("reduce").at("results").at(0).at("ok").get<bool>());
+  // Nothing left behind.
+  auto name = "bny" + std::to_string(pid % 100000) + "-";
+  auto list = dir + "/netns-list";
+  BOOST_REQUIRE(std::system(("ip netns list > " + list).c_str()) == 0);
+  BOOST_TEST(slurp(list).find(name) == std::string::npos, slurp(list));
 }
 
 #else

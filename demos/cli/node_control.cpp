@@ -1,0 +1,579 @@
+#include "node_control.hpp"
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+#include <type_traits>
+
+#include "banyan/core/broadcast.hpp"
+
+namespace banyan::cli {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+/// How long an operation may stay pending before it is reported as timed out.
+constexpr auto op_timeout = 300s;
+
+/// Payloads are made and checked 256 bytes at a time: the pattern repeats with that period.
+std::array<std::uint8_t, 256> pattern_period(std::uint64_t seq) {
+  std::array<std::uint8_t, 256> p{};
+  for (std::size_t i = 0; i < p.size(); ++i)
+    p[i] = pattern_byte(i, seq);
+  return p;
+}
+
+std::string op_name(const wire::collective_id& id) {
+  return std::to_string(id.origin) + ":" + std::to_string(id.seq);
+}
+
+std::string vnodes_text(const vnode_set& v) {
+  auto s = v.to_string();
+  if (s.size() >= 2 && s.front() == '{' && s.back() == '}')
+    s = s.substr(1, s.size() - 2);
+  return s;
+}
+
+std::optional<std::uint64_t> parse_u64(const std::string& s, std::uint64_t max) {
+  if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  try {
+    auto v = std::stoull(s);
+    if (v > max)
+      return std::nullopt;
+    return v;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<reduce_kind> parse_kind(const std::string& s) {
+  if (s == "sum")
+    return reduce_kind::sum;
+  if (s == "min")
+    return reduce_kind::min;
+  if (s == "max")
+    return reduce_kind::max;
+  if (s == "prod")
+    return reduce_kind::product;
+  return std::nullopt;
+}
+
+std::optional<element_type> parse_type(const std::string& s) {
+  if (s == "int32")
+    return element_type::int32;
+  if (s == "int64")
+    return element_type::int64;
+  if (s == "float")
+    return element_type::float32;
+  if (s == "double")
+    return element_type::float64;
+  return std::nullopt;
+}
+
+template <class T>
+std::vector<std::uint8_t> contribution_of(vnode_id v, std::size_t count, std::uint64_t seq) {
+  std::vector<std::uint8_t> out(count * sizeof(T));
+  for (std::size_t i = 0; i < count; ++i) {
+    const T x = static_cast<T>(reduce_element(v, i, seq));
+    std::memcpy(out.data() + i * sizeof(T), &x, sizeof(T));
+  }
+  return out;
+}
+
+/// Integers wrap (computed unsigned, as reduce_op_table does); floats in long double.
+template <class T>
+T combine(reduce_kind k, T a, T b) {
+  using U = std::make_unsigned_t<std::conditional_t<std::is_integral_v<T>, T, int>>;
+  switch (k) {
+  case reduce_kind::sum:
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    else
+      return a + b;
+  case reduce_kind::product:
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    else
+      return a * b;
+  case reduce_kind::min:
+    return b < a ? b : a;
+  case reduce_kind::max:
+    return a < b ? b : a;
+  default:
+    return a;
+  }
+}
+
+template <class T>
+bool result_ok(reduce_kind k, const vnode_set& vnodes, std::size_t count, std::uint64_t seq,
+               const shared_bytes& value) {
+  if (value.size() != count * sizeof(T) || vnodes.empty())
+    return false;
+  using A = std::conditional_t<std::is_integral_v<T>, T, long double>;
+  for (std::size_t i = 0; i < count; ++i) {
+    bool first = true;
+    A acc{};
+    vnodes.for_each([&](vnode_id v) {
+      const A x = static_cast<A>(static_cast<T>(reduce_element(v, i, seq)));
+      acc = first ? x : combine<A>(k, acc, x);
+      first = false;
+    });
+    T got;
+    std::memcpy(&got, value.data() + i * sizeof(T), sizeof(T));
+    if constexpr (std::is_integral_v<T>) {
+      if (got != acc)
+        return false;
+    } else {
+      const long double want = acc;
+      const long double tol = 1e-5L * std::max<long double>(1.0L, std::fabs(want));
+      if (!(std::fabs(static_cast<long double>(got) - want) <= tol)
+          && !(std::isinf(want) && static_cast<long double>(got) == want))
+        return false;
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+std::uint8_t pattern_byte(std::size_t i, std::uint64_t seq) {
+  return static_cast<std::uint8_t>((i * 131 + seq) & 0xff);
+}
+
+shared_bytes pattern_bytes(std::size_t n, std::uint64_t seq) {
+  const auto period = pattern_period(seq);
+  std::vector<std::uint8_t> b(n);
+  for (std::size_t at = 0; at < n; at += period.size())
+    std::memcpy(b.data() + at, period.data(), std::min(period.size(), n - at));
+  return shared_bytes(std::move(b));
+}
+
+bool is_pattern(const shared_bytes& b, std::uint64_t seq) {
+  const auto period = pattern_period(seq);
+  const auto n = b.size();
+  for (std::size_t at = 0; at < n; at += period.size())
+    if (std::memcmp(b.data() + at, period.data(), std::min(period.size(), n - at)) != 0)
+      return false;
+  return true;
+}
+
+std::int64_t reduce_element(vnode_id v, std::size_t i, std::uint64_t seq) {
+  const std::uint64_t x = std::uint64_t{v} * 31 + std::uint64_t{i} * 7 + seq;
+  return static_cast<std::int64_t>(x % 17) - 8;
+}
+
+std::vector<std::uint8_t> reduce_contribution(element_type type, vnode_id v, std::size_t count,
+                                              std::uint64_t seq) {
+  switch (type) {
+  case element_type::int32:
+    return contribution_of<std::int32_t>(v, count, seq);
+  case element_type::int64:
+    return contribution_of<std::int64_t>(v, count, seq);
+  case element_type::float32:
+    return contribution_of<float>(v, count, seq);
+  case element_type::float64:
+    return contribution_of<double>(v, count, seq);
+  default:
+    return {};
+  }
+}
+
+bool reduce_result_ok(const reduce_op& op, const vnode_set& vnodes, std::size_t count,
+                      std::uint64_t seq, const shared_bytes& value) {
+  switch (op.type) {
+  case element_type::int32:
+    return result_ok<std::int32_t>(op.kind, vnodes, count, seq, value);
+  case element_type::int64:
+    return result_ok<std::int64_t>(op.kind, vnodes, count, seq, value);
+  case element_type::float32:
+    return result_ok<float>(op.kind, vnodes, count, seq, value);
+  case element_type::float64:
+    return result_ok<double>(op.kind, vnodes, count, seq, value);
+  default:
+    return false;
+  }
+}
+
+// --- control_session ----------------------------------------------------------------
+
+control_session::control_session(banyan::node& n, vnode_set wanted, emit_fn emit)
+  : n_(n), wanted_(std::move(wanted)), emit_(std::move(emit)) {
+  n_.on_deliver([this](const node_delivery& d) { on_delivery(d); });
+}
+
+control_session::~control_session() {
+  n_.on_deliver({});
+  finish(std::chrono::milliseconds(0));
+}
+
+void control_session::ready() {
+  const auto s = n_.status();
+  {
+    // A new membership numbers its operations afresh, from (m << 32) + 1 for some m
+    // (broadcast_config::first_seq); only the low 32 bits are guessed here, and the
+    // pattern depends on the low 8 alone. `started` corrects a wrong guess.
+    std::lock_guard<std::mutex> lk(mtx_);
+    next_seq_ = 1;
+    received_.clear();
+    awaiting_.clear();
+  }
+  emit_({{"ev", "ready"},
+         {"id", s.id},
+         {"port", n_.port()},
+         {"vnodes", vnodes_text(s.own_vnodes)}});
+}
+
+void control_session::error(const std::string& detail) {
+  emit_({{"ev", "error"}, {"detail", detail}});
+}
+
+std::uint64_t control_session::next_seq() {
+  std::lock_guard<std::mutex> lk(mtx_);
+  return next_seq_++;
+}
+
+void control_session::started(const wire::collective_id& id, std::uint64_t predicted) {
+  const auto seq = id.seq & 0xffffffffu;
+  if (seq == (predicted & 0xffffffffu))
+    return;
+  // The guess was wrong (the payload will not check out at the receivers): say so, and
+  // guess right from now on.
+  std::lock_guard<std::mutex> lk(mtx_);
+  next_seq_ = seq + 1;
+  emit_({{"ev", "error"},
+         {"detail", "operation " + op_name(id) + " was expected to be number "
+                        + std::to_string(predicted) + ": its payload pattern is off"}});
+}
+
+template <class T, class F>
+void control_session::await(std::future<T> f, std::string what, F then) {
+  auto task = [this, f = std::move(f), what = std::move(what), then = std::move(then)]() mutable {
+    if (f.wait_for(op_timeout) != std::future_status::ready) {
+      error(what + ": no outcome after " + std::to_string(op_timeout.count()) + " s");
+      return;
+    }
+    then(f.get());
+  };
+  std::lock_guard<std::mutex> lk(mtx_);
+  pending_.push_back(std::async(std::launch::async, std::move(task)));
+}
+
+void control_session::collect() {
+  std::lock_guard<std::mutex> lk(mtx_);
+  pending_.remove_if(
+    [](std::future<void>& f) { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; });
+}
+
+void control_session::finish(std::chrono::milliseconds limit) {
+  std::list<std::future<void>> all;
+  {
+    std::lock_guard<std::mutex> lk(mtx_);
+    all.swap(pending_);
+  }
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (auto& f : all)
+    f.wait_until(deadline);
+  // What is still running is waited for by the futures' destructors: `node::stop` has
+  // completed every operation of the node, so they end at once.
+}
+
+bool control_session::handle(const std::string& line) {
+  std::istringstream in(line);
+  std::string cmd;
+  if (!(in >> cmd))
+    return true; // an empty line
+  if (cmd == "quit")
+    return false;
+  if (cmd == "bcast")
+    cmd_bcast(in);
+  else if (cmd == "send")
+    cmd_send(in);
+  else if (cmd == "acks")
+    cmd_acks(in);
+  else if (cmd == "reduce")
+    cmd_reduce(in);
+  else if (cmd == "leave")
+    cmd_leave();
+  else if (cmd == "join")
+    cmd_join(in);
+  else if (cmd == "status") {
+    const auto s = n_.status();
+    nlohmann::json members = nlohmann::json::array();
+    for (auto& m : s.members)
+      members.push_back(m.id);
+    emit_({{"ev", "status"},
+           {"id", s.id},
+           {"state", to_string(s.state)},
+           {"members", members},
+           {"vnodes", vnodes_text(s.own_vnodes)},
+           {"all_parented", s.all_parented},
+           {"busy", s.busy}});
+  } else {
+    error("unknown command \"" + cmd
+          + "\" (bcast, send, acks, reduce, leave, join, status, quit)");
+  }
+  return true;
+}
+
+namespace {
+
+/// The rest of a command line, when there is any.
+bool trailing(std::istringstream& in) {
+  std::string rest;
+  return static_cast<bool>(in >> rest);
+}
+
+constexpr std::uint64_t max_payload = std::uint64_t{1} << 32; // 4 GiB
+
+} // namespace
+
+void control_session::cmd_bcast(std::istringstream& in) {
+  std::string bytes_s;
+  in >> bytes_s;
+  auto bytes = parse_u64(bytes_s, max_payload);
+  if (!bytes || trailing(in))
+    return error("usage: bcast BYTES (at most 4 GiB)");
+  if (n_.state() != supervisor::status::member)
+    return error("bcast: not a member");
+  const auto seq = next_seq();
+  auto payload = pattern_bytes(*bytes, seq);
+  const auto members = n_.members();
+  {
+    // Acks may come before the future below resolves: expect them already.
+    std::lock_guard<std::mutex> lk(mtx_);
+    if (acks_) {
+      auto& a = awaiting_[seq];
+      for (auto m : members)
+        if (m != n_.id())
+          a.expected.insert(m);
+      if (a.expected.empty()) // alone: acked at once
+        a.acked_at = std::chrono::duration_cast<std::chrono::microseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count();
+    }
+  }
+  const auto t0 = std::chrono::duration_cast<std::chrono::microseconds>(
+                    std::chrono::steady_clock::now().time_since_epoch())
+                    .count();
+  auto size = *bytes;
+  await(n_.broadcast(std::move(payload)), "bcast",
+        [this, seq, size, t0](expected<wire::collective_id> id) {
+          if (!id) {
+            std::lock_guard<std::mutex> lk(mtx_);
+            awaiting_.erase(seq);
+            emit_({{"ev", "error"}, {"detail", "bcast: " + id.err().to_string()}});
+            return;
+          }
+          started(*id, seq);
+          {
+            // Now that its name is known, "acked" can be said (if it is not too early).
+            std::lock_guard<std::mutex> lk(mtx_);
+            auto it = awaiting_.find(seq);
+            if (it != awaiting_.end()) {
+              it->second.name = op_name(*id);
+              if (it->second.acked_at >= 0) {
+                emit_({{"ev", "acked"}, {"op", it->second.name}, {"acks", it->second.acked.size()},
+                       {"t_us", it->second.acked_at}});
+                awaiting_.erase(it);
+              }
+            }
+          }
+          // t_us is when the broadcast was started, not when this line is written.
+          emit_({{"ev", "bcast"}, {"op", op_name(*id)}, {"size", size}, {"t_us", t0}});
+        });
+}
+
+void control_session::cmd_send(std::istringstream& in) {
+  std::string to_s, bytes_s;
+  in >> to_s >> bytes_s;
+  auto to = parse_u64(to_s, vnode_set::max_member);
+  auto bytes = parse_u64(bytes_s, max_payload);
+  if (!to || !bytes || trailing(in))
+    return error("usage: send VNODE BYTES");
+  if (n_.state() != supervisor::status::member)
+    return error("send: not a member");
+  const auto seq = next_seq();
+  const auto t0 = std::chrono::duration_cast<std::chrono::microseconds>(
+                    std::chrono::steady_clock::now().time_since_epoch())
+                    .count();
+  auto size = *bytes;
+  await(n_.send(static_cast<vnode_id>(*to), pattern_bytes(*bytes, seq)), "send",
+        [this, seq, size, t0](expected<wire::collective_id> id) {
+          if (!id)
+            return error("send: " + id.err().to_string());
+          started(*id, seq);
+          emit_({{"ev", "sent"}, {"op", op_name(*id)}, {"size", size}, {"t_us", t0}});
+        });
+}
+
+void control_session::cmd_acks(std::istringstream& in) {
+  std::string mode;
+  in >> mode;
+  if (mode == "off") {
+    if (trailing(in))
+      return error("usage: acks on [PROC:VNODE ...] | acks off");
+    std::lock_guard<std::mutex> lk(mtx_);
+    acks_ = false;
+    return;
+  }
+  if (mode != "on")
+    return error("usage: acks on [PROC:VNODE ...] | acks off");
+  std::map<proc_id, vnode_id> targets;
+  std::string t;
+  while (in >> t) {
+    auto colon = t.find(':');
+    auto p = colon == std::string::npos ? std::nullopt : parse_u64(t.substr(0, colon), max_node_id);
+    auto v = colon == std::string::npos ? std::nullopt
+                                        : parse_u64(t.substr(colon + 1), vnode_set::max_member);
+    if (!p || !v)
+      return error("acks on: bad target \"" + t + "\" (want PROC:VNODE)");
+    targets[static_cast<proc_id>(*p)] = static_cast<vnode_id>(*v);
+  }
+  std::lock_guard<std::mutex> lk(mtx_);
+  acks_ = true;
+  for (auto& [p, v] : targets)
+    ack_to_[p] = v;
+}
+
+void control_session::cmd_reduce(std::istringstream& in) {
+  std::string seq_s, root_s, count_s, op_s, type_s;
+  in >> seq_s >> root_s >> count_s >> op_s >> type_s;
+  auto seq = parse_u64(seq_s, std::numeric_limits<std::uint64_t>::max());
+  auto root = parse_u64(root_s, vnode_set::max_member);
+  auto count = parse_u64(count_s, max_payload / 8);
+  auto kind = parse_kind(op_s);
+  auto type = parse_type(type_s);
+  if (!seq || !root || !count || !kind || !type || trailing(in))
+    return error("usage: reduce SEQ ROOT COUNT sum|min|max|prod int32|int64|float|double");
+  if (n_.state() != supervisor::status::member)
+    return error("reduce: not a member");
+  node_reduction r;
+  r.seq = *seq;
+  r.root = static_cast<vnode_id>(*root);
+  r.op = reduce_op{*kind, *type, 0};
+  r.count = *count;
+  const auto s = *seq;
+  const auto n = *count;
+  const auto t = *type;
+  r.values = [s, n, t](vnode_id v) { return reduce_contribution(t, v, n, s); };
+  const auto op = r.op;
+  await(n_.reduce(std::move(r)), "reduce " + seq_s,
+        [this, s, n, op](expected<reduce_result> res) {
+          if (!res)
+            return error("reduce " + std::to_string(s) + ": " + res.err().to_string());
+          if (res->vnodes.empty() && res->value.empty()) {
+            emit_({{"ev", "reduce_sent"}, {"seq", s}});
+            return;
+          }
+          const bool ok = reduce_result_ok(op, res->vnodes, n, s, res->value);
+          emit_({{"ev", "reduced"},
+                 {"seq", s},
+                 {"vnodes", res->vnodes.size()},
+                 {"ok", ok}});
+        });
+}
+
+void control_session::cmd_leave() {
+  if (n_.state() != supervisor::status::member)
+    return error("leave: not a member");
+  await(n_.leave(), "leave", [this](banyan::node::result r) {
+    if (r)
+      return error("leave: " + r->to_string());
+    emit_({{"ev", "left"}});
+  });
+}
+
+void control_session::cmd_join(std::istringstream& in) {
+  std::string addr;
+  in >> addr;
+  if (addr.empty() || trailing(in))
+    return error("usage: join HOST:PORT");
+  const auto st = n_.state();
+  if (st == supervisor::status::member || st == supervisor::status::joining)
+    return error("join: already a member or joining");
+  node_contact c;
+  auto at = addr.find('@');
+  c.address = at == std::string::npos ? addr : addr.substr(at + 1);
+  if (at != std::string::npos) {
+    auto id = parse_u64(addr.substr(0, at), max_node_id);
+    if (!id)
+      return error("join: bad contact \"" + addr + "\" (want [ID@]HOST:PORT)");
+    c.id = static_cast<proc_id>(*id);
+  }
+  if (c.address.rfind(':') == std::string::npos)
+    return error("join: bad contact \"" + addr + "\" (want [ID@]HOST:PORT)");
+  await(n_.join({c}, wanted_), "join", [this](banyan::node::result r) {
+    if (r)
+      return error("join: " + r->to_string());
+    ready();
+  });
+}
+
+void control_session::on_delivery(const node_delivery& d) {
+  // On the node's actor: acknowledge first, check the payload after (a 64 MiB check
+  // should not delay the ack the benchmark times).
+  const bool message = d.what == node_delivery::kind::message;
+  std::optional<vnode_id> ack_to;
+  bool print = true;
+  {
+    std::lock_guard<std::mutex> lk(mtx_);
+    if (message && d.payload.empty() && acks_) {
+      // An ack for our oldest broadcast the sender has not acked yet.
+      for (auto it = awaiting_.begin(); it != awaiting_.end(); ++it) {
+        auto& a = it->second;
+        if (a.acked_at >= 0 || !a.expected.count(d.op.origin) || a.acked.count(d.op.origin))
+          continue;
+        a.acked.insert(d.op.origin);
+        print = false;
+        if (a.acked.size() >= a.expected.size()) {
+          a.acked_at = std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::steady_clock::now().time_since_epoch())
+                         .count();
+          if (!a.name.empty()) {
+            emit_({{"ev", "acked"}, {"op", a.name}, {"acks", a.acked.size()}, {"t_us", a.acked_at}});
+            awaiting_.erase(it);
+          }
+        }
+        break;
+      }
+    } else if (!message && acks_ && d.op.origin != n_.id()) {
+      auto& r = received_[d.op];
+      r.vnodes |= d.vnodes;
+      if (!r.acked && r.vnodes.includes(n_.own_vnodes())) {
+        r.acked = true;
+        auto t = ack_to_.find(d.op.origin);
+        if (t != ack_to_.end())
+          ack_to = t->second;
+        else
+          emit_({{"ev", "error"},
+                 {"detail", "acks: no vnode known for processor " + std::to_string(d.op.origin)
+                              + " (acks on PROC:VNODE ...)"}});
+      }
+    }
+  }
+  if (ack_to) {
+    const auto seq = next_seq();
+    // Not waited for here (a handler must not wait on the node): collected later.
+    await(n_.send(*ack_to, shared_bytes{}), "ack", [this, seq](expected<wire::collective_id> id) {
+      if (!id)
+        return error("ack: " + id.err().to_string());
+      started(*id, seq);
+    });
+  }
+  if (!print)
+    return;
+  const auto seq = d.op.seq;
+  emit_({{"ev", "delivered"},
+         {"op", op_name(d.op)},
+         {"kind", message ? "message" : "broadcast"},
+         {"vnodes", d.vnodes.size()},
+         {"size", d.payload.size()},
+         {"ok", is_pattern(d.payload, seq)}});
+}
+
+} // namespace banyan::cli

@@ -1,0 +1,122 @@
+#pragma once
+// `banyan node --control`: a node driven by commands on stdin that answers with one JSON
+// object per line on stdout (logs stay on stderr). `banyan cluster` and the multi-process
+// tests drive nodes this way. The protocol (docs/cluster.md):
+//
+//   -> {"ev":"ready","id":N,"port":P,"vnodes":"0-9"}       after found/join succeeded
+//   <- bcast BYTES           -> {"ev":"bcast","op":"O:S","size":B}   (t_us: when it started)
+//                            -> everywhere, per delivery: {"ev":"delivered","op":"O:S",
+//                               "kind":"broadcast"|"message","vnodes":K,"size":B,"ok":bool}
+//   <- acks on [P:V ...]|off each node acks each broadcast it delivered all its vnodes of
+//                            with one empty message to vnode V of the origin P; the origin
+//                            prints {"ev":"acked","op":"O:S","acks":M} once all have acked
+//   <- send VNODE BYTES      -> {"ev":"sent","op":"O:S","size":B}; the receiver: delivered
+//   <- reduce SEQ ROOT COUNT OP TYPE
+//                            -> the root's owner {"ev":"reduced","seq":S,"vnodes":K,"ok":bool},
+//                               the others {"ev":"reduce_sent","seq":S}
+//   <- leave | join ADDR | status | quit
+//                            -> {"ev":"left"} | {"ev":"ready",...} | {"ev":"status",...} | exit
+//   -> {"ev":"error","detail":"..."}                       for a bad command (keeps running)
+//
+// Every line carries "t_us": CLOCK_MONOTONIC microseconds (std::chrono::steady_clock), so
+// lines of processes on one host compare (also across network namespaces).
+//
+// Payloads follow a pattern the receiver checks: byte i of operation S is
+// (i*131 + S) & 0xff. Vnode v contributes element i = ((v*31 + i*7 + SEQ) % 17) - 8 to
+// reduction SEQ; the root's owner checks the result against that formula.
+
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "banyan/actors/node.hpp"
+
+namespace banyan::cli {
+
+/// The pattern byte i of operation `seq` carries.
+std::uint8_t pattern_byte(std::size_t i, std::uint64_t seq);
+/// `n` bytes of the pattern of operation `seq`.
+shared_bytes pattern_bytes(std::size_t n, std::uint64_t seq);
+/// Whether `b` is the pattern of operation `seq`.
+bool is_pattern(const shared_bytes& b, std::uint64_t seq);
+/// Element i of vnode v's contribution to reduction `seq`.
+std::int64_t reduce_element(vnode_id v, std::size_t i, std::uint64_t seq);
+/// Vnode v's contribution to reduction `seq`: `count` elements of `type`.
+std::vector<std::uint8_t> reduce_contribution(element_type type, vnode_id v, std::size_t count,
+                                              std::uint64_t seq);
+/// Whether `value` is the reduction `op` over `vnodes` of `count` elements each (floats
+/// within a relative 1e-5: their result depends on the order of combination).
+bool reduce_result_ok(const reduce_op& op, const vnode_set& vnodes, std::size_t count,
+                      std::uint64_t seq, const shared_bytes& value);
+
+/// The command interpreter of one node. Methods other than the delivery handler are
+/// called from one thread (the one reading stdin).
+class control_session {
+public:
+  /// Writes one JSON line on stdout (adding "t_us": now, unless it is there).
+  using emit_fn = std::function<void(nlohmann::json)>;
+
+  /// `wanted`: the vnodes asked for when joining again (empty: a share).
+  control_session(banyan::node& n, vnode_set wanted, emit_fn emit);
+  ~control_session();
+
+  /// After found or join succeeded: prints "ready".
+  void ready();
+  /// One command line. Returns false for `quit`.
+  bool handle(const std::string& line);
+  /// Forgets the operations that finished. Call now and then.
+  void collect();
+  /// Waits (at most `limit`) for the operations still pending; call after `node::stop`.
+  void finish(std::chrono::milliseconds limit);
+
+private:
+  void on_delivery(const node_delivery& d);
+  void error(const std::string& detail);
+  void cmd_bcast(std::istringstream& in);
+  void cmd_send(std::istringstream& in);
+  void cmd_acks(std::istringstream& in);
+  void cmd_reduce(std::istringstream& in);
+  void cmd_leave();
+  void cmd_join(std::istringstream& in);
+  /// Runs `then(result)` on a thread of its own once `f` is ready (or reports a timeout).
+  template <class T, class F>
+  void await(std::future<T> f, std::string what, F then);
+  /// The sequence number the next operation started here will get.
+  std::uint64_t next_seq();
+  void started(const wire::collective_id& id, std::uint64_t predicted);
+
+  banyan::node& n_;
+  vnode_set wanted_;
+  emit_fn emit_;
+
+  std::mutex mtx_; // guards what follows (the actor's handler and the command thread)
+  std::uint64_t next_seq_ = 1;
+  bool acks_ = false;
+  std::map<proc_id, vnode_id> ack_to_; ///< where each origin takes its acks
+  /// Broadcasts delivered here: the vnodes reached so far, and whether acked.
+  struct received {
+    vnode_set vnodes;
+    bool acked = false;
+  };
+  std::map<wire::collective_id, received> received_;
+  /// Our broadcasts waiting for acks, by the low 32 bits of their number: who should
+  /// ack, who did, and the name (known once the broadcast's future resolved).
+  struct awaiting {
+    std::set<proc_id> expected;
+    std::set<proc_id> acked;
+    std::string name;
+    std::int64_t acked_at = -1; ///< when the last ack came (t_us); -1: not yet
+  };
+  std::map<std::uint64_t, awaiting> awaiting_;
+  std::list<std::future<void>> pending_;
+};
+
+} // namespace banyan::cli
