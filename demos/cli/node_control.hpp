@@ -117,6 +117,8 @@ private:
   };
   std::map<std::uint64_t, awaiting> awaiting_;
   std::list<std::future<void>> pending_;
+  /// Acks handed to the node: their guessed number and outcome.
+  std::list<std::pair<std::uint64_t, std::future<expected<wire::collective_id>>>> acks_sent_;
 };
 
 } // namespace banyan::cli
