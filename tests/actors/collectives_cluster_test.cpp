@@ -281,6 +281,16 @@ BOOST_AUTO_TEST_CASE(collectives_exactly_once_under_churn) {
       c.run_until(c.elapsed() + std::chrono::milliseconds(3));
       some_ops(2);
       BOOST_REQUIRE(c.run_until_quiet(600s));
+      // Quiet means done: no engine still holds a stream, a partial or a retry.
+      std::size_t reached = 0, expected_deliveries = 0;
+      for (auto& id : bcasts)
+        reached += c.deliveries(id).delivered.size();
+      for (auto& id : msgs)
+        reached += c.deliveries(id).delivered.size();
+      expected_deliveries = bcasts.size() * n + msgs.size();
+      BOOST_TEST(reached == expected_deliveries);
+      for (auto& [op, salt] : reductions)
+        BOOST_TEST(c.reduction(op).results.size() == 1u, "reduction " << op << " not done when quiet");
       c.run_until(c.elapsed() + 5s); // nothing more arrives later
       for (auto& id : bcasts) {
         auto r = c.deliveries(id);
