@@ -42,49 +42,66 @@ double ms(duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
 }
 
-struct result {
-  std::string algorithm;
-  double completion_ms = 0;
-  double median_ms = 0;
-  std::vector<double> per_proc_ms;
-  bool complete = false;
-  std::size_t duplicates = 0;
-};
+} // namespace
 
-/// The paper's Fig. 6: each processor's delivery time, processors sorted by it (1 = the
-/// first reached), one line per algorithm. Processors that were never reached are left
-/// out of their line. The lower bound is the sorted shortest-path latencies from the
-/// root: every processor is reached no sooner than its shortest path, so the k-th
-/// delivery of any broadcast comes no sooner than the k-th smallest shortest path.
-plot_spec delivery_plot(const std::string& topo_name, const std::vector<result>& results,
+std::optional<bcast_measurement>
+measure_broadcast(actors::emulated_cluster& c,
+                  const std::function<std::optional<wire::collective_id>()>& start,
+                  duration settle_limit, duration limit) {
+  c.run_until_quiet(settle_limit);
+  auto id = start();
+  if (!id)
+    return std::nullopt;
+  bcast_measurement m;
+  auto n = c.topo().proc_count();
+  m.complete = c.run_until_delivered(*id, limit);
+  auto rec = c.deliveries(*id);
+  m.per_proc_ms.assign(n, -1);
+  for (auto& [v, times] : rec.delivered) {
+    if (times.empty())
+      continue;
+    m.duplicates += times.size() - 1;
+    if (v < n)
+      m.per_proc_ms[v] = ms(times.front() - rec.started);
+  }
+  std::vector<double> sorted;
+  for (auto t : m.per_proc_ms)
+    if (t >= 0)
+      sorted.push_back(t);
+  std::sort(sorted.begin(), sorted.end());
+  m.reached = sorted.size();
+  if (!sorted.empty()) {
+    m.completion_ms = sorted.back();
+    m.median_ms = sorted[sorted.size() / 2];
+  }
+  m.complete = m.complete && m.reached == n && m.duplicates == 0;
+  return m;
+}
+
+plot_spec delivery_plot(const std::string& title,
+                        const std::vector<std::pair<std::string, std::vector<double>>>& lines,
                         std::vector<double> shortest) {
   plot_spec p;
-  p.title = "1-byte broadcast from processor 0 on " + topo_name + " (emulated)";
+  p.title = title;
   p.x_label = "processors, sorted by delivery time";
   p.y_label = "delivery time (ms)";
-  for (auto& r : results) {
+  auto sorted_series = [](std::string label, std::vector<double> ys) {
     plot_series s;
-    s.label = r.algorithm;
-    for (auto t : r.per_proc_ms)
+    s.label = std::move(label);
+    for (auto t : ys)
       if (t >= 0)
         s.y.push_back(t);
     std::sort(s.y.begin(), s.y.end());
     for (std::size_t i = 0; i < s.y.size(); ++i)
       s.x.push_back(static_cast<double>(i + 1));
-    p.series.push_back(std::move(s));
-  }
-  plot_series lb;
-  lb.label = "lower bound (shortest paths)";
-  std::sort(shortest.begin(), shortest.end());
-  for (std::size_t i = 0; i < shortest.size(); ++i) {
-    lb.x.push_back(static_cast<double>(i + 1));
-    lb.y.push_back(shortest[i]);
-  }
-  p.series.push_back(std::move(lb));
+    return s;
+  };
+  for (auto& [label, per_proc] : lines)
+    p.series.push_back(sorted_series(label, per_proc));
+  if (!shortest.empty())
+    p.series.push_back(sorted_series("lower bound (shortest paths)", std::move(shortest)));
   return p;
 }
-
-} // namespace
 
 int run_bench_bcast_latency(const bench_options& opt) {
   const std::string name = "bcast-latency";
@@ -115,43 +132,25 @@ int run_bench_bcast_latency(const bench_options& opt) {
   });
   algos.emplace_back("hlot", [&] { return c.broadcast_static(root, hlot_tree(lat, root), 1); });
 
+  struct result {
+    std::string algorithm;
+    bcast_measurement m;
+  };
   std::vector<result> results;
   int rc = 0;
   for (auto& [algo, start] : algos) {
-    c.run_until_quiet(settle_limit);
-    result r;
-    r.algorithm = algo;
-    auto id = start();
-    if (!id) {
+    auto m = measure_broadcast(c, start, settle_limit, bcast_limit);
+    if (!m) {
       std::cerr << "banyan bench " << name << ": " << algo << ": broadcast not started\n";
       rc = 1;
       continue;
     }
-    r.complete = c.run_until_delivered(*id, bcast_limit);
-    auto rec = c.deliveries(*id);
-    r.per_proc_ms.assign(n, -1);
-    for (auto& [v, times] : rec.delivered) {
-      if (times.empty())
-        continue;
-      r.duplicates += times.size() - 1;
-      if (v < n)
-        r.per_proc_ms[v] = ms(times.front() - rec.started);
-    }
-    std::vector<double> sorted;
-    for (auto t : r.per_proc_ms)
-      if (t >= 0)
-        sorted.push_back(t);
-    std::sort(sorted.begin(), sorted.end());
-    if (!sorted.empty()) {
-      r.completion_ms = sorted.back();
-      r.median_ms = sorted[sorted.size() / 2];
-    }
-    if (!r.complete || sorted.size() != n || r.duplicates) {
-      std::cerr << "banyan bench " << name << ": " << algo << ": " << sorted.size() << " of "
-                << n << " processors reached, " << r.duplicates << " duplicates\n";
+    if (!m->complete) {
+      std::cerr << "banyan bench " << name << ": " << algo << ": " << m->reached << " of "
+                << n << " processors reached, " << m->duplicates << " duplicates\n";
       rc = 1;
     }
-    results.push_back(std::move(r));
+    results.push_back({algo, std::move(*m)});
   }
 
   std::printf("bcast-latency on %s (%zu processors, root %u, 1 byte, emulated network, %s "
@@ -160,8 +159,8 @@ int run_bench_bcast_latency(const bench_options& opt) {
   std::printf("lower bound (farthest shortest path): %.3f ms\n", bound);
   std::printf("%-12s %14s %12s %10s\n", "algorithm", "completion_ms", "median_ms", "x bound");
   for (auto& r : results)
-    std::printf("%-12s %14.3f %12.3f %10.2f\n", r.algorithm.c_str(), r.completion_ms,
-                r.median_ms, bound > 0 ? r.completion_ms / bound : 0.0);
+    std::printf("%-12s %14.3f %12.3f %10.2f\n", r.algorithm.c_str(), r.m.completion_ms,
+                r.m.median_ms, bound > 0 ? r.m.completion_ms / bound : 0.0);
 
   nlohmann::json j;
   j["topology"] = topo->name;
@@ -174,14 +173,19 @@ int run_bench_bcast_latency(const bench_options& opt) {
   auto arr = nlohmann::json::array();
   for (auto& r : results)
     arr.push_back({{"algorithm", r.algorithm},
-                   {"completion_ms", r.completion_ms},
-                   {"median_ms", r.median_ms},
-                   {"per_proc_ms", r.per_proc_ms},
-                   {"complete", r.complete && r.duplicates == 0}});
+                   {"completion_ms", r.m.completion_ms},
+                   {"median_ms", r.m.median_ms},
+                   {"per_proc_ms", r.m.per_proc_ms},
+                   {"complete", r.m.complete}});
   j["results"] = arr;
   if (!write_json(name, opt.json_path, j))
     return 2;
-  if (!write_plot(name, opt.plot_path, delivery_plot(topo->name, results, shortest)))
+  std::vector<std::pair<std::string, std::vector<double>>> lines;
+  for (auto& r : results)
+    lines.emplace_back(r.algorithm, r.m.per_proc_ms);
+  auto plot = delivery_plot("1-byte broadcast from processor 0 on " + topo->name + " (emulated)",
+                            lines, shortest);
+  if (!write_plot(name, opt.plot_path, plot))
     return 2;
   return rc;
 }

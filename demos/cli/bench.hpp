@@ -17,13 +17,41 @@
 // time, processors sorted by it, one line per algorithm, and the lower bound.
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "bench_common.hpp"
 
 namespace banyan::cli {
+
+/// One broadcast, from its start to each processor's delivery (one vnode per processor).
+struct bcast_measurement {
+  std::vector<double> per_proc_ms; ///< by processor; -1: never reached
+  double completion_ms = 0;        ///< the last processor reached
+  double median_ms = 0;
+  std::size_t reached = 0;
+  std::size_t duplicates = 0;      ///< deliveries beyond the first (0 when all is well)
+  bool complete = false;           ///< every processor exactly once within the limit
+};
+
+/// Waits until `c` is quiet (at most `settle_limit`), starts a broadcast with `start`
+/// and runs until every vnode has it (at most `limit`). Nothing when it did not start.
+std::optional<bcast_measurement>
+measure_broadcast(actors::emulated_cluster& c,
+                  const std::function<std::optional<wire::collective_id>()>& start,
+                  duration settle_limit, duration limit);
+
+/// The paper's Fig. 6: each processor's delivery time (`lines`: label, per-processor ms,
+/// -1 for never), processors sorted by it, one line each, and the lower bound: the
+/// sorted shortest-path latencies from the root (every processor is reached no sooner
+/// than its shortest path, so neither is the k-th one); none when `shortest` is empty.
+plot_spec delivery_plot(const std::string& title,
+                        const std::vector<std::pair<std::string, std::vector<double>>>& lines,
+                        std::vector<double> shortest);
 
 /// Runs `banyan bench bcast-latency`: 0 on success, 1 when a broadcast did not
 /// complete, 2 on bad input.

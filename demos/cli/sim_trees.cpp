@@ -47,9 +47,9 @@ void print_kind(const char* name, const kind_stats& s) {
     std::printf("    first problem: %s\n", s.first_problem.c_str());
 }
 
-churn_event settle_after(actors::emulated_cluster& c, std::string what, std::size_t n,
+heal_event settle_after(actors::emulated_cluster& c, std::string what, std::size_t n,
                          const sim_trees_options& opt) {
-  churn_event ev;
+  heal_event ev;
   ev.what = std::move(what);
   ev.at_ms = to_ms(c.elapsed());
   ev.procs = n;
@@ -156,7 +156,7 @@ int run_sim_trees(const sim_trees_options& opt) {
 
   bool ok = settled && lat.invalid == 0 && bw.invalid == 0;
   if (opt.leave_half_at_ms >= 0) {
-    std::vector<churn_event> events;
+    std::vector<heal_event> events;
     c.run_until(from_ms(opt.leave_half_at_ms));
     auto gone = leave_half(c);
     events.push_back(settle_after(c, "leave", gone.size(), opt));

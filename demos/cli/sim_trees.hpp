@@ -30,7 +30,7 @@ struct sim_trees_options {
 };
 
 /// One churn event and how long the trees took to settle after it.
-struct churn_event {
+struct heal_event {
   std::string what; ///< "leave" or "rejoin"
   double at_ms = 0;
   std::size_t procs = 0;

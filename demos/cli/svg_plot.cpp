@@ -261,8 +261,7 @@ std::string render_svg(const plot_spec& p) {
   for (std::size_t k = 0; k < p.series.size(); ++k) {
     auto& s = p.series[k];
     auto c = colour(k);
-    double w = 1.5 + 3.0 * static_cast<double>(p.series.size() - 1 - k) /
-                         static_cast<double>(std::max<std::size_t>(p.series.size() - 1, 1));
+    double w = 1.5 + 3.0 * std::min(1.0, static_cast<double>(p.series.size() - 1 - k) / 5);
     o += "<g class=\"series\" data-label=\"" + escape(s.label) + "\" stroke=\"" + c +
          "\" fill=\"" + c + "\" stroke-width=\"" + px(w) +
          "\" clip-path=\"url(#plot-area)\">\n";
