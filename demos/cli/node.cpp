@@ -205,7 +205,8 @@ int control_loop(banyan::node& n, logger& log, control_session& session, const s
   while (!quit && !eof && !signalled) {
     pollfd fds[2] = {{0, POLLIN, 0}, {sfd, POLLIN, 0}};
     // Reading stdin only once a member: commands need one (and "ready" comes first).
-    int r = ::poll(member ? fds : fds + 1, member ? 2 : 1, 100);
+    // Short naps while a started broadcast or send waits to be reported.
+    int r = ::poll(member ? fds : fds + 1, member ? 2 : 1, session.busy() ? 1 : 100);
     if (r < 0 && errno != EINTR)
       break;
     if (fds[1].revents & POLLIN) {

@@ -274,10 +274,37 @@ void control_session::await(std::future<T> f, std::string what, F then) {
   pending_.push_back(std::async(std::launch::async, std::move(task)));
 }
 
+void control_session::watch(std::future<expected<wire::collective_id>> f, std::string what,
+                            std::function<void(expected<wire::collective_id>)> then) {
+  std::lock_guard<std::mutex> lk(mtx_);
+  watched_.push_back({std::move(f), std::chrono::steady_clock::now() + op_timeout, std::move(what),
+                      std::move(then)});
+}
+
+bool control_session::busy() {
+  std::lock_guard<std::mutex> lk(mtx_);
+  return !watched_.empty();
+}
+
 void control_session::collect() {
   std::vector<std::pair<std::uint64_t, expected<wire::collective_id>>> acks;
+  std::vector<std::pair<watched, expected<wire::collective_id>>> done;
+  std::vector<std::string> late;
   {
     std::lock_guard<std::mutex> lk(mtx_);
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = watched_.begin(); it != watched_.end();) {
+      if (it->f.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+        auto r = it->f.get();
+        done.emplace_back(std::move(*it), std::move(r));
+      } else if (now >= it->deadline) {
+        late.push_back(it->what);
+      } else {
+        ++it;
+        continue;
+      }
+      it = watched_.erase(it);
+    }
     pending_.remove_if(
       [](std::future<void>& f) { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; });
     for (auto it = acks_sent_.begin(); it != acks_sent_.end();) {
@@ -295,9 +322,14 @@ void control_session::collect() {
     else
       started(*id, seq);
   }
+  for (auto& [w, r] : done)
+    w.then(std::move(r));
+  for (auto& what : late)
+    error(what + ": no outcome after " + std::to_string(op_timeout.count()) + " s");
 }
 
 void control_session::finish(std::chrono::milliseconds limit) {
+  collect(); // after `node::stop`, every watched operation has its outcome
   std::list<std::future<void>> all;
   {
     std::lock_guard<std::mutex> lk(mtx_);
@@ -389,7 +421,7 @@ void control_session::cmd_bcast(std::istringstream& in) {
                     std::chrono::steady_clock::now().time_since_epoch())
                     .count();
   auto size = *bytes;
-  await(n_.broadcast(std::move(payload)), "bcast",
+  watch(n_.broadcast(std::move(payload)), "bcast",
         [this, seq, size, t0](expected<wire::collective_id> id) {
           if (!id) {
             std::lock_guard<std::mutex> lk(mtx_);
@@ -430,7 +462,7 @@ void control_session::cmd_send(std::istringstream& in) {
                     std::chrono::steady_clock::now().time_since_epoch())
                     .count();
   auto size = *bytes;
-  await(n_.send(static_cast<vnode_id>(*to), pattern_bytes(*bytes, seq)), "send",
+  watch(n_.send(static_cast<vnode_id>(*to), pattern_bytes(*bytes, seq)), "send",
         [this, seq, size, t0](expected<wire::collective_id> id) {
           if (!id)
             return error("send: " + id.err().to_string());

@@ -72,8 +72,11 @@ public:
   void ready();
   /// One command line. Returns false for `quit`.
   bool handle(const std::string& line);
-  /// Forgets the operations that finished. Call now and then.
+  /// Reports the broadcasts and sends that started, and forgets the operations that
+  /// finished. Call now and then: often while `busy`.
   void collect();
+  /// Whether a broadcast or send waits for `collect` to report it.
+  bool busy();
   /// Waits (at most `limit`) for the operations still pending; call after `node::stop`.
   void finish(std::chrono::milliseconds limit);
 
@@ -89,6 +92,10 @@ private:
   /// Runs `then(result)` on a thread of its own once `f` is ready (or reports a timeout).
   template <class T, class F>
   void await(std::future<T> f, std::string what, F then);
+  /// Runs `then(result)` in `collect` once `f` is ready (no thread: cheaper for the
+  /// broadcasts and sends whose start is timed).
+  void watch(std::future<expected<wire::collective_id>> f, std::string what,
+             std::function<void(expected<wire::collective_id>)> then);
   /// The sequence number the next operation started here will get.
   std::uint64_t next_seq();
   void started(const wire::collective_id& id, std::uint64_t predicted);
@@ -117,6 +124,13 @@ private:
   };
   std::map<std::uint64_t, awaiting> awaiting_;
   std::list<std::future<void>> pending_;
+  struct watched {
+    std::future<expected<wire::collective_id>> f;
+    std::chrono::steady_clock::time_point deadline;
+    std::string what;
+    std::function<void(expected<wire::collective_id>)> then;
+  };
+  std::list<watched> watched_;
   /// Acks handed to the node: their guessed number and outcome.
   std::list<std::pair<std::uint64_t, std::future<expected<wire::collective_id>>>> acks_sent_;
 };

@@ -14,6 +14,7 @@
 # (interface names are limited to 15). Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN).
 set -euo pipefail
 
+here=$(cd "$(dirname "$0")" && pwd)
 die() { echo "netns.sh: $*" >&2; exit 1; }
 
 down() {
@@ -56,14 +57,9 @@ up() {
     ip -n "$ns" addr add "$addr/24" dev eth0
     ip -n "$ns" link set eth0 up
     ip link set "${name}h$i" master "${name}-br" up
-    if [ "$mbit" -gt 0 ]; then
-      # The site's link: its egress (inside) and its ingress (the bridge side).
-      for dev in "ip netns exec $ns tc:eth0" "tc:${name}h$i"; do
-        local cmd=${dev%:*} ifc=${dev##*:}
-        $cmd qdisc add dev "$ifc" root handle 1: htb default 10 r2q 1000
-        $cmd class add dev "$ifc" parent 1: classid 1:10 htb rate "${mbit}mbit" burst 64k
-      done
-    fi
+    # The site's link, both ways: its egress (inside) and its ingress (the bridge side).
+    bash "$here/shape.sh" eth0 "$mbit" "$ns"
+    bash "$here/shape.sh" "${name}h$i" "$mbit"
     echo "$site $addr"
     i=$((i + 1))
   done
