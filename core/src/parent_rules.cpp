@@ -40,9 +40,11 @@ verdict latency_rule(const tree_state& self, proc_id p, proc_id cand, duration r
   return verdict::keep;
 }
 
-rate estimate_rate(rate bw, const wire::tree_info& cand_info, bool p_is_child_of_cand) {
-  auto n = cand_info.children + (p_is_child_of_cand ? 0u : 1u);
-  return std::min(cand_info.est, bw / std::max(n, 1u));
+rate estimate_rate(rate bw, const wire::tree_info& cand_info, bool p_is_child_of_cand,
+                   rate capacity) {
+  auto n = std::max(cand_info.children + (p_is_child_of_cand ? 0u : 1u), 1u);
+  auto sendable = capacity > 0 ? std::max(bw, capacity) : bw;
+  return std::min({cand_info.est, bw, sendable / n});
 }
 
 verdict bandwidth_rule(const tree_state& self, proc_id p, proc_id cand, rate bw, duration rtt,
@@ -53,7 +55,8 @@ verdict bandwidth_rule(const tree_state& self, proc_id p, proc_id cand, rate bw,
     return verdict::refresh;
   if (self.parent() == no_proc)
     return verdict::adopt;
-  auto candidate = estimate_rate(bw, cand_info, false);
+  auto candidate = estimate_rate(
+    bw, cand_info, false, ctx.variant == rule_variant::banyan ? ctx.sender_capacity : 0);
   auto current = self.est();
   if (ctx.variant == rule_variant::paper)
     return candidate > current * (1.0 + ctx.bw_margin) ? verdict::adopt : verdict::keep;

@@ -86,6 +86,13 @@ std::optional<duration> supervisor::measured_rtt(proc_id p) const {
   return i->second.rtt;
 }
 
+std::optional<rate> supervisor::measured_bw(proc_id p) const {
+  auto i = figures_.find(p);
+  if (i == figures_.end() || i->second.bw <= 0)
+    return std::nullopt;
+  return i->second.bw;
+}
+
 bool supervisor::admit(timestamp now, const wire::member& m, outbox& out) {
   if (m.id == self_ || m.id == no_proc)
     return false;
@@ -128,6 +135,8 @@ void supervisor::add_member(const wire::member& m) {
   }
   for (auto k : kinds)
     trees_[index_of({p, k})].emplace(tree_key{p, k}, self_);
+  if (cfg_.rules == rule_variant::banyan)
+    trees_[index_of({p, tree_kind::bandwidth})]->set_sender_capacity(widest_);
 }
 
 void supervisor::remove_member(timestamp now, proc_id p, outbox& out) {
@@ -731,6 +740,8 @@ rule_context supervisor::context() const {
   ctx.bw_margin = cfg_.bw_margin;
   ctx.per_child = cfg_.forward_overhead;
   ctx.lan_margin = cfg_.lan_margin;
+  if (cfg_.rules == rule_variant::banyan)
+    ctx.sender_capacity = widest_;
   // The smallest RTT is the LAN's only once we have evidence of two classes of
   // peers (a spread of at least 4x); before that it may be a WAN RTT, and calling
   // WAN peers local would let WAN hops chain (and condition (I) would forbid
@@ -818,13 +829,35 @@ void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& 
   if (!probe_ || probe_->seq != m.seq || probe_->cand != from
       || probe_->at != probe::phase::download)
     return;
-  // The download took one RTT plus the transfer itself.
+  // The download took one RTT plus the transfer itself. The RTT subtracted is the
+  // smallest measured to this peer; when what is left is implausibly short (under an
+  // eighth of the download: the RTT samples were inflated, e.g. a ping queued behind a
+  // burst of the candidate's sends), the whole download time is taken, a rate that can
+  // only be too low. Subtracting an inflated RTT left transfers of ~0 and rates of
+  // 10^11 B/s, which the best-figure rule then kept for good: on paper-4c137 the
+  // bandwidth trees fed a cluster through a 100 Mbit link for that reason.
   auto elapsed = now - probe_->sent;
-  auto transfer = std::max(elapsed - probe_->rtt, duration{1000});
+  auto base_rtt = std::min(probe_->rtt, figures_[from].rtt);
+  auto transfer = elapsed - base_rtt;
+  if (transfer < elapsed / 8)
+    transfer = elapsed;
+  transfer = std::max(transfer, duration{1000});
   auto bytes = static_cast<double>(wire::wire_size(wire::message{m}));
   probe_->bw = bytes * 1e9 / static_cast<double>(transfer.count());
   auto& f = figures_[from];
   f.bw = std::max(f.bw, probe_->bw);
+  if (cfg_.rules == rule_variant::banyan && probe_->bw > widest_) {
+    // A wider sender capacity changes every bandwidth estimate (bandwidth_rule.hpp).
+    widest_ = probe_->bw;
+    for (auto& t : trees_) {
+      if (!t || t->key().kind != tree_kind::bandwidth)
+        continue;
+      auto before = t->info();
+      t->set_sender_capacity(widest_);
+      if (!(t->info() == before))
+        mark_info(*t);
+    }
+  }
   auto rtt = cfg_.best_measurements ? f.rtt : probe_->rtt;
   auto bw = cfg_.best_measurements ? f.bw : probe_->bw;
   probe_->rtt = rtt;

@@ -152,6 +152,36 @@ BOOST_AUTO_TEST_CASE(banyan_variant_prefers_a_local_parent_at_about_the_same_rat
               == verdict::adopt));
 }
 
+BOOST_AUTO_TEST_CASE(fan_out_shares_the_sender_not_the_wan_path) {
+  // With a sender capacity (1 Gbit NICs, 125 MB/s), a WAN candidate behind 25 MB/s
+  // that already feeds one LAN child still offers 25 MB/s: min(est, bw, 125 / 2).
+  BOOST_TEST(estimate_rate(25e6, info(bw, 0ms, 37.5e6, 1, {0}), false, 125e6) == 25e6);
+  // Without one (the paper's rule) the path rate is split: 25 / 2.
+  BOOST_TEST(estimate_rate(25e6, info(bw, 0ms, 37.5e6, 1, {0}), false) == 12.5e6);
+  // Many children do share the sender: 125 / 6 < 25.
+  BOOST_TEST(estimate_rate(25e6, info(bw, 0ms, 37.5e6, 5, {0}), false, 125e6) ==
+             125e6 / 6);
+
+  // paper-4c137's cluster D: its gateway's parent is in A behind 100 Mbit (12.5 MB/s);
+  // a processor in C (behind 200 Mbit, 25 MB/s) that has one LAN child is better.
+  rule_context ctx; // banyan
+  ctx.min_rtt = 400us;
+  ctx.sender_capacity = 125e6;
+  tree_state t{bw, p};
+  t.set_sender_capacity(125e6);
+  t.set_parent(3, 18ms, 12.5e6, info(bw, 0ms, 62.5e6, 1, {0}));
+  BOOST_TEST(t.est() == 12.5e6);
+  BOOST_TEST((bandwidth_rule(t, p, 7, 25e6, 10ms, info(bw, 0ms, 37.5e6, 1, {0}), ctx)
+              == verdict::adopt));
+  // The paper's rule sees 12.5 against 12.5 and keeps the slow link.
+  rule_context paper{rule_variant::paper};
+  paper.min_rtt = 400us;
+  tree_state q{bw, p};
+  q.set_parent(3, 18ms, 12.5e6, info(bw, 0ms, 62.5e6, 1, {0}));
+  BOOST_TEST((bandwidth_rule(q, p, 7, 25e6, 10ms, info(bw, 0ms, 37.5e6, 1, {0}), paper)
+              == verdict::keep));
+}
+
 BOOST_AUTO_TEST_CASE(loops_are_prevented_explicitly) {
   // Without a distance condition, a descendant with a great estimate would be
   // adopted; the path check forbids it.

@@ -12,6 +12,15 @@
 /// processors of a cluster keep parents across the same WAN link, each estimating
 /// the link's full rate, and a broadcast then divides the link among them all.
 ///
+/// Fan-out shares the sender, not the path (banyan variant): a candidate's children
+/// share its NIC, while a WAN path's rate is the WAN link's, used by one child only. So
+/// the banyan variant estimates
+///   est(p,cand) = min(est(cand), bw(p,cand), max(bw(p,cand), capacity) / n)
+/// with `capacity` the sender's total rate (rule_context::sender_capacity). The paper's
+/// bw / n charged a WAN candidate that already feeds one LAN child half of the WAN
+/// link, so a cluster behind a slow direct link (paper-4c137: A->D 100 Mbit) kept it
+/// rather than a parent behind a link twice as wide (C->D 200 Mbit).
+///
 /// Loops are prevented explicitly: the distance condition that protects latency
 /// trees does not exist here.
 
@@ -20,8 +29,9 @@
 namespace banyan {
 
 /// The rate p would receive from cand (cand_info.children counts p if it is already
-/// one of cand's children).
-rate estimate_rate(rate bw, const wire::tree_info& cand_info, bool p_is_child_of_cand);
+/// one of cand's children); `capacity` as rule_context::sender_capacity (0: bw / n).
+rate estimate_rate(rate bw, const wire::tree_info& cand_info, bool p_is_child_of_cand,
+                   rate capacity = 0);
 
 /// `rtt` is RTT(p,cand); the current parent's RTT is in `self`.
 verdict bandwidth_rule(const tree_state& self, proc_id p, proc_id cand, rate bw, duration rtt,

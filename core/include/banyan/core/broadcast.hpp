@@ -64,8 +64,11 @@ struct broadcast_config {
   std::size_t segment_size = 64 * 1024;
   /// A frame that has passed this many processors since it was last held is held for
   /// `retry_delay`, then sent point-to-point afresh (with its count restarted). Tree
-  /// depth stays far below this; only stale routes and transient cycles reach it.
-  std::uint32_t max_hops = 32;
+  /// depth must stay below this; only stale routes and transient cycles should reach it.
+  /// Bandwidth trees are deep (they favour chains: paper-4c137's reach depth 42, a List
+  /// chain is as deep as there are processors), and a hold in the middle of a pipelined
+  /// message turns the rest of its subtree into point-to-point sends from one processor.
+  std::uint32_t max_hops = 1024;
   duration retry_delay = std::chrono::milliseconds(5);
   /// How long a processor that no longer takes part must stay reachable after its last
   /// send (bounces of its frames must find it). Well above any round trip.

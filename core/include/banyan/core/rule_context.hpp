@@ -20,6 +20,10 @@ struct rule_context {
   double local_factor = 2.0;
   /// Bandwidth hysteresis (relative): an estimate must improve by this much.
   double bw_margin = 0.05;
+  /// What a parent can send in all, shared by its children (bandwidth rule): the widest
+  /// rate this processor has measured to anyone, taken as every processor's NIC (the
+  /// grids here have one NIC speed). 0: unknown, the paper's rule (split the path rate).
+  rate sender_capacity = 0;
   /// Forwarding overhead per child, for comparing LAN parents (latency rule).
   duration per_child{0};
   /// How much sooner a LAN parent must deliver before the latency rule switches.

@@ -179,6 +179,8 @@ public:
   std::string describe() const;
   /// Best RTT measured to p so far, if any.
   std::optional<duration> measured_rtt(proc_id p) const;
+  /// The best bandwidth measured to p (bytes per second), if any.
+  std::optional<rate> measured_bw(proc_id p) const;
 
 private:
   struct probe {
@@ -295,6 +297,8 @@ private:
   std::optional<probe> probe_;
   std::uint64_t next_seq_ = 1;
   std::map<proc_id, peer_figures> figures_;
+  /// The widest bandwidth measured to anyone: the sender capacity of the bandwidth rule.
+  rate widest_ = 0;
   std::map<proc_id, int> strikes_; ///< consecutive unanswered probes per candidate
   /// Newcomers this processor let in, and when: for `sponsor_window` they hear from
   /// it about members and vnode moves it learns of later, which closes the gap when

@@ -41,15 +41,23 @@ public:
   duration dist() const noexcept {
     return is_root() ? duration{0} : parent_info_.dist + rtt_parent_;
   }
-  /// Bandwidth trees: estimated rate at which this processor receives a broadcast.
+  /// Bandwidth trees: estimated rate at which this processor receives a broadcast:
+  /// at most the parent's own, the path's (bw_parent), and the parent's share of what
+  /// it can send, split among its children. Without a sender capacity (the paper's
+  /// rule) the path rate itself is split: bw_parent / children.
   rate est() const noexcept {
     if (is_root())
       return infinite_rate;
     if (parent_ == no_proc)
       return 0;
     auto n = std::max<std::uint32_t>(parent_info_.children, 1);
-    return std::min(parent_info_.est, bw_parent_ / n);
+    auto sendable = sender_capacity_ > 0 ? std::max(bw_parent_, sender_capacity_) : bw_parent_;
+    return std::min({parent_info_.est, bw_parent_, sendable / n});
   }
+  /// What a parent can send in all, split among its children (0: unknown, split the
+  /// path rate instead). See bandwidth_rule.hpp.
+  rate sender_capacity() const noexcept { return sender_capacity_; }
+  void set_sender_capacity(rate r) noexcept { sender_capacity_ = r; }
   /// Ancestors, parent first, root last.
   std::vector<proc_id> path() const {
     std::vector<proc_id> result;
@@ -119,6 +127,7 @@ private:
   proc_id parent_ = no_proc;
   duration rtt_parent_{0};
   rate bw_parent_ = 0;
+  rate sender_capacity_ = 0;
   wire::tree_info parent_info_;
   std::map<proc_id, vnode_set> children_;
   vnode_set reported_;
