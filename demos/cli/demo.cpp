@@ -101,8 +101,9 @@ bool collectives(actors::emulated_cluster& c, const std::string& dir) {
               "dynamic/magpie");
   auto row = [](const std::string& what, double d, double m, const char* unit, bool ratio) {
     char dv[32], mv[32];
-    std::snprintf(dv, sizeof dv, "%.3f %s", d, unit);
-    std::snprintf(mv, sizeof mv, "%.3f %s", m, unit);
+    int decimals = std::string(unit) == "ms" ? 3 : 1;
+    std::snprintf(dv, sizeof dv, "%.*f %s", decimals, d, unit);
+    std::snprintf(mv, sizeof mv, "%.*f %s", decimals, m, unit);
     if (ratio)
       std::printf("   %-34s %13s %13s %15.2f\n", what.c_str(), dv, mv, m > 0 ? d / m : 0.0);
     else

@@ -93,6 +93,9 @@ axis linear_axis(double mn, double mx) {
     mn -= d;
     mx += d;
   }
+  // Positive data that comes close to 0 is drawn from 0, so that heights compare.
+  if (mn > 0 && mn < mx / 4)
+    mn = 0;
   double step = nice_step((mx - mn) / 5);
   // The data plus a little room (not below 0 for data that starts at 0 or above); the
   // ticks are the multiples of the step inside.

@@ -186,9 +186,9 @@ BOOST_AUTO_TEST_CASE(linear_ticks_are_nice_numbers_covering_the_data) {
 
   // Fractional and offset ranges: the multiples of the step inside the data's range
   // (plus a little room), with enough decimals.
-  doc = parse(render_svg(line({0.13, 0.87}, {-3.2, 41})));
+  doc = parse(render_svg(line({0.33, 0.87}, {-3.2, 41})));
   BOOST_TEST(texts(with_class(doc, "tick-x")) ==
-               (std::vector<std::string>{"0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8"}),
+               (std::vector<std::string>{"0.4", "0.5", "0.6", "0.7", "0.8"}),
              boost::test_tools::per_element());
   BOOST_TEST(texts(with_class(doc, "tick-y")) ==
                (std::vector<std::string>{"0", "10", "20", "30", "40"}),
@@ -205,6 +205,18 @@ BOOST_AUTO_TEST_CASE(linear_ticks_are_nice_numbers_covering_the_data) {
     BOOST_TEST(y > num(*frame[0], "y"));
     BOOST_TEST(y < num(*frame[0], "y") + num(*frame[0], "height"));
   }
+}
+
+BOOST_AUTO_TEST_CASE(positive_data_close_to_zero_is_drawn_from_zero) {
+  auto doc = parse(render_svg(line({0, 1, 2}, {21, 126, 90})));
+  auto y = texts(with_class(doc, "tick-y"));
+  BOOST_REQUIRE(!y.empty());
+  BOOST_TEST(y.front() == "0");
+  // Far from zero, the axis stays on the data.
+  doc = parse(render_svg(line({0, 1, 2}, {1000, 1010, 1005})));
+  y = texts(with_class(doc, "tick-y"));
+  BOOST_REQUIRE(!y.empty());
+  BOOST_TEST(std::stod(y.front()) >= 1000);
 }
 
 BOOST_AUTO_TEST_CASE(a_constant_series_still_gets_a_range) {
