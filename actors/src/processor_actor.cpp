@@ -161,12 +161,9 @@ void start_reduce(processor_ptr self, const reduce_request_ptr& req) {
     start_one(self, req, req->spec, req->values);
     return;
   }
-  auto& st = self->state;
   const auto esize = element_size(req->spec.fn.type);
   const auto k = req->segments;
   const auto seg = req->segment_count;
-  // Segment j waits behind the j before it on every link up: its timeout says so.
-  const rate slowest = st.view->min_root_rate();
   for (std::uint32_t j = 0; j < k; ++j) {
     reduce_spec spec = req->spec;
     spec.op = req->spec.op + j;
@@ -189,9 +186,7 @@ void start_reduce(processor_ptr self, const reduce_request_ptr& req) {
         slices->arrays.erase(i);
       return part;
     };
-    if (slowest > 0 && slowest != infinite_rate)
-      spec.queued = duration{static_cast<duration::rep>(
-        static_cast<double>(first * esize) / slowest * 1e9)};
+    spec.after = j > 0 ? spec.op - 1 : 0; // its timeout runs once the one before went up
     start_one(self, req, spec, std::move(piece));
   }
 }

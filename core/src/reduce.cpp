@@ -117,10 +117,10 @@ std::optional<error> reduce_engine::start(timestamp now, const reduce_spec& spec
   const auto bytes = static_cast<double>(spec.count * element_size(spec.fn.type));
   if (slowest > 0 && slowest != infinite_rate)
     expect += duration{static_cast<duration::rep>(bytes / slowest * 1e9)};
-  expect += spec.queued;
   const auto wait = cfg_.min_timeout +
                     std::chrono::duration_cast<duration>(expect * cfg_.timeout_factor);
-  timer(out, wait, {timer_kind::timeout, spec.op});
+  st.wait = wait;
+  st.timeout_token = timer(out, wait, {timer_kind::timeout, spec.op});
   maybe_send_main(now, st, false, out);
   return std::nullopt;
 }
@@ -237,6 +237,11 @@ void reduce_engine::maybe_send_main(timestamp now, op_state& st, bool force,
   st.acc.clear();
   st.covered.clear();
   linger(st, out);
+  // The segment after this one (if any) has its timeout from now on.
+  if (auto n = ops_.find(st.spec.op + 1); n != ops_.end() && n->second.spec.after == st.spec.op &&
+                                          n->second.started && !n->second.main_sent &&
+                                          !n->second.complete)
+    n->second.timeout_token = timer(out, n->second.wait, {timer_kind::timeout, n->first});
 }
 
 void reduce_engine::send_partial(timestamp now, const op_state& st, const vnode_set& vs,
@@ -425,6 +430,14 @@ void reduce_engine::on_timer(timestamp now, std::uint64_t token, reduce_outbox& 
       auto i = ops_.find(e.op);
       if (i != ops_.end() && !i->second.main_sent && !i->second.complete &&
           !is_root_owner(i->second)) {
+        if (token != i->second.timeout_token)
+          break; // restarted since (see maybe_send_main)
+        // A segment whose predecessor has not gone up from here yet waits on: its timer
+        // starts afresh when that one goes.
+        if (auto a = i->second.spec.after ? ops_.find(i->second.spec.after) : ops_.end();
+            a != ops_.end() && a->second.started && !a->second.main_sent &&
+            !a->second.complete && !is_root_owner(a->second))
+          break;
         ++stats_.timeouts;
         maybe_send_main(now, i->second, true, out);
       }

@@ -91,10 +91,12 @@ struct reduce_spec {
   std::size_t count = 0; ///< elements in every array
   /// A runtime that cuts one long array into several reductions (segments, pipelined up
   /// the tree) sets, for each: the whole array's bytes (picks the tree, as for the whole
-  /// array; 0: this reduction's own), and how long its data waits behind the segments
-  /// before it on every link (added to its timeout).
+  /// array; 0: this reduction's own), and the number of the segment before it (0: none).
+  /// A segment's data queues behind that of the segments before it on every link, so its
+  /// timeout does not fire while the one before has not gone up from here, and starts
+  /// afresh when that one goes.
   std::size_t whole_bytes = 0;
-  duration queued{0};
+  std::uint64_t after = 0;
 };
 
 /// The contribution of one vnode: `count` elements of the operator's type.
@@ -203,6 +205,8 @@ private:
     tree_kind kind = tree_kind::latency;
     bool started = false;
     contribution_fn values;
+    duration wait{0};        ///< its timeout
+    std::uint64_t timeout_token = 0; ///< the timeout timer that counts (segments restart it)
     bool main_sent = false;  ///< this processor's own partial went to its parent
     bool rooted = false;     ///< accumulating as the root vnode's owner
     bool complete = false;   ///< the result was delivered here
