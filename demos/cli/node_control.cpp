@@ -403,6 +403,7 @@ void control_session::cmd_bcast(std::istringstream& in) {
   const auto seq = next_seq();
   auto payload = pattern_bytes(*bytes, seq);
   const auto members = n_.members();
+  const auto t0 = now_us(); // the start: the payload is ready, the broadcast goes next
   {
     // Acks may come before the future below resolves: expect them already.
     std::lock_guard<std::mutex> lk(mtx_);
@@ -412,14 +413,9 @@ void control_session::cmd_bcast(std::istringstream& in) {
         if (m != n_.id())
           a.expected.insert(m);
       if (a.expected.empty()) // alone: acked at once
-        a.acked_at = std::chrono::duration_cast<std::chrono::microseconds>(
-                       std::chrono::steady_clock::now().time_since_epoch())
-                       .count();
+        a.acked_at = t0;
     }
   }
-  const auto t0 = std::chrono::duration_cast<std::chrono::microseconds>(
-                    std::chrono::steady_clock::now().time_since_epoch())
-                    .count();
   auto size = *bytes;
   watch(n_.broadcast(std::move(payload)), "bcast",
         [this, seq, size, t0](expected<wire::collective_id> id) {
