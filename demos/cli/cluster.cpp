@@ -684,6 +684,41 @@ cluster_run::bcast_outcome cluster_run::broadcast(std::size_t root, std::uint64_
   return o;
 }
 
+/// The results as a table on stdout (the JSON has everything).
+void print_summary(const json& out) {
+  std::printf("banyan cluster: %zu processes%s%s\n", out["procs"].get<std::size_t>(),
+              out["topology"].is_null() ? "" : (" on " + out["topology"].get<std::string>()).c_str(),
+              out["netns"].get<bool>() ? " in network namespaces" : "");
+  if (out.contains("overhead"))
+    std::printf("overhead (empty messages to process 0): %.3f ms\n",
+                out["overhead"]["overhead_ms"].get<double>());
+  if (out.contains("bcast-latency")) {
+    auto& r = out["bcast-latency"]["results"][0];
+    std::printf("bcast 1 B: completion %.3f ms, median %.3f ms, acked %.3f ms, lower bound %.3f ms%s\n",
+                r["completion_ms"].get<double>(), r["median_ms"].get<double>(),
+                r.value("acked_ms", -1.0), out["bcast-latency"]["lower_bound_ms"].get<double>(),
+                r["complete"].get<bool>() ? "" : "  INCOMPLETE");
+  }
+  if (out.contains("bcast-bandwidth"))
+    for (auto& r : out["bcast-bandwidth"]["results"])
+      std::printf("bcast %llu B: completion %.3f ms, %.1f MB/s, acked %.3f ms%s\n",
+                  static_cast<unsigned long long>(r["size"].get<std::uint64_t>()),
+                  r["completion_ms"].get<double>(), r["bandwidth_MBps"].get<double>(),
+                  r.value("acked_ms", -1.0), r["complete"].get<bool>() ? "" : "  INCOMPLETE");
+  if (out.contains("reduce"))
+    for (auto& r : out["reduce"]["results"])
+      std::printf("reduce %llu B int32 sum: %.3f ms%s\n",
+                  static_cast<unsigned long long>(r["size"].get<std::uint64_t>()),
+                  r["completion_ms"].get<double>(), r["ok"].get<bool>() ? "" : "  WRONG RESULT");
+  if (out.contains("churn")) {
+    auto& c = out["churn"];
+    std::printf("churn: %zu broadcasts, %zu/%zu deliveries, %zu duplicates, %zu lost\n",
+                c["timeline"].size(), c["deliveries"].get<std::size_t>(),
+                c["deliveries_expected"].get<std::size_t>(), c["duplicates"].get<std::size_t>(),
+                c["lost"].get<std::size_t>());
+  }
+}
+
 double lower_bound_ms(const topology* topo, std::size_t procs) {
   if (!topo)
     return 0;
@@ -1106,6 +1141,7 @@ int cluster_run::run() {
       return 1;
     }
   }
+  print_summary(out);
   progress(rc == 0 ? "done" : "done, with errors (see above)");
   return rc;
 }

@@ -20,7 +20,7 @@
 // Everything is always torn down: every child runs in its own process group and dies
 // with the driver (PR_SET_PDEATHSIG); on the way out, also on failure and on
 // SIGINT/SIGTERM/SIGHUP, each gets `quit`, then SIGKILL to its group. Every wait has a
-// timeout. Progress goes to stderr. Exit codes: 0 done, 1 a workload or the cluster
+// timeout. Progress goes to stderr, a summary of the results to stdout. Exit codes: 0 done, 1 a workload or the cluster
 // failed, 2 bad arguments, 3 namespaces not permitted, 130 interrupted.
 
 #include <cstdint>
