@@ -37,8 +37,8 @@ constexpr auto final_wait = 60s;
 constexpr auto step = 2ms;
 
 std::optional<std::string> check(const churn_options& o) {
-  if (o.bucket_ms <= 0 || o.window == 0 || o.message_bytes == 0 || o.hold == 0)
-    return "window, bucket, hold and message size must be positive";
+  if (o.bucket_ms <= 0 || o.window == 0 || o.message_bytes == 0 || o.smooth_ms < o.bucket_ms)
+    return "window, bucket and message size must be positive, smoothing at least a bucket";
   if (o.leave_at_ms < 1000)
     return "--leave-at must be at least 1000 ms (the steady state is measured over the second before)";
   if (o.rejoin_at_ms < o.leave_at_ms + 1000)
@@ -47,22 +47,6 @@ std::optional<std::string> check(const churn_options& o) {
     return "--duration must end after --rejoin-at";
   if (o.duration_ms > 600000)
     return "--duration is at most 600000 ms";
-  return std::nullopt;
-}
-
-/// restabilize time of an event at `at` (ms), searching buckets up to `until` (ms).
-std::optional<double> restabilize(const std::vector<churn_point>& tl, double bucket, double at,
-                                  double until, double steady, std::size_t hold) {
-  auto first = static_cast<std::size_t>(std::ceil(at / bucket - 1e-9));
-  auto last = static_cast<std::size_t>(std::floor(until / bucket + 1e-9)); // exclusive
-  last = std::min(last, tl.size());
-  for (std::size_t k = first; k + hold <= last; ++k) {
-    bool ok = true;
-    for (std::size_t i = k; i < k + hold && ok; ++i)
-      ok = tl[i].bandwidth_MBps >= 0.9 * steady;
-    if (ok)
-      return std::max(0.0, static_cast<double>(k) * bucket - at);
-  }
   return std::nullopt;
 }
 
@@ -76,6 +60,25 @@ double mean_over(const std::vector<churn_point>& tl, double bucket, double from,
     }
   return k ? sum / static_cast<double>(k) : 0.0;
 }
+
+/// Restabilization of an event at `at` (ms), searching up to `until` (ms): from the
+/// event to the start t (a bucket boundary, t >= at) of the first `smooth` window whose
+/// mean is at least 90% of `steady`, and the window after it too (when it fits before
+/// `until`). Long broadcasts complete in bursts, so single buckets say little.
+std::optional<double> restabilize(const std::vector<churn_point>& tl, double bucket, double at,
+                                  double until, double steady, double smooth) {
+  auto ok = [&](double from) {
+    return mean_over(tl, bucket, from, from + smooth) >= 0.9 * steady;
+  };
+  for (auto k = static_cast<std::size_t>(std::ceil(at / bucket - 1e-9));; ++k) {
+    auto t = static_cast<double>(k) * bucket;
+    if (t + smooth > until + 1e-9)
+      return std::nullopt;
+    if (ok(t) && (t + 2 * smooth > until + 1e-9 || ok(t + smooth)))
+      return t - at;
+  }
+}
+
 
 } // namespace
 
@@ -205,7 +208,7 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
     e.procs = movers.size();
     e.steady_MBps = mean_over(res.timeline, opt.bucket_ms, at - 1000, at);
     e.restabilize_ms =
-      restabilize(res.timeline, opt.bucket_ms, at, until, e.steady_MBps, opt.hold);
+      restabilize(res.timeline, opt.bucket_ms, at, until, e.steady_MBps, opt.smooth_ms);
     return e;
   };
   res.events.push_back(event("leave", opt.leave_at_ms, opt.rejoin_at_ms));
@@ -277,6 +280,7 @@ int run_bench_churn(const churn_options& opt, const std::string& json_path,
     j["message_bytes"] = opt.message_bytes;
     j["window"] = opt.window;
     j["bucket_ms"] = opt.bucket_ms;
+    j["smooth_ms"] = opt.smooth_ms;
     auto tl = nlohmann::json::array();
     for (auto& p : r.timeline)
       tl.push_back({{"t_ms", p.t_ms}, {"bandwidth_MBps", p.bandwidth_MBps}});

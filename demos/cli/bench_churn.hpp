@@ -15,8 +15,9 @@
 // Measured: delivered bytes (message size per vnode delivery) over fixed windows ->
 // timeline of MB/s; per event, the steady bandwidth before it (mean over the second
 // before the event) and `restabilize_ms`: from the event to the start of the first
-// window from which on `hold` consecutive windows are each at least 90% of that steady
-// bandwidth. Exactly-once: every vnode must get every broadcast once (vnodes are handed
+// `smooth_ms` window (on a bucket boundary) whose mean bandwidth, and the next window's,
+// is at least 90% of that steady bandwidth (long broadcasts complete in bursts, so single
+// buckets say little). Exactly-once: every vnode must get every broadcast once (vnodes are handed
 // over, never dropped, so every broadcast has the same vnodes to reach).
 
 #include <cstddef>
@@ -42,7 +43,7 @@ struct churn_options {
   std::size_t message_bytes = 4 * 1024 * 1024;
   std::size_t window = 2;       ///< broadcasts in flight
   double bucket_ms = 100;       ///< timeline resolution
-  std::size_t hold = 5;         ///< buckets that must stay >= 90% of steady
+  double smooth_ms = 500;       ///< restabilization is judged on means over this long
 };
 
 struct churn_point {
