@@ -39,8 +39,9 @@ using static_tree_atom = caf::atom_constant<caf::atom("bstatic")>;
 
 /// Collectives over static trees are numbered with this bit set (broadcasts, and
 /// reductions), so that their frames (and bounces) find the static engines. Apart from
-/// `p2p_seq_bit` (bit 63), which marks point-to-point messages.
-constexpr std::uint64_t static_bit = std::uint64_t{1} << 62;
+/// `p2p_seq_bit` (bit 63: point-to-point messages) and `scatter_allgather_engine::op_bit`
+/// (bit 62: MPICH's long broadcast).
+constexpr std::uint64_t static_bit = std::uint64_t{1} << 61;
 
 /// What the processors report of collectives (instrumentation, like the monitor).
 struct collective_ledger {
