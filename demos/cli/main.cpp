@@ -3,7 +3,10 @@
 //   banyan sim trees ...        trees forming and healing on an emulated grid
 //   banyan topology [NAME]      list the built-in topologies or describe one
 //   banyan node ...             one processor over TCP as this process
-//   banyan bench bcast-latency  broadcast completion, adaptive vs static trees
+//   banyan cluster ...          local `banyan node --control` processes driven together
+//   banyan bench EXPERIMENT     measurements on the emulated network, adaptive vs static
+//                               trees: bcast-latency, bcast-bandwidth, reduce, churn
+//                               (bench.hpp, bench_common.hpp; --plot draws SVG)
 
 #include <iostream>
 
