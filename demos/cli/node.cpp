@@ -321,6 +321,9 @@ int run_node(const node_options& opt) {
   auto seed = parse_uint(opt.seed, std::numeric_limits<std::uint64_t>::max());
   if (!seed)
     return bad("bad --seed \"" + opt.seed + "\" (a number; 0: random)");
+  auto threads = parse_uint(opt.threads, 64);
+  if (!threads || *threads == 0)
+    return bad("bad --threads \"" + opt.threads + "\" (1-64)");
   auto leave_ms = parse_uint(opt.leave_timeout_ms, 3600 * 1000);
   if (!leave_ms)
     return bad("bad --leave-timeout \"" + opt.leave_timeout_ms + "\" (milliseconds)");
@@ -331,6 +334,7 @@ int run_node(const node_options& opt) {
   cfg.advertise = opt.advertise;
   cfg.secret = secret;
   cfg.seed = *seed;
+  cfg.threads = static_cast<std::size_t>(*threads);
   if (!opt.topology.empty()) {
     auto t = load_topology(opt.topology);
     if (!t)
@@ -481,6 +485,7 @@ void add_node_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--topology", opt->topology, "emulate this topology's links (processor p = its processor p)");
   cmd->add_option("--site", opt->site, "with --topology: the group this processor must be in");
   cmd->add_option("--json-status", opt->json_status, "keep this JSON file up to date with our status");
+  cmd->add_option("--threads", opt->threads, "CAF worker threads (2)");
   cmd->add_option("--seed", opt->seed, "seeds the supervisor's randomness (0: random)");
   cmd->add_option("--leave-timeout", opt->leave_timeout_ms, "ms to finish a graceful leave (10000)");
   cmd->add_flag("-v,--verbose", opt->verbose, "log every parent change and connection");
