@@ -69,6 +69,17 @@ void on_handle_close(uv_handle_t* h) {
 
 void on_alloc(uv_handle_t* h, std::size_t, uv_buf_t* buf) {
   auto* c = conn_of(h);
+  // In the middle of a large frame: receive straight into the buffer its envelope keeps
+  // (unless only a little of it is left, which goes with what follows into read_buf).
+  c->direct_read = false;
+  if (c->state == connection::phase::established && c->side == connection::role::acceptor) {
+    auto [p, n] = c->decoder.direct_buffer();
+    if (n >= min_direct_read) {
+      c->direct_read = true;
+      *buf = uv_buf_init(reinterpret_cast<char*>(p), static_cast<unsigned>(std::min(n, max_direct_read)));
+      return;
+    }
+  }
   *buf = uv_buf_init(c->read_buf.data(), static_cast<unsigned>(c->read_buf.size()));
 }
 
@@ -213,6 +224,16 @@ void tcp_impl::on_read(connection* c, ssize_t nread) {
   if (c->state == connection::phase::closing || c->state == connection::phase::draining
       || nread == 0)
     return;
+  if (nread > 0 && c->direct_read) {
+    c->direct_read = false;
+    auto frames = c->decoder.commit_direct(static_cast<std::size_t>(nread));
+    if (!frames)
+      close_conn(c, transport_event::kind::error, frames.err().to_string());
+    else
+      on_decoded(c, *frames);
+    return;
+  }
+  c->direct_read = false;
   if (nread > 0) {
     on_bytes(c, reinterpret_cast<const std::uint8_t*>(c->read_buf.data()),
              static_cast<std::size_t>(nread));
@@ -387,7 +408,11 @@ void tcp_impl::on_frames(connection* c, const std::uint8_t* p, std::size_t n) {
     close_conn(c, transport_event::kind::error, frames.err().to_string());
     return;
   }
-  for (auto& f : *frames) {
+  on_decoded(c, *frames);
+}
+
+void tcp_impl::on_decoded(connection* c, std::vector<schema::frame>& frames) {
+  for (auto& f : frames) {
     auto& e = f.envelope;
     if (e.from != c->peer || e.to != cfg_.self) {
       close_conn(c, transport_event::kind::error,

@@ -45,6 +45,10 @@ inline constexpr std::size_t write_window = 1u << 20;
 inline constexpr std::size_t max_batch_frames = 64;
 /// Size of a connection's read buffer.
 inline constexpr std::size_t read_chunk = 64u << 10;
+/// Reads straight into a large frame's own buffer (frame_decoder::direct_buffer) when
+/// at least this much of it is missing, and at most this much per read.
+inline constexpr std::size_t min_direct_read = 16u << 10;
+inline constexpr std::size_t max_direct_read = 4u << 20;
 /// Inbound connections allowed to be in their handshake at once.
 inline constexpr std::size_t max_pending_inbound = 256;
 
@@ -134,6 +138,7 @@ struct connection {
   schema::handshake_reader handshake;
   schema::frame_decoder decoder;
   std::vector<char> read_buf;
+  bool direct_read = false;  ///< the last read buffer given to libuv is the decoder's
   std::size_t in_flight = 0; ///< bytes handed to uv_write and not completed
   bool up = false;           ///< handshake done, peer_up reported
   bool unreachable = false;  ///< initiator: nobody (or `reached`) runs at the address
@@ -226,6 +231,8 @@ public:
   void on_acceptor_ack(connection* c);
   void on_initiator_ack(connection* c);
   void on_frames(connection* c, const std::uint8_t* p, std::size_t n);
+  /// Acceptor: frames decoded on `c`, delivered (or handed back) in order.
+  void on_decoded(connection* c, std::vector<schema::frame>& frames);
   void pump(connection* c, peer_state& p);
   bool write_raw(connection* c, std::vector<std::uint8_t> bytes, bool close_after);
   void reject(connection* c, const std::string& why);

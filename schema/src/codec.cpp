@@ -440,7 +440,16 @@ wire::vnode_handover_ack read(cs::VnodeHandoverAck::Reader r) {
   return wire::vnode_handover_ack{r.getEpoch(), r.getAccepted()};
 }
 
-shared_bytes read_data(capnp::Data::Reader d) { return shared_bytes::copy_of(d.begin(), d.size()); }
+// The buffer of the frame being decoded when the decoded envelope may keep it (a large
+// frame's own buffer, see frame_decoder): data inside it is sliced, not copied.
+thread_local const shared_bytes* backing = nullptr;
+
+shared_bytes read_data(capnp::Data::Reader d) {
+  if (backing != nullptr && d.size() > 0 && d.begin() >= backing->begin()
+      && d.end() <= backing->end())
+    return backing->slice(static_cast<std::size_t>(d.begin() - backing->begin()), d.size());
+  return shared_bytes::copy_of(d.begin(), d.size());
+}
 
 reduce_kind from_capnp(cs::ReduceKind k) {
   switch (k) {
@@ -680,6 +689,62 @@ expected<std::vector<wire::envelope>> frame_decoder::feed(const std::uint8_t* p,
   return out;
 }
 
+bool frame_decoder::finish_frame(std::vector<frame>& out) {
+  expected<frame> e = make_error(errc::malformed_frame, "");
+  if (large()) {
+    // The envelope keeps the buffer: payloads are slices of it. Cap'n Proto needs word
+    // alignment, which operator new gives; were it missing, the words are copied.
+    big_.resize(frame_len_);
+    const shared_bytes whole(std::move(big_));
+    big_ = {};
+    if (reinterpret_cast<std::uintptr_t>(whole.data()) % alignof(capnp::word) == 0) {
+      backing = &whole;
+      e = decode_words(reinterpret_cast<const std::uint64_t*>(whole.data()),
+                       frame_len_ / sizeof(std::uint64_t));
+      backing = nullptr;
+    } else {
+      e = decode_frame_body(whole.data(), frame_len_, max_frame_);
+    }
+  } else {
+    e = decode_words(body_.data(), frame_len_ / sizeof(std::uint64_t));
+  }
+  reset_frame();
+  if (!e) {
+    failure_ = e.err();
+    return false;
+  }
+  out.push_back(std::move(*e));
+  return true;
+}
+
+void frame_decoder::grow_big(std::size_t n) {
+  // Capacity for the whole body at once, so that growing never moves the bytes; only
+  // the part in use is written (zero-filled, then received), so untouched pages of a
+  // body announced but not sent cost address space, not memory.
+  if (big_.capacity() < frame_len_)
+    big_.reserve(frame_len_);
+  if (big_.size() < n)
+    big_.resize(n);
+}
+
+std::pair<std::uint8_t*, std::size_t> frame_decoder::direct_buffer() {
+  if (failure_ || prefix_len_ < frame_prefix_bytes || !large() || body_len_ >= frame_len_)
+    return {nullptr, 0};
+  grow_big(std::min(frame_len_, std::max(2 * body_len_, body_len_ + zero_copy_min)));
+  return {big_.data() + body_len_, big_.size() - body_len_};
+}
+
+expected<std::vector<frame>> frame_decoder::commit_direct(std::size_t n) {
+  if (failure_)
+    return *failure_;
+  std::vector<frame> out;
+  assert(large() && body_len_ + n <= big_.size());
+  body_len_ += n;
+  if (body_len_ == frame_len_ && !finish_frame(out))
+    return *failure_;
+  return out;
+}
+
 expected<std::vector<frame>> frame_decoder::feed_frames(const std::uint8_t* p, std::size_t n) {
   if (failure_)
     return *failure_;
@@ -702,22 +767,24 @@ expected<std::vector<frame>> frame_decoder::feed_frames(const std::uint8_t* p, s
     }
     // Grow with the bytes that actually arrived (vector growth is geometric).
     const std::size_t take = std::min(frame_len_ - body_len_, n);
-    const std::size_t words = (body_len_ + take + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t);
-    if (body_.size() < words)
-      body_.resize(words);
-    std::memcpy(reinterpret_cast<std::uint8_t*>(body_.data()) + body_len_, p, take);
+    std::uint8_t* into = nullptr;
+    if (large()) {
+      grow_big(body_len_ + take);
+      into = big_.data();
+    } else {
+      const std::size_t words = (body_len_ + take + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t);
+      if (body_.size() < words)
+        body_.resize(words);
+      into = reinterpret_cast<std::uint8_t*>(body_.data());
+    }
+    std::memcpy(into + body_len_, p, take);
     body_len_ += take;
     p += take;
     n -= take;
     if (body_len_ < frame_len_)
       break;
-    auto e = decode_words(body_.data(), frame_len_ / sizeof(std::uint64_t));
-    reset_frame();
-    if (!e) {
-      failure_ = e.err();
+    if (!finish_frame(out))
       return *failure_;
-    }
-    out.push_back(std::move(*e));
   }
   return out;
 }

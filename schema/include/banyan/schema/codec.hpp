@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "banyan/core/error.hpp"
@@ -59,6 +60,14 @@ expected<frame> decode_frame_body(const std::uint8_t* p, std::size_t n,
 /// whatever the chunking. Bytes are copied once, into word-aligned storage that grows
 /// as a frame's bytes arrive (an announced length alone allocates nothing).
 ///
+/// Large frames (bodies of at least `zero_copy_min` bytes) get a buffer of their own,
+/// which the decoded envelope keeps: its payloads (`bcast_segment::payload`,
+/// `reduce_partial::data`) are slices of it, not copies. The reader may also receive
+/// straight into that buffer (`direct_buffer` / `commit_direct`), so a large payload
+/// crosses user space once: from the kernel into the buffer the receiver keeps.
+///
+///     socket --read--> direct_buffer() --commit_direct(n)--> envelope (payload slices it)
+///
 /// Errors are sticky: after the first one, every `feed` returns it again, because the
 /// stream has lost its framing. The owner should close the connection.
 class frame_decoder {
@@ -74,14 +83,32 @@ public:
   /// As `feed`, with each frame's `returned` flag (what a transport must look at).
   expected<std::vector<frame>> feed_frames(const std::uint8_t* p, std::size_t n);
 
+  /// Where the next bytes of the stream may be received without a copy: the rest of a
+  /// large frame's body that is in progress (its prefix is complete). Empty (null, 0)
+  /// otherwise; the caller then uses its own buffer and `feed`. Its size grows as bytes
+  /// arrive (at most doubling); the whole body's address space is reserved at once.
+  /// Valid until the next call of any other member.
+  std::pair<std::uint8_t*, std::size_t> direct_buffer();
+  /// `n` bytes were written at the start of the last `direct_buffer()` (n <= its size).
+  /// Returns the frame they completed, if any, or the error (as `feed_frames`).
+  expected<std::vector<frame>> commit_direct(std::size_t n);
+
   /// Bytes held for the frame in progress (prefix and body).
   std::size_t buffered() const noexcept { return prefix_len_ + body_len_; }
 
   /// True once `feed` has returned an error.
   bool failed() const noexcept { return failure_.has_value(); }
 
+  /// Bodies at least this long are decoded in place (see above).
+  static constexpr std::size_t zero_copy_min = 16u << 10;
+
 private:
   void reset_frame();
+  /// The current frame is complete: decodes it into `out`, or records the failure.
+  bool finish_frame(std::vector<frame>& out);
+  bool large() const noexcept { return frame_len_ >= zero_copy_min; }
+  /// Makes `big_` hold at least `n` bytes (n <= frame_len_) without moving them later.
+  void grow_big(std::size_t n);
 
   std::size_t max_frame_;
   std::uint8_t prefix_[frame_prefix_bytes] = {};
@@ -89,6 +116,7 @@ private:
   std::size_t frame_len_ = 0;       // N, valid once the prefix is complete
   std::size_t body_len_ = 0;        // body bytes received so far
   std::vector<std::uint64_t> body_; // word-aligned, as Cap'n Proto requires
+  std::vector<std::uint8_t> big_;   // a large frame's body; handed to its envelope
   std::optional<error> failure_;
 };
 
