@@ -179,6 +179,13 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   std::vector<double> bytes(buckets, 0.0);
   for (auto& id : started) {
     auto rec = c.deliveries(id);
+    churn_broadcast b;
+    b.start_ms = to_ms(rec.started - base);
+    for (auto& [v, times] : rec.delivered)
+      if (!times.empty())
+        b.done_ms = std::max(b.done_ms, to_ms(times.front() - base));
+    b.complete = rec.delivered.size() >= c.vnode_count();
+    res.per_broadcast.push_back(b);
     res.deliveries_expected += c.vnode_count();
     for (auto& [v, times] : rec.delivered) {
       if (times.empty())
@@ -297,6 +304,11 @@ int run_bench_churn(const churn_options& opt, const std::string& json_path,
     j["events"] = ev;
     j["restabilize_ms"] = {{"leave", ev[0]["restabilize_ms"]}, {"rejoin", ev[1]["restabilize_ms"]}};
     j["broadcasts"] = r.broadcasts;
+    auto pb = nlohmann::json::array();
+    for (auto& b : r.per_broadcast)
+      pb.push_back({{"start_ms", b.start_ms}, {"last_delivery_ms", b.done_ms},
+                    {"complete", b.complete}});
+    j["per_broadcast"] = pb;
     j["deliveries_expected"] = r.deliveries_expected;
     j["deliveries"] = r.deliveries;
     j["duplicates"] = r.duplicates;

@@ -59,6 +59,13 @@ struct churn_event {
   std::optional<double> restabilize_ms; ///< nothing: not back before the end
 };
 
+/// One broadcast of the run: when it started and when its last vnode got it.
+struct churn_broadcast {
+  double start_ms = 0;
+  double done_ms = 0;
+  bool complete = false;
+};
+
 struct churn_result {
   std::string topology;
   std::size_t procs = 0;
@@ -70,6 +77,7 @@ struct churn_result {
   std::size_t deliveries = 0; ///< (broadcast, vnode) pairs delivered at least once
   std::size_t duplicates = 0; ///< deliveries beyond the first
   std::size_t lost = 0;       ///< expected pairs never delivered
+  std::vector<churn_broadcast> per_broadcast;
   double wall_s = 0;
 };
 
