@@ -9,6 +9,13 @@ namespace {
 shared_bytes assemble(const std::vector<shared_bytes>& segments, std::uint64_t total) {
   if (segments.size() == 1)
     return segments.front();
+  // At the origin the segments are slices of the message itself: no copy.
+  shared_bytes whole = segments.front();
+  bool contiguous = true;
+  for (std::size_t k = 1; k < segments.size() && contiguous; ++k)
+    contiguous = whole.extend(segments[k]);
+  if (contiguous && whole.size() == total)
+    return whole;
   std::vector<std::uint8_t> all;
   all.reserve(static_cast<std::size_t>(total));
   for (auto& s : segments)

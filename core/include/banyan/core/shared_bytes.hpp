@@ -42,6 +42,18 @@ public:
     return s;
   }
 
+  /// Appends `next` when it directly follows these bytes in the same buffer (so a
+  /// message cut into slices is whole again without a copy); false, changing nothing,
+  /// otherwise. Appending no bytes always succeeds.
+  bool extend(const shared_bytes& next) noexcept {
+    if (next.size_ == 0)
+      return true;
+    if (!buf_ || buf_ != next.buf_ || offset_ + size_ != next.offset_)
+      return false;
+    size_ += next.size_;
+    return true;
+  }
+
   const std::uint8_t* data() const noexcept { return buf_ ? buf_->data() + offset_ : nullptr; }
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
