@@ -21,7 +21,9 @@
 // supervisor event is followed by `on_view_change` of both engines, after the
 // supervisor's own frames. A new membership waits until the previous one's engines
 // have drained, and `stop` of a node that has left waits for it too (at most
-// `linger_timeout`).
+// `linger_timeout`). Conversely, the others keep the address of a member that left
+// while anything is on its way to it (`sync_members`): removing it would return the
+// queued rest of a stream whose first frames it already took, and lose that stream.
 
 #include "node_actor.hpp"
 
@@ -32,6 +34,7 @@
 #include <cstdlib>
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -57,6 +60,10 @@ bool unreachable(const net::transport_event& e) {
 
 /// How often a node whose engines still hold something polls whether they drained.
 constexpr auto linger_poll = std::chrono::milliseconds(50);
+/// A member that left keeps its address in the transport at least this long (and while
+/// anything is queued for it), at most `forget_max`: see `sync_members`.
+constexpr auto forget_after = std::chrono::seconds(2);
+constexpr auto forget_max = std::chrono::seconds(60);
 /// How soon frames held back by backpressure are offered to the transport again.
 constexpr auto overflow_retry = std::chrono::milliseconds(2);
 
@@ -119,6 +126,10 @@ struct node_state {
   std::string address;
   duration discover_timeout{0}; ///< how long a contact may take to name itself
   std::map<proc_id, std::string> peers; ///< the addresses given to the transport
+  /// Members that left whose address the transport keeps until nothing is on its way to
+  /// them (see `sync_members`), and since when.
+  std::map<proc_id, timestamp> departed;
+  std::set<proc_id> unreachable_peers; ///< found unreachable, not up since
   std::vector<proc_id> members;         ///< as last reported in events
   std::optional<join_attempt> joining;
   node_request_ptr leaving;
@@ -208,9 +219,27 @@ std::string gist(const std::string& detail, const std::string& address) {
 
 // --- membership and sending -------------------------------------------------------------
 
-/// Gives the transport the address of every member, forgets departed ones, and reports
-/// membership changes. After leaving, peers are kept: `member_left` frames may still be
-/// queued for them.
+/// Forgets the address of a member that left (`remove_peer`), unless it is a member
+/// again; once it is forgotten, frames still queued for it come back undeliverable.
+void forget_peer(node_ptr self, proc_id p) {
+  auto& st = self->state;
+  st.departed.erase(p);
+  if (st.sup->is_member(p))
+    return;
+  if (st.peers.erase(p) != 0)
+    st.tp->remove_peer(p);
+}
+
+/// Gives the transport the address of every member, and reports membership changes.
+/// After leaving, peers are kept: `member_left` frames may still be queued for them.
+///
+/// A member that leaves gracefully stays reachable until its engines drained, and it
+/// must get the rest of every stream whose first frame it took (docs/collectives.md,
+/// "Exactly once"). Removing its address at once would hand back the frames queued for
+/// it (and cancel those being written), splitting such a stream between it and the
+/// sender's held stream, so that neither ever completes. So a departed member's address
+/// is forgotten only once it is found unreachable, or when at least `forget_after` has
+/// passed and nothing is queued for it any more (at most `forget_max`).
 void sync_members(node_ptr self) {
   auto& st = self->state;
   auto state = st.sup->state();
@@ -232,6 +261,7 @@ void sync_members(node_ptr self) {
         st.tp->add_peer(p, addr);
       }
     }
+    st.departed.erase(p);
     if (!std::binary_search(st.members.begin(), st.members.end(), p))
       emit(self, {node_event::kind::member_joined, {}, no_proc, no_proc, p, addr});
   }
@@ -239,8 +269,12 @@ void sync_members(node_ptr self) {
     if (p == me || std::binary_search(now.begin(), now.end(), p))
       continue;
     emit(self, {node_event::kind::member_left, {}, no_proc, no_proc, p, {}});
-    if (st.peers.erase(p) != 0)
-      st.tp->remove_peer(p);
+    if (st.unreachable_peers.count(p) != 0) {
+      forget_peer(self, p); // nothing runs there: what is queued comes back now
+    } else if (st.peers.count(p) != 0 && st.departed.count(p) == 0) {
+      st.departed[p] = now_of(self);
+      self->delayed_send(self, forget_after, forget_atom::value, p);
+    }
   }
   st.members = now;
 }
@@ -668,8 +702,13 @@ void on_net_event(node_ptr self, const net::transport_event& ev) {
   if (ev.what == kind::peer_down && sup.state() == supervisor::status::member
       && sup.is_member(ev.peer) && ev.peer != sup.self())
     st.tp->send({sup.self(), ev.peer, wire::ping{0}}); // is it still there?
+  if (ev.what == kind::peer_up)
+    st.unreachable_peers.erase(ev.peer);
   bool refresh = false;
   if (unreachable(ev)) {
+    st.unreachable_peers.insert(ev.peer);
+    if (st.departed.count(ev.peer) != 0)
+      forget_peer(self, ev.peer);
     sup.on_unreachable(now_of(self), ev.peer, st.out);
     refresh = true;
   }
@@ -781,6 +820,7 @@ caf::behavior node_actor(node_ptr self, node_config cfg, std::uint64_t seed,
     },
     [=](net_event_atom, const net::transport_event& ev) { on_net_event(self, ev); },
     [=](unreachable_atom, proc_id p) {
+      self->state.unreachable_peers.insert(p);
       self->state.sup->on_unreachable(now_of(self), p, self->state.out);
       after(self);
     },
@@ -816,6 +856,21 @@ caf::behavior node_actor(node_ptr self, node_config cfg, std::uint64_t seed,
         for (auto& e : frames)
           if (!send_engine_frame(self, e))
             bounce_to_engine(self, e.to, e.body);
+      after(self, false, false);
+    },
+    [=](forget_atom, proc_id p) {
+      auto& st = self->state;
+      auto it = st.departed.find(p);
+      if (it == st.departed.end())
+        return; // a member again, or forgotten already
+      auto held = st.overflow.find(p);
+      const bool pending = st.tp->queued_bytes(p) != 0
+                           || (held != st.overflow.end() && !held->second.empty());
+      if (pending && now_of(self) - it->second < forget_max) {
+        self->delayed_send(self, forget_after, forget_atom::value, p);
+        return;
+      }
+      forget_peer(self, p);
       after(self, false, false);
     },
     [=](linger_atom) {

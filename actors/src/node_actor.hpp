@@ -36,6 +36,8 @@ using engine_timer_atom = caf::atom_constant<caf::atom("bengtimer")>;
 using overflow_atom = caf::atom_constant<caf::atom("boverflow")>;
 /// Poll whether the engines of the last membership have drained.
 using linger_atom = caf::atom_constant<caf::atom("blinger")>;
+/// Forget a departed member's address once nothing is on its way to it: (forget_atom, id).
+using forget_atom = caf::atom_constant<caf::atom("bforget")>;
 /// `stop` asks to be told when the engines have drained: (linger_atom, drained_ptr).
 using drained_ptr = std::shared_ptr<std::promise<void>>;
 
