@@ -36,6 +36,9 @@ using bcast_atom = caf::atom_constant<caf::atom("bbcast")>;
 using reduce_atom = caf::atom_constant<caf::atom("breduce")>;
 /// Install a static tree on a processor (in-process emulation only).
 using static_tree_atom = caf::atom_constant<caf::atom("bstatic")>;
+/// Install MPICH's long broadcast (core/scatter_allgather) on a processor, over
+/// processors 0..procs-1 ranked by id: (sag_atom, procs). In-process emulation only.
+using sag_atom = caf::atom_constant<caf::atom("bsag")>;
 
 /// Collectives over static trees are numbered with this bit set (broadcasts, and
 /// reductions), so that their frames (and bounces) find the static engines. Apart from
@@ -74,6 +77,8 @@ struct bcast_request {
   std::size_t bytes = 0;
   bool use_static = false;
   bool p2p = false;
+  /// MPICH's scatter-allgather broadcast (the engine installed with sag_atom).
+  bool scatter_allgather = false;
   vnode_set to;
   std::promise<std::optional<wire::collective_id>> result;
 };

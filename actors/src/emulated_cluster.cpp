@@ -4,6 +4,7 @@
 
 #include <caf/scheduler/test_coordinator.hpp>
 
+#include "banyan/core/scatter_allgather.hpp"
 #include "collective_glue.hpp"
 
 namespace banyan::actors {
@@ -383,6 +384,30 @@ emulated_cluster::broadcast_static(proc_id origin, const banyan::tree& t, std::s
   req->bytes = bytes;
   req->use_static = true;
   return d.request(origin, req);
+}
+
+std::optional<wire::collective_id>
+emulated_cluster::broadcast_scatter_allgather(proc_id origin, std::size_t bytes) {
+  auto& d = *impl_;
+  if (origin >= d.procs.size() || !d.procs[origin])
+    return std::nullopt;
+  // Ranks are processor ids: the running processors must be 0..k-1.
+  std::uint32_t k = 0;
+  while (k < d.procs.size() && d.procs[k])
+    ++k;
+  for (auto p = k; p < d.procs.size(); ++p)
+    if (d.procs[p])
+      return std::nullopt;
+  for (std::uint32_t p = 0; p < k; ++p)
+    caf::anon_send(d.procs[p], sag_atom::value, k);
+  auto req = std::make_shared<bcast_request>();
+  req->bytes = bytes;
+  req->scatter_allgather = true;
+  return d.request(origin, req);
+}
+
+std::size_t emulated_cluster::scatter_allgather_threshold() {
+  return scatter_allgather_config{}.long_threshold;
 }
 
 broadcast_record emulated_cluster::deliveries(const wire::collective_id& id) const {

@@ -4,6 +4,7 @@
 
 #include "banyan/core/broadcast.hpp"
 #include "banyan/core/reduce.hpp"
+#include "banyan/core/scatter_allgather.hpp"
 #include "banyan/core/static_tree_view.hpp"
 #include "banyan/core/supervisor_view.hpp"
 
@@ -38,6 +39,9 @@ struct processor_state {
   std::unique_ptr<broadcast_engine> static_bcast;
   std::unique_ptr<reduce_engine> static_reduce;
   std::uint32_t static_installs = 0;
+  /// MPICH's long broadcast over processors 0..n-1 (installed by the harness; emulation only).
+  std::unique_ptr<scatter_allgather_engine> sag;
+  std::uint32_t sag_installs = 0;
   bool left = false;
   bool holding = false; ///< counted in ctr->holding
   static inline const char* name = "banyan.processor";
@@ -71,7 +75,8 @@ void update_holding(processor_ptr self) {
   auto& st = self->state;
   bool h = st.bcast->holding() || (st.reduce && st.reduce->holding()) ||
            (st.static_bcast && st.static_bcast->holding()) ||
-           (st.static_reduce && st.static_reduce->holding());
+           (st.static_reduce && st.static_reduce->holding()) ||
+           (st.sag && st.sag->in_progress() > 0);
   if (h == st.holding || !st.ctr)
     return;
   st.holding = h;
@@ -139,7 +144,8 @@ bool drained(processor_ptr self) {
   auto now = now_of(self);
   return st.bcast->drained(now) && (!st.reduce || st.reduce->drained(now)) &&
          (!st.static_bcast || st.static_bcast->drained(now)) &&
-         (!st.static_reduce || st.static_reduce->drained(now));
+         (!st.static_reduce || st.static_reduce->drained(now)) &&
+         (!st.sag || st.sag->in_progress() == 0);
 }
 
 void stop(processor_ptr self) {
@@ -290,6 +296,14 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
     [=](deliver_atom, const wire::envelope& e) {
       auto& st = self->state;
       auto now = now_of(self);
+      if (scatter_allgather_engine::handles(e.body)) {
+        // A static baseline without recovery: a frame it cannot take is counted there
+        // (malformed) and dropped, nobody would resend it.
+        if (st.sag)
+          st.sag->on_message(now, e.from, e.body, st.bo);
+        carry_out_bcast(self, false);
+        return;
+      }
       if (broadcast_engine::handles(e.body)) {
         auto* eng = bcast_engine_for(self, e.body);
         bool taken = eng && eng->on_message(now, e.from, e.body, st.bo);
@@ -315,6 +329,8 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
     },
     [=](bounced_atom, const wire::envelope& e) {
       auto& st = self->state;
+      if (scatter_allgather_engine::handles(e.body))
+        return; // no recovery in MPICH's algorithm (processors do not leave it)
       if (auto* eng = bcast_engine_for(self, e.body)) {
         eng->on_undeliverable(now_of(self), e.to, e.body, st.bo);
         carry_out_bcast(self, eng == st.static_bcast.get());
@@ -372,8 +388,41 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
                                                          st.static_view->own_vnodes());
       update_holding(self);
     },
+    [=](sag_atom, std::uint32_t procs) {
+      // Emulation only, like the static tree: install between broadcasts.
+      auto& st = self->state;
+      scatter_allgather_config cfg;
+      cfg.first_seq = (std::uint64_t{st.incarnation} << 32) |
+                      (std::uint64_t{++st.sag_installs} << 20) | 1;
+      auto owner = st.sup;
+      st.sag = std::make_unique<scatter_allgather_engine>(
+        owner->self(), procs, [owner] { return owner->own_vnodes(); }, cfg);
+      update_holding(self);
+    },
     [=](bcast_atom, const bcast_request_ptr& req) {
       auto& st = self->state;
+      if (req->scatter_allgather) {
+        if (!st.sag || st.left) {
+          req->result.set_value(std::nullopt);
+          return;
+        }
+        auto now = now_of(self);
+        shared_bytes payload(std::vector<std::uint8_t>(req->bytes, payload_fill));
+        auto id = st.sag->broadcast(now, payload, st.bo);
+        if (!id) {
+          req->result.set_value(std::nullopt);
+          st.bo.clear();
+          return;
+        }
+        if (st.ledger) {
+          std::lock_guard<std::mutex> guard{st.ledger->mtx};
+          st.ledger->started[*id] = now;
+          st.ledger->sizes[*id] = req->bytes;
+        }
+        carry_out_bcast(self, false);
+        req->result.set_value(*id);
+        return;
+      }
       auto* eng = req->use_static ? st.static_bcast.get() : st.bcast.get();
       if (!eng || st.left) {
         req->result.set_value(std::nullopt);

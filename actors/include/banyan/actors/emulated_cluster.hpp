@@ -147,6 +147,19 @@ public:
   /// while a static broadcast is under way.
   std::optional<wire::collective_id> broadcast_static(proc_id origin, const banyan::tree& t,
                                                       std::size_t bytes);
+  /// MPICH's broadcast (core/scatter_allgather): messages of at least
+  /// `scatter_allgather_threshold()` bytes are scattered down a binomial tree, one chunk
+  /// per processor, then gathered around a ring; shorter ones go whole down the binomial
+  /// tree. Processors are ranked by id relative to `origin`. EMULATION ONLY: every running
+  /// processor is handed a fresh engine now (install between these broadcasts, not while
+  /// one is under way); the running processors must be exactly 0..k-1 and must not change
+  /// while it runs (the algorithm has no recovery). Deliveries are recorded like a
+  /// broadcast's. Nothing when `origin` is not running or the processors are not 0..k-1.
+  std::optional<wire::collective_id> broadcast_scatter_allgather(proc_id origin,
+                                                                 std::size_t bytes);
+  /// From this size on `broadcast_scatter_allgather` scatters and gathers (MPICH's long
+  /// threshold, core/scatter_allgather's default).
+  static std::size_t scatter_allgather_threshold();
   /// Deliveries of broadcast `id` so far.
   broadcast_record deliveries(const wire::collective_id& id) const;
   /// Runs until every vnode has been delivered broadcast `id` and nothing is in flight
