@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "banyan/actors/emulated_cluster.hpp"
+#include "banyan/core/broadcast.hpp"
 #include "banyan/core/topology.hpp"
 #include "banyan/core/tree_builders.hpp"
 #include "svg_plot.hpp"
@@ -154,13 +155,24 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& opt) {
   auto list = chain_tree(chain);
   auto magpie = magpie_tree(n, root, topo->cluster_of());
   auto binomial = binomial_tree(n, root);
+  const auto sag_threshold = actors::emulated_cluster::scatter_allgather_threshold();
 
+  auto method_of = [&](const std::string& a, std::size_t size) -> std::string {
+    if (a == "dynamic")
+      return size < broadcast_config{}.long_threshold ? "latency tree" : "bandwidth tree";
+    if (a == "mpich")
+      return size < sag_threshold ? "binomial" : "scatter-allgather";
+    return a == "magpie" ? "magpie tree" : "chain";
+  };
   using starter = std::function<std::optional<wire::collective_id>(std::size_t)>;
   auto start_of = [&](const std::string& a) -> starter {
     if (a == "dynamic")
       return [&](std::size_t b) { return c.broadcast(root, b); };
-    if (a == "mpich")
-      return [&](std::size_t b) { return c.broadcast_static(root, binomial, b); };
+    if (a == "mpich") // MPICH: binomial below its long threshold, then scatter-allgather
+      return [&](std::size_t b) {
+        return b < sag_threshold ? c.broadcast_static(root, binomial, b)
+                                 : c.broadcast_scatter_allgather(root, b);
+      };
     if (a == "magpie")
       return [&](std::size_t b) { return c.broadcast_static(root, magpie, b); };
     return [&](std::size_t b) { return c.broadcast_static(root, list, b); };
@@ -175,6 +187,7 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& opt) {
       bandwidth_result r;
       r.algorithm = a;
       r.size = size;
+      r.method = method_of(a, size);
       auto id = start(size);
       if (!id) {
         std::cerr << tag << a << " " << size_label(size) << ": broadcast not started\n";
@@ -214,11 +227,14 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& opt) {
   std::printf("dynamic bandwidth tree of %u: %s\n", static_cast<unsigned>(root), shape.c_str());
   std::printf("list chain bottleneck: %.1f MB/s\n",
               chain_bottleneck(chain, bandwidth_matrix(*topo)) / 1e6);
-  std::printf("mpich: binomial tree at every size (scatter-allgather not hosted)\n");
-  std::printf("%-10s %10s %14s %16s\n", "algorithm", "size", "completion_ms", "bandwidth_MBps");
+  std::printf("mpich: binomial tree below %s, scatter then ring allgather from %s on\n",
+              size_label(sag_threshold).c_str(), size_label(sag_threshold).c_str());
+  std::printf("%-10s %10s %14s %16s  %s\n", "algorithm", "size", "completion_ms",
+              "bandwidth_MBps", "method");
   for (auto& r : results)
-    std::printf("%-10s %10s %14.3f %16.1f%s\n", r.algorithm.c_str(), size_label(r.size).c_str(),
-                r.completion_ms, r.bandwidth_MBps, r.complete ? "" : "  (incomplete)");
+    std::printf("%-10s %10s %14.3f %16.1f  %s%s\n", r.algorithm.c_str(),
+                size_label(r.size).c_str(), r.completion_ms, r.bandwidth_MBps, r.method.c_str(),
+                r.complete ? "" : "  (incomplete)");
   auto find = [&](const std::string& a, std::size_t s) -> const bandwidth_result* {
     for (auto& r : results)
       if (r.algorithm == a && r.size == s)
@@ -242,7 +258,9 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& opt) {
     p.draw = plot_spec::style::lines;
     for (auto& a : algorithms) {
       plot_series s;
-      s.label = a == "mpich" ? "mpich (binomial)" : a;
+      s.label = a == "mpich" ? "mpich (binomial, scatter-allgather >= " +
+                                   size_label(sag_threshold) + ")"
+                             : a;
       for (auto& r : results)
         if (r.algorithm == a && r.complete) {
           s.x.push_back(static_cast<double>(r.size));
@@ -262,13 +280,15 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& opt) {
     j["root"] = root;
     j["procs"] = n;
     j["list_order"] = chain;
-    j["mpich_long"] = "binomial";
+    j["mpich_long"] = "scatter-allgather";
+    j["mpich_long_threshold"] = sag_threshold;
     auto arr = nlohmann::json::array();
     for (auto& r : results)
       arr.push_back({{"algorithm", r.algorithm},
                      {"size", r.size},
                      {"completion_ms", r.completion_ms},
                      {"bandwidth_MBps", r.bandwidth_MBps},
+                     {"method", r.method},
                      {"complete", r.complete},
                      {"per_vnode_ms", r.per_vnode_ms}});
     j["results"] = arr;

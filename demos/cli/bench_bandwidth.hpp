@@ -4,12 +4,13 @@
 //   banyan bench bcast-bandwidth --topology T [--seed S] [--sizes 32K,1M,...] [--json F] [--plot F.svg]
 //
 // Once banyan's trees have converged (virtual time), processor 0 broadcasts messages of
-// 32 KiB to 64 MiB, one at a time, with each algorithm, all through the same broadcast
-// engine (core/broadcast) on the same emulated network:
+// 32 KiB to 64 MiB, one at a time, with each algorithm, on the same emulated network
+// (all but mpich's long messages through the broadcast engine, core/broadcast):
 //   dynamic  banyan's adaptive trees (latency tree below 256 KiB, bandwidth tree above)
-//   mpich    MPICH's binomial tree (short messages); long messages (>= 256 KiB) use
-//            scatter then ring allgather when the runtime hosts it, else the binomial
-//            tree too: the output, the JSON ("mpich_long") and docs say which
+//   mpich    MPICH's binomial tree (short messages, through the broadcast engine); long
+//            messages (>= 256 KiB, MPICH's long threshold) scatter then ring allgather
+//            (core/scatter_allgather, hosted by the processor actors); the output and
+//            the JSON ("method" per result, "mpich_long") say which
 //   magpie   flat tree between cluster coordinators, binomial inside clusters
 //   list     one pipelined chain ordered for the widest bottleneck (widest_chain over
 //            the topology's path bandwidths)
@@ -41,6 +42,7 @@ struct bandwidth_result {
   std::size_t size = 0;
   double completion_ms = 0;
   double bandwidth_MBps = 0;
+  std::string method; ///< how it went: "binomial", "scatter-allgather", "bandwidth tree", ...
   bool complete = false;
   std::vector<double> per_vnode_ms; ///< first delivery per vnode, from the start (-1: none)
 };
