@@ -112,14 +112,10 @@ std::optional<std::size_t> parse_size(const std::string& s) {
   return value * mult;
 }
 
-int run_bench_bcast_bandwidth(const bench_bandwidth_options& opt) {
-  auto topo = load_topology(opt.topology);
-  if (!topo) {
-    std::cerr << tag << topo.err().to_string() << "\n";
-    return 2;
-  }
+int run_bench_bcast_bandwidth(const bench_bandwidth_options& bopt) {
+  const auto& opt = bopt.common;
   std::vector<std::size_t> sizes;
-  for (auto& s : opt.sizes.empty() ? default_sizes : opt.sizes) {
+  for (auto& s : bopt.sizes.empty() ? default_sizes : bopt.sizes) {
     auto v = parse_size(s);
     if (!v) {
       std::cerr << tag << "bad size '" << s << "' (expected e.g. 32K, 4M or 1000; at most 1 GiB)\n";
@@ -127,30 +123,34 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& opt) {
     }
     sizes.push_back(*v);
   }
-  auto algorithms = opt.algorithms.empty() ? all_algorithms : opt.algorithms;
+  auto algorithms = bopt.algorithms.empty() ? all_algorithms : bopt.algorithms;
   for (auto& a : algorithms)
     if (std::find(all_algorithms.begin(), all_algorithms.end(), a) == all_algorithms.end()) {
       std::cerr << tag << "unknown algorithm '" << a << "' (dynamic, mpich, magpie, list)\n";
       return 2;
     }
+  if (auto err = check(opt)) {
+    std::cerr << tag << *err << "\n";
+    return 2;
+  }
   for (auto* path : {&opt.json_path, &opt.plot_path})
     if (!path->empty() && !std::ofstream(*path, std::ios::app)) {
       std::cerr << tag << "cannot write " << *path << "\n";
       return 2;
     }
 
-  actors::cluster_config cfg;
-  cfg.topo = *topo;
-  cfg.seed = opt.seed;
-  cfg.clock = actors::clock_mode::virtual_time;
-  actors::emulated_cluster c{cfg};
-  c.start();
-  if (!c.run_until_quiet(3600s))
-    std::cerr << tag << "trees still changing after an hour (emulated)\n";
+  auto run = form_cluster("bcast-bandwidth", opt);
+  if (!run)
+    return 2;
+  auto& c = *run->cluster;
+  const auto* topo = &run->topo;
+  const bool virtual_time = clock_of(opt) == actors::clock_mode::virtual_time;
 
   const auto n = topo->proc_count();
   const proc_id root = 0;
-  auto shape = describe_tree(c, {root, tree_kind::bandwidth});
+  // The supervisors can be read between runs in virtual time only.
+  auto shape = virtual_time ? describe_tree(c, {root, tree_kind::bandwidth})
+                            : std::string{"(not read in real time)"};
   auto chain = widest_chain(bandwidth_matrix(*topo), root);
   auto list = chain_tree(chain);
   auto magpie = magpie_tree(n, root, topo->cluster_of());
@@ -183,7 +183,7 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& opt) {
   for (auto& a : algorithms) {
     auto start = start_of(a);
     for (auto size : sizes) {
-      c.run_until_quiet(600s);
+      wait_until_quiet(c, 600s, false);
       bandwidth_result r;
       r.algorithm = a;
       r.size = size;
@@ -194,7 +194,7 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& opt) {
         rc = 1;
         continue;
       }
-      r.complete = c.run_until_delivered(*id, 3600s);
+      r.complete = c.run_until_delivered(*id, virtual_time ? 3600s : 600s);
       auto rec = c.deliveries(*id);
       duration last{0};
       std::size_t reached = 0, dups = 0;
@@ -218,12 +218,17 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& opt) {
                   << c.vnode_count() << " vnodes reached, " << dups << " duplicates\n";
         rc = 1;
       }
+      if (opt.verbose)
+        std::cerr << tag << a << ", " << size_label(size) << " (" << r.method
+                  << "): " << r.completion_ms << " ms\n";
       results.push_back(r);
     }
   }
 
-  std::printf("bcast-bandwidth on %s (%zu processors, root %u, emulated)\n",
-              topo->name.c_str(), n, static_cast<unsigned>(root));
+  std::printf("bcast-bandwidth on %s (%zu processors, root %u, %s time, emulated network, "
+              "trees formed at %.0f ms)\n",
+              topo->name.c_str(), n, static_cast<unsigned>(root), opt.clock.c_str(),
+              run->formed_ms);
   std::printf("dynamic bandwidth tree of %u: %s\n", static_cast<unsigned>(root), shape.c_str());
   std::printf("list chain bottleneck: %.1f MB/s\n",
               chain_bottleneck(chain, bandwidth_matrix(*topo)) / 1e6);
@@ -268,15 +273,16 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& opt) {
         }
       p.series.push_back(std::move(s));
     }
-    if (auto err = write_svg(opt.plot_path, p)) {
-      std::cerr << tag << *err << "\n";
+    if (!write_plot("bcast-bandwidth", opt.plot_path, p))
       return 2;
-    }
   }
   if (!opt.json_path.empty()) {
     nlohmann::json j;
     j["topology"] = topo->name;
+    j["experiment"] = "bcast-bandwidth";
     j["seed"] = opt.seed;
+    j["clock"] = opt.clock;
+    j["trees_formed_ms"] = run->formed_ms;
     j["root"] = root;
     j["procs"] = n;
     j["list_order"] = chain;
@@ -292,12 +298,8 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& opt) {
                      {"complete", r.complete},
                      {"per_vnode_ms", r.per_vnode_ms}});
     j["results"] = arr;
-    std::ofstream out(opt.json_path);
-    if (!out) {
-      std::cerr << tag << "cannot write " << opt.json_path << "\n";
+    if (!write_json("bcast-bandwidth", opt.json_path, j))
       return 2;
-    }
-    out << j.dump(2) << "\n";
   }
   return rc;
 }
@@ -306,13 +308,10 @@ void add_bench_bandwidth_command(CLI::App& bench, std::function<int()>& action) 
   auto opt = std::make_shared<bench_bandwidth_options>();
   auto cmd = bench.add_subcommand(
     "bcast-bandwidth", "long broadcasts from processor 0: bandwidth vs size per algorithm");
-  cmd->add_option("--topology", opt->topology, "built-in name or topology file")->required();
-  cmd->add_option("--seed", opt->seed, "random seed");
+  add_bench_options(*cmd, opt->common);
   cmd->add_option("--sizes", opt->sizes, "message sizes (32K,256K,1M,4M,16M,64M)")->delimiter(',');
   cmd->add_option("--algorithms", opt->algorithms, "subset of dynamic,mpich,magpie,list")
     ->delimiter(',');
-  cmd->add_option("--json", opt->json_path, "write results as JSON");
-  cmd->add_option("--plot", opt->plot_path, "write an SVG plot (the paper's Fig. 7)");
   cmd->callback([opt, &action] { action = [opt] { return run_bench_bcast_bandwidth(*opt); }; });
 }
 

@@ -1,9 +1,11 @@
 #pragma once
 // `banyan bench bcast-bandwidth`: long-message broadcast bandwidth (the paper's Fig. 7).
 //
-//   banyan bench bcast-bandwidth --topology T [--seed S] [--sizes 32K,1M,...] [--json F] [--plot F.svg]
+//   banyan bench bcast-bandwidth --topology T [--seed S] [--clock virtual|real] [-q]
+//                                [--sizes 32K,1M,...] [--algorithms dynamic,mpich,...]
+//                                [--json F] [--plot F.svg]
 //
-// Once banyan's trees have converged (virtual time), processor 0 broadcasts messages of
+// The common options are bench_common.hpp's. Once banyan's trees have converged, processor 0 broadcasts messages of
 // 32 KiB to 64 MiB, one at a time, with each algorithm, on the same emulated network
 // (all but mpich's long messages through the broadcast engine, core/broadcast):
 //   dynamic  banyan's adaptive trees (latency tree below 256 KiB, bandwidth tree above)
@@ -25,15 +27,14 @@
 
 #include <CLI/CLI.hpp>
 
+#include "bench_common.hpp"
+
 namespace banyan::cli {
 
 struct bench_bandwidth_options {
-  std::string topology;
-  std::uint64_t seed = 1;
+  bench_options common; ///< --topology, --seed, --clock, --json, --plot, --quiet
   std::vector<std::string> sizes; ///< "32K", "4M", "1048576": empty for the default set
   std::vector<std::string> algorithms; ///< empty: dynamic, mpich, magpie, list
-  std::string json_path;
-  std::string plot_path;
 };
 
 /// One broadcast measured.
