@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -627,6 +628,62 @@ BOOST_AUTO_TEST_CASE(collectives_while_a_node_leaves_rejoins_and_another_crashes
   for (auto* n : {&a, &b, &c})
     n->stop();
   BOOST_TEST((std::chrono::steady_clock::now() - t0 < 10s)); // stop never hangs
+}
+
+// A long message streams point-to-point to a vnode of b over a slow link, and b leaves
+// while most of its segments still wait at c: b took the stream's first frames, so it must
+// get the rest (and pass the assembled message to the vnode's new owner). c must not drop
+// b's address, handing the queued rest back to its engine, as soon as b is no longer a
+// member: the stream would be split between b and c and never complete on either side.
+BOOST_AUTO_TEST_CASE(a_stream_to_a_node_that_leaves_is_not_split) {
+  const auto all = vnode_set::range(0, 30);
+  auto slow = std::make_shared<std::atomic<bool>>(false);
+  auto cc = collective_config(2);
+  cc.shaper = [slow](proc_id to) {
+    net::link_shape s;
+    if (to != 1)
+      return s;
+    s.delay = 5ms; // so that b, leaving, hands its vnodes to a, the nearest
+    if (slow->load())
+      s.bandwidth = 1e6; // 2 MiB take about two seconds
+    return s;
+  };
+  node a(collective_config(0));
+  node b(collective_config(1));
+  node c(cc);
+  delivery_ledger ledger;
+  for (auto* n : {&a, &b, &c}) {
+    n->on_deliver(ledger.handler(n->id()));
+    BOOST_REQUIRE(n->start().has_value());
+  }
+  auto f = a.found(all);
+  BOOST_REQUIRE(!wait(f, 5s));
+  for (auto* n : {&b, &c}) {
+    auto j = n->join({{a.address()}});
+    BOOST_REQUIRE_MESSAGE(!wait(j, 10s).has_value(), "node " << n->id() << " could not join");
+  }
+  require_converged({&a, &b, &c}, &all, 20s);
+  auto vb = b.own_vnodes();
+  BOOST_REQUIRE(!vb.empty());
+  vnode_id v = 0;
+  vb.for_each([&](vnode_id x) { v = x; });
+  slow->store(true);
+  auto m = c.send(v, pattern(2u << 20, 31));
+  auto op = started(m);
+  // About a quarter of the segments reach b; the rest (1.5 s of them) still wait at c.
+  std::this_thread::sleep_for(500ms);
+  auto left = b.leave();
+  auto lerr = wait(left, 15s);
+  BOOST_REQUIRE_MESSAGE(!lerr.has_value(), "leave: " << (lerr ? lerr->to_string() : ""));
+  // c no longer counts b as a member (the stream to b is still under way).
+  BOOST_REQUIRE(poll_until(15s, [&] { return c.members() == std::vector<proc_id>{0, 2}; }));
+  BOOST_REQUIRE_MESSAGE(poll_until(15s, [&] { return ledger.once(op, vnode_set{v}) == 1; }),
+                        "the message to vnode " << v << " was not delivered");
+  BOOST_TEST(ledger.payloads_match(op, 2u << 20, 31));
+  BOOST_TEST(ledger.duplicates() == 0);
+  BOOST_TEST(!b.own_vnodes().contains(v));
+  for (auto* n : {&a, &b, &c})
+    n->stop();
 }
 
 BOOST_AUTO_TEST_CASE(collectives_of_a_stopped_node_resolve_with_stopped) {
