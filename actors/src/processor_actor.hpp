@@ -4,7 +4,7 @@
 // and carries out what the supervisor asks: messages go to the network actor in
 // one batch per event, timers become delayed messages to itself, tree events go
 // to the monitor. It also hosts the collective engines (broadcast with point-to-point,
-// reduction; collective_glue.hpp). A processor that left stays attached until its
+// reduction, and in emulation MPICH's scatter-allgather; collective_glue.hpp). A processor that left stays attached until its
 // engines have drained, then detaches and quits.
 
 #include <atomic>
