@@ -14,6 +14,7 @@
 
 #include "banyan/actors/emulated_cluster.hpp"
 #include "banyan/core/topology.hpp"
+#include "bench_common.hpp"
 #include "svg_plot.hpp"
 
 namespace banyan::cli {
@@ -47,6 +48,8 @@ std::optional<std::string> check(const churn_options& o) {
     return "--duration must end after --rejoin-at";
   if (o.duration_ms > 600000)
     return "--duration is at most 600000 ms";
+  if (o.clock != "virtual" && o.clock != "real")
+    return "--clock must be virtual or real, not '" + o.clock + "'";
   return std::nullopt;
 }
 
@@ -100,7 +103,7 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   actors::cluster_config cfg;
   cfg.topo = *topo;
   cfg.seed = opt.seed;
-  cfg.clock = actors::clock_mode::virtual_time;
+  cfg.clock = opt.clock == "real" ? actors::clock_mode::real_time : actors::clock_mode::virtual_time;
   actors::emulated_cluster c{cfg};
   c.start();
   if (!c.run_until_quiet(3600s))
@@ -132,11 +135,21 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   res.vnodes = c.vnode_count();
   bool left = false, rejoined = false;
   std::string failure;
+  double next_report_ms = 1000;
   while (now_ms() < opt.duration_ms) {
     auto t = now_ms();
+    if (t >= next_report_ms) {
+      next_report_ms += 1000;
+      const auto done = std::count_if(started.begin(), started.end(), complete);
+      say(std::to_string(long(t)) + " of " + std::to_string(long(opt.duration_ms)) + " ms: " +
+          std::to_string(started.size()) + " broadcasts started, " + std::to_string(done) +
+          " complete (" + std::to_string(long(std::chrono::duration<double>(
+                                           std::chrono::steady_clock::now() - wall0).count())) +
+          " s wall)");
+    }
     if (!left && t >= opt.leave_at_ms) {
       for (auto p : movers) {
-        if (auto* s = c.inspect(p))
+        if (auto* s = opt.clock == "real" ? nullptr : c.inspect(p)) // readable in virtual time only
           had[p] = s->routes().owned_by(p);
         if (auto err = c.leave(p))
           return "leave " + std::to_string(p) + ": " + err->to_string();
@@ -169,9 +182,18 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   }
   say(std::to_string(started.size()) + " broadcasts started; waiting for the last ones");
   auto wait_end = c.elapsed() + final_wait;
+  auto report_at = c.elapsed() + 1s;
   while (c.elapsed() < wait_end &&
-         std::any_of(flying.begin(), flying.end(), [&](auto& f) { return !complete(f.id); }))
+         std::any_of(flying.begin(), flying.end(), [&](auto& f) { return !complete(f.id); })) {
     c.run_until(c.elapsed() + 50ms);
+    if (c.elapsed() >= report_at) {
+      report_at += 1s;
+      const auto left_over = std::count_if(flying.begin(), flying.end(),
+                                           [&](auto& f) { return !complete(f.id); });
+      say("waiting at " + std::to_string(long(now_ms())) + " ms: " + std::to_string(left_over) +
+          " broadcasts incomplete");
+    }
+  }
   c.run_until(c.elapsed() + 100ms);
 
   // Timeline and exactly-once accounting.
@@ -243,21 +265,25 @@ plot_spec churn_plot(const churn_result& r) {
 }
 
 int run_bench_churn(const churn_options& opt, const std::string& json_path,
-                    const std::string& plot_path) {
+                    const std::string& plot_path, bool verbose) {
   for (auto* path : {&json_path, &plot_path})
     if (!path->empty() && !std::ofstream(*path, std::ios::app)) {
       std::cerr << tag << "cannot write " << *path << "\n";
       return 2;
     }
-  auto out = run_churn(opt, [](const std::string& s) { std::cerr << tag << s << "\n"; });
+  auto out = run_churn(opt, [verbose](const std::string& s) {
+    if (verbose)
+      std::cerr << tag << s << std::endl;
+  });
   if (auto* err = std::get_if<std::string>(&out)) {
     std::cerr << tag << *err << "\n";
     return 2;
   }
   auto& r = std::get<churn_result>(out);
   std::printf("churn on %s (%zu processors, %zu vnodes, %zu KiB broadcasts from 0, %zu in "
-              "flight, emulated)\n",
-              r.topology.c_str(), r.procs, r.vnodes, opt.message_bytes / 1024, opt.window);
+              "flight, emulated network, %s time)\n",
+              r.topology.c_str(), r.procs, r.vnodes, opt.message_bytes / 1024, opt.window,
+              opt.clock.c_str());
   std::printf("%-8s %8s %6s %12s %16s\n", "event", "at_ms", "procs", "steady_MBps",
               "restabilize_ms");
   for (auto& e : r.events) {
@@ -282,6 +308,7 @@ int run_bench_churn(const churn_options& opt, const std::string& json_path,
     nlohmann::json j;
     j["topology"] = r.topology;
     j["seed"] = opt.seed;
+    j["clock"] = opt.clock;
     j["procs"] = r.procs;
     j["vnodes"] = r.vnodes;
     j["message_bytes"] = opt.message_bytes;
@@ -325,21 +352,30 @@ int run_bench_churn(const churn_options& opt, const std::string& json_path,
 
 void add_bench_churn_command(CLI::App& bench, std::function<int()>& action) {
   struct args {
+    bench_options common;
     churn_options opt;
-    std::string json, plot;
   };
   auto a = std::make_shared<args>();
   auto cmd = bench.add_subcommand(
     "churn", "continuous 4 MiB broadcasts while half of the processors leave and rejoin");
-  cmd->add_option("--topology", a->opt.topology, "built-in name or topology file")->required();
-  cmd->add_option("--seed", a->opt.seed, "random seed");
-  cmd->add_option("--leave-at", a->opt.leave_at_ms, "ms after the trees formed (2000)");
-  cmd->add_option("--rejoin-at", a->opt.rejoin_at_ms, "ms after the trees formed (5000)");
-  cmd->add_option("--duration", a->opt.duration_ms, "ms of broadcasting (8000)");
+  add_bench_options(*cmd, a->common);
+  cmd->add_option("--leave-at", a->opt.leave_at_ms, "ms after the trees formed (1000)");
+  cmd->add_option("--rejoin-at", a->opt.rejoin_at_ms, "ms after the trees formed (3000)");
+  cmd->add_option("--duration", a->opt.duration_ms, "ms of broadcasting (5000)");
   cmd->add_option("--window", a->opt.window, "broadcasts in flight (2)");
-  cmd->add_option("--json", a->json, "write results as JSON");
-  cmd->add_option("--plot", a->plot, "write an SVG plot (the paper's Fig. 9)");
-  cmd->callback([a, &action] { action = [a] { return run_bench_churn(a->opt, a->json, a->plot); }; });
+  cmd->callback([a, &action] {
+    action = [a] {
+      if (auto err = check(a->common)) {
+        std::cerr << tag << *err << "\n";
+        return 2;
+      }
+      auto o = a->opt;
+      o.topology = a->common.topology;
+      o.seed = a->common.seed;
+      o.clock = a->common.clock;
+      return run_bench_churn(o, a->common.json_path, a->common.plot_path, a->common.verbose);
+    };
+  });
 }
 
 } // namespace banyan::cli

@@ -2,8 +2,13 @@
 // `banyan bench churn`: bandwidth of continuous long broadcasts while half of the
 // processors leave and come back (the paper's Fig. 9).
 //
-//   banyan bench churn --topology T [--seed S] [--leave-at MS] [--rejoin-at MS]
-//                      [--duration MS] [--json F] [--plot F.svg]
+//   banyan bench churn --topology T [common options of bench_common.hpp: --seed, --clock,
+//                      --json, --plot, -q] [--leave-at MS] [--rejoin-at MS] [--duration MS]
+//                      [--window N]
+//
+// Progress on stderr (unless -q): a line per second of cluster time. In real time the
+// supervisors cannot be read, so the processors rejoin asking for a share of processor
+// 0's vnodes rather than the ones they had.
 //
 // Once banyan's trees have converged (virtual time; the clock is then reset to 0 for the
 // timeline), processor 0 broadcasts 4 MiB messages back to back over banyan's adaptive
@@ -37,9 +42,10 @@ namespace banyan::cli {
 struct churn_options {
   std::string topology;
   std::uint64_t seed = 1;
-  double leave_at_ms = 2000;
-  double rejoin_at_ms = 5000;
-  double duration_ms = 8000;
+  std::string clock = "virtual"; ///< "virtual" or "real" (bench_common.hpp)
+  double leave_at_ms = 1000;
+  double rejoin_at_ms = 3000;
+  double duration_ms = 5000;
   std::size_t message_bytes = 4 * 1024 * 1024;
   std::size_t window = 2;       ///< broadcasts in flight
   double bucket_ms = 100;       ///< timeline resolution
@@ -92,7 +98,7 @@ plot_spec churn_plot(const churn_result& r);
 /// `banyan bench churn`: 0 on success, 1 when deliveries were lost or duplicated, 2 on
 /// bad input.
 int run_bench_churn(const churn_options& opt, const std::string& json_path,
-                    const std::string& plot_path);
+                    const std::string& plot_path, bool verbose = true);
 
 /// Registers `churn` under `bench`; when it is used, parsing sets `action`.
 void add_bench_churn_command(CLI::App& bench, std::function<int()>& action);
