@@ -93,14 +93,17 @@ struct emulated_cluster::impl {
       sys->clock().now().time_since_epoch());
   }
 
-  void spawn(proc_id p) {
+  /// Spawns p's next incarnation; `attach`: attach it to the network now (a founder; a
+  /// joiner is attached by the network actor with its join, see `join`).
+  void spawn(proc_id p, bool attach = true) {
     auto inc = incarnation[p]++;
     auto seed = mix(cfg.seed ^ mix(p) ^ (std::uint64_t{inc} << 40));
     auto sup = std::make_shared<supervisor>(p, cfg.sup, seed);
     sups[p] = sup;
     history.push_back(sup);
     procs[p] = spawn_processor(*sys, sup, net, &mon, inc, ledger, ctr);
-    caf::anon_send(net, attach_atom::value, p, procs[p]);
+    if (attach)
+      caf::anon_send(net, attach_atom::value, p, procs[p]);
   }
 
   /// Virtual time: runs queued jobs, then timers due up to `limit`. Returns when
@@ -253,8 +256,10 @@ std::optional<error> emulated_cluster::join(proc_id p, proc_id contact, const vn
     return make_error(errc::invalid_argument, "processor " + std::to_string(p) + " is already running");
   if (contact >= d.procs.size() || !d.procs[contact])
     return make_error(errc::unknown_peer, "contact " + std::to_string(contact) + " is not running");
-  d.spawn(p);
-  caf::anon_send(d.procs[p], join_atom::value, contact, wanted);
+  // The network attaches the new incarnation and hands it the join once an earlier one,
+  // still draining after its leave, has detached.
+  d.spawn(p, false);
+  caf::anon_send(d.net, attach_atom::value, p, d.procs[p], contact, wanted);
   // The reductions not completed yet: the joiner starts them once it takes part (its
   // vnodes may come with histories that still owe them).
   {

@@ -4,7 +4,9 @@
 // (a delayed message on the actor clock, so virtual time works) whenever the model
 // says the next delivery is due.
 
+#include <map>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "banyan/net/wan_model.hpp"
@@ -18,6 +20,9 @@ struct network_state {
   std::unique_ptr<net::wan_model> model;
   std::unordered_map<std::uint64_t, wire::envelope> flying;
   std::vector<caf::actor> procs;
+  /// A rejoining incarnation whose id is still held by its draining predecessor, with
+  /// the join it makes once the predecessor detaches: (actor, contact, wanted).
+  std::map<proc_id, std::tuple<caf::actor, proc_id, vnode_set>> waiting;
   std::multiset<timestamp> ticks;
   std::shared_ptr<shared_counters> ctr;
   static inline const char* name = "banyan.emulated_network";
@@ -113,10 +118,33 @@ caf::behavior network_actor(network_ptr self, banyan::topology topo,
       if (p < self->state.procs.size())
         self->state.procs[p] = std::move(a);
     },
+    [=](attach_atom, proc_id p, caf::actor a, proc_id contact, const vnode_set& wanted) {
+      // A processor that joins again: while its earlier incarnation is still attached
+      // (it left but is draining its engines), frames for p and bounces of the frames it
+      // sent must keep reaching it; a stream split between two incarnations would never
+      // complete. So the new incarnation attaches, and joins, once the old one detaches.
+      auto& st = self->state;
+      if (p >= st.procs.size())
+        return;
+      if (st.procs[p]) {
+        st.waiting[p] = {std::move(a), contact, wanted};
+        return;
+      }
+      st.procs[p] = a;
+      self->send(a, join_atom::value, contact, wanted);
+    },
     [=](detach_atom, proc_id p, const caf::actor& who) {
-      // Only the processor attached now: a rejoined incarnation may already be there.
-      if (p < self->state.procs.size() && self->state.procs[p] == who)
-        self->state.procs[p] = nullptr;
+      // Only the processor attached now.
+      auto& st = self->state;
+      if (p >= st.procs.size() || st.procs[p] != who)
+        return;
+      st.procs[p] = nullptr;
+      if (auto i = st.waiting.find(p); i != st.waiting.end()) {
+        auto [next, contact, wanted] = std::move(i->second);
+        st.waiting.erase(i);
+        st.procs[p] = next;
+        self->send(next, join_atom::value, contact, wanted);
+      }
     },
   };
 }

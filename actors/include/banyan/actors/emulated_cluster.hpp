@@ -103,7 +103,9 @@ public:
   /// Starts the initial processors as founding members; they begin measuring.
   void start();
   /// Processor `p` (a topology slot not running now) joins through `contact`,
-  /// asking for `wanted` vnodes (empty: a share of the contact's).
+  /// asking for `wanted` vnodes (empty: a share of the contact's). When p's earlier
+  /// incarnation has left but is still draining its engines, the new one attaches to the
+  /// network, and joins, once the old one has detached (p's frames keep reaching it).
   std::optional<error> join(proc_id p, proc_id contact, const vnode_set& wanted = {});
   /// Processor `p` hands its vnodes to `recipient` (no_proc: its nearest member) and stops.
   std::optional<error> leave(proc_id p, proc_id recipient = no_proc);
