@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "banyan/actors/emulated_cluster.hpp"
+#include "actors/require_topology.hpp"
 #include "banyan/core/tree_builders.hpp"
 
 using namespace banyan;
@@ -17,11 +18,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-topology load(const std::string& name) {
-  auto t = builtin_topology(name);
-  BOOST_REQUIRE_MESSAGE(t.has_value(), name);
-  return *t;
-}
+using banyan::testing::require_topology;
 
 /// The largest one-way shortest-path latency from `root`, in ms.
 double lower_bound_ms(const topology& topo, proc_id root) {
@@ -59,7 +56,7 @@ void check_broadcast(emulated_cluster& c, std::optional<wire::collective_id> id,
 
 void run_all(const std::string& name, std::uint32_t vnodes_per_proc) {
   cluster_config cfg;
-  cfg.topo = load(name);
+  cfg.topo = require_topology(name);
   cfg.seed = 7;
   cfg.vnodes_per_proc = vnodes_per_proc;
   emulated_cluster c{cfg};
@@ -99,7 +96,7 @@ BOOST_AUTO_TEST_CASE(paper_3c128_dynamic_and_static) {
 
 BOOST_AUTO_TEST_CASE(not_running_origin_gives_nothing) {
   cluster_config cfg;
-  cfg.topo = load("tiny-2c8");
+  cfg.topo = require_topology("tiny-2c8");
   cfg.initial = 4;
   emulated_cluster c{cfg};
   c.start();
@@ -115,7 +112,7 @@ BOOST_AUTO_TEST_CASE(leave_during_broadcast_exactly_once) {
   // A processor leaves while a long broadcast is under way: its vnodes move to another
   // processor and are still delivered exactly once; the leaver drains before it stops.
   cluster_config cfg;
-  cfg.topo = load("tiny-2c8");
+  cfg.topo = require_topology("tiny-2c8");
   cfg.vnodes_per_proc = 2;
   emulated_cluster c{cfg};
   c.start();

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "banyan/actors/emulated_cluster.hpp"
+#include "actors/require_topology.hpp"
 #include "banyan/core/tree_builders.hpp"
 
 using namespace banyan;
@@ -20,11 +21,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-topology load(const std::string& name) {
-  auto t = builtin_topology(name);
-  BOOST_REQUIRE_MESSAGE(t.has_value(), name);
-  return *t;
-}
+using banyan::testing::require_topology;
 
 /// Element i of vnode v in reduction `salt`: a small integer in [-8, 8].
 long element(vnode_id v, std::size_t i, std::uint64_t salt) {
@@ -138,7 +135,7 @@ BOOST_AUTO_TEST_SUITE(collectives_cluster)
 
 BOOST_AUTO_TEST_CASE(every_operator_and_type_over_adaptive_trees) {
   cluster_config cfg;
-  cfg.topo = load("tiny-2c8");
+  cfg.topo = require_topology("tiny-2c8");
   cfg.seed = 3;
   cfg.vnodes_per_proc = 3;
   emulated_cluster c{cfg};
@@ -158,7 +155,7 @@ BOOST_AUTO_TEST_CASE(every_operator_and_type_over_adaptive_trees) {
 
 BOOST_AUTO_TEST_CASE(every_operator_and_type_over_static_trees) {
   cluster_config cfg;
-  cfg.topo = load("tiny-2c8");
+  cfg.topo = require_topology("tiny-2c8");
   cfg.seed = 4;
   cfg.vnodes_per_proc = 2;
   emulated_cluster c{cfg};
@@ -178,7 +175,7 @@ BOOST_AUTO_TEST_CASE(every_operator_and_type_over_static_trees) {
 
 BOOST_AUTO_TEST_CASE(bad_reductions_are_refused) {
   cluster_config cfg;
-  cfg.topo = load("tiny-2c8");
+  cfg.topo = require_topology("tiny-2c8");
   emulated_cluster c{cfg};
   reduction_args a;
   a.fn = {reduce_kind::sum, element_type::int32};
@@ -203,7 +200,7 @@ BOOST_AUTO_TEST_CASE(bad_reductions_are_refused) {
 
 BOOST_AUTO_TEST_CASE(point_to_point_reaches_the_owner_once) {
   cluster_config cfg;
-  cfg.topo = load("tiny-2c8");
+  cfg.topo = require_topology("tiny-2c8");
   cfg.vnodes_per_proc = 2;
   emulated_cluster c{cfg};
   c.start();
@@ -236,7 +233,7 @@ BOOST_AUTO_TEST_CASE(collectives_exactly_once_under_churn) {
   for (std::uint64_t seed = 1; seed <= 12; ++seed) {
     BOOST_TEST_CONTEXT("seed " << seed) {
       cluster_config cfg;
-      cfg.topo = load("tiny-2c8");
+      cfg.topo = require_topology("tiny-2c8");
       cfg.seed = seed;
       cfg.initial = 6; // 6 and 7 join later
       cfg.vnodes_per_proc = 2;

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "banyan/actors/emulated_cluster.hpp"
+#include "actors/require_topology.hpp"
 #include "core/random_topology.hpp"
 
 using namespace banyan;
@@ -14,11 +15,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-topology load(const std::string& name) {
-  auto t = builtin_topology(name);
-  BOOST_REQUIRE_MESSAGE(t.has_value(), name);
-  return *t;
-}
+using banyan::testing::require_topology;
 
 cluster_config config(topology topo, std::uint64_t seed) {
   cluster_config cfg;
@@ -70,7 +67,7 @@ double mean_cross_edges(const emulated_cluster& c, tree_kind k) {
 } // namespace
 
 BOOST_AUTO_TEST_CASE(trees_form_and_the_cluster_goes_quiet) {
-  emulated_cluster c{config(load("tiny-2c8"), 1)};
+  emulated_cluster c{config(require_topology("tiny-2c8"), 1)};
   c.start();
   BOOST_TEST(c.run_until_quiet(60s));
   check_all_trees(c);
@@ -87,7 +84,7 @@ BOOST_AUTO_TEST_CASE(trees_form_and_the_cluster_goes_quiet) {
 
 BOOST_AUTO_TEST_CASE(same_seed_gives_identical_trees) {
   auto run = [](std::uint64_t seed) {
-    emulated_cluster c{config(load("paper-4c160"), seed)};
+    emulated_cluster c{config(require_topology("paper-4c160"), seed)};
     c.start();
     BOOST_REQUIRE(c.run_until_quiet(120s));
     return std::make_pair(all_parents(c), c.last_change());
@@ -111,7 +108,7 @@ BOOST_AUTO_TEST_CASE(random_topologies_and_seeds_span_without_cycles) {
 }
 
 BOOST_AUTO_TEST_CASE(paper_3c201_latency_trees_cross_clusters_rarely) {
-  emulated_cluster c{config(load("paper-3c201"), 1)};
+  emulated_cluster c{config(require_topology("paper-3c201"), 1)};
   c.start();
   BOOST_REQUIRE(c.run_until_quiet(120s));
   check_all_trees(c);
@@ -122,7 +119,7 @@ BOOST_AUTO_TEST_CASE(paper_3c201_latency_trees_cross_clusters_rarely) {
 }
 
 BOOST_AUTO_TEST_CASE(half_leave_and_rejoin_and_trees_span_the_live_processors_again) {
-  emulated_cluster c{config(load("paper-4c160"), 3)};
+  emulated_cluster c{config(require_topology("paper-4c160"), 3)};
   c.start();
   BOOST_REQUIRE(c.run_until_quiet(120s));
   std::vector<proc_id> gone;
@@ -153,8 +150,8 @@ BOOST_AUTO_TEST_CASE(half_leave_and_rejoin_and_trees_span_the_live_processors_ag
 }
 
 BOOST_AUTO_TEST_CASE(bad_api_calls_are_refused_with_a_reason) {
-  emulated_cluster c{config(load("tiny-2c8"), 1)};
-  cluster_config cfg = config(load("tiny-2c8"), 1);
+  emulated_cluster c{config(require_topology("tiny-2c8"), 1)};
+  cluster_config cfg = config(require_topology("tiny-2c8"), 1);
   cfg.initial = 6;
   emulated_cluster d{cfg};
   d.start();

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "banyan/actors/emulated_cluster.hpp"
+#include "actors/require_topology.hpp"
 
 using namespace banyan;
 using namespace banyan::actors;
@@ -16,11 +17,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-topology load(const std::string& name) {
-  auto t = builtin_topology(name);
-  BOOST_REQUIRE_MESSAGE(t.has_value(), name);
-  return *t;
-}
+using banyan::testing::require_topology;
 
 /// Runs broadcast `id` to the end; every vnode exactly once, nothing later.
 void check_once(emulated_cluster& c, std::optional<wire::collective_id> id,
@@ -45,7 +42,7 @@ BOOST_AUTO_TEST_SUITE(scatter_allgather_cluster)
 
 BOOST_AUTO_TEST_CASE(every_vnode_exactly_once_at_every_size) {
   cluster_config cfg;
-  cfg.topo = load("tiny-2c8");
+  cfg.topo = require_topology("tiny-2c8");
   cfg.seed = 3;
   cfg.vnodes_per_proc = 2;
   emulated_cluster c{cfg};
@@ -64,7 +61,7 @@ BOOST_AUTO_TEST_CASE(every_vnode_exactly_once_at_every_size) {
 
 BOOST_AUTO_TEST_CASE(on_a_paper_topology) {
   cluster_config cfg;
-  cfg.topo = load("paper-3c128");
+  cfg.topo = require_topology("paper-3c128");
   cfg.seed = 1;
   emulated_cluster c{cfg};
   c.start();
@@ -75,7 +72,7 @@ BOOST_AUTO_TEST_CASE(on_a_paper_topology) {
 
 BOOST_AUTO_TEST_CASE(refused_unless_processors_are_0_to_k) {
   cluster_config cfg;
-  cfg.topo = load("tiny-2c8");
+  cfg.topo = require_topology("tiny-2c8");
   cfg.seed = 5;
   emulated_cluster c{cfg};
   c.start();
