@@ -33,19 +33,6 @@ int bad(const std::string& what) {
   return 2;
 }
 
-std::optional<std::uint64_t> parse_uint(const std::string& s, std::uint64_t max) {
-  if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos)
-    return std::nullopt;
-  try {
-    auto v = std::stoull(s);
-    if (v > max)
-      return std::nullopt;
-    return v;
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
-
 /// "host:port" or "[v6]:port", port 0-65535.
 bool host_port_ok(const std::string& s) {
   auto colon = s.rfind(':');

@@ -44,19 +44,6 @@ std::string vnodes_text(const vnode_set& v) {
   return s;
 }
 
-std::optional<std::uint64_t> parse_u64(const std::string& s, std::uint64_t max) {
-  if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos)
-    return std::nullopt;
-  try {
-    auto v = std::stoull(s);
-    if (v > max)
-      return std::nullopt;
-    return v;
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
-
 std::optional<reduce_kind> parse_kind(const std::string& s) {
   if (s == "sum")
     return reduce_kind::sum;
@@ -151,6 +138,19 @@ bool result_ok(reduce_kind k, const vnode_set& vnodes, std::size_t count, std::u
 }
 
 } // namespace
+
+std::optional<std::uint64_t> parse_uint(const std::string& s, std::uint64_t max) {
+  if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  try {
+    auto v = std::stoull(s);
+    if (v > max)
+      return std::nullopt;
+    return v;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
 
 std::uint8_t pattern_byte(std::size_t i, std::uint64_t seq) {
   return static_cast<std::uint8_t>((i * 131 + seq) & 0xff);
@@ -395,7 +395,7 @@ constexpr std::uint64_t max_payload = std::uint64_t{1} << 32; // 4 GiB
 void control_session::cmd_bcast(std::istringstream& in) {
   std::string bytes_s;
   in >> bytes_s;
-  auto bytes = parse_u64(bytes_s, max_payload);
+  auto bytes = parse_uint(bytes_s, max_payload);
   if (!bytes || trailing(in))
     return error("usage: bcast BYTES (at most 4 GiB)");
   if (n_.state() != supervisor::status::member)
@@ -447,8 +447,8 @@ void control_session::cmd_bcast(std::istringstream& in) {
 void control_session::cmd_send(std::istringstream& in) {
   std::string to_s, bytes_s;
   in >> to_s >> bytes_s;
-  auto to = parse_u64(to_s, vnode_set::max_member);
-  auto bytes = parse_u64(bytes_s, max_payload);
+  auto to = parse_uint(to_s, vnode_set::max_member);
+  auto bytes = parse_uint(bytes_s, max_payload);
   if (!to || !bytes || trailing(in))
     return error("usage: send VNODE BYTES");
   if (n_.state() != supervisor::status::member)
@@ -483,9 +483,9 @@ void control_session::cmd_acks(std::istringstream& in) {
   std::string t;
   while (in >> t) {
     auto colon = t.find(':');
-    auto p = colon == std::string::npos ? std::nullopt : parse_u64(t.substr(0, colon), max_node_id);
+    auto p = colon == std::string::npos ? std::nullopt : parse_uint(t.substr(0, colon), max_node_id);
     auto v = colon == std::string::npos ? std::nullopt
-                                        : parse_u64(t.substr(colon + 1), vnode_set::max_member);
+                                        : parse_uint(t.substr(colon + 1), vnode_set::max_member);
     if (!p || !v)
       return error("acks on: bad target \"" + t + "\" (want PROC:VNODE)");
     targets[static_cast<proc_id>(*p)] = static_cast<vnode_id>(*v);
@@ -499,9 +499,9 @@ void control_session::cmd_acks(std::istringstream& in) {
 void control_session::cmd_reduce(std::istringstream& in) {
   std::string seq_s, root_s, count_s, op_s, type_s;
   in >> seq_s >> root_s >> count_s >> op_s >> type_s;
-  auto seq = parse_u64(seq_s, std::numeric_limits<std::uint64_t>::max());
-  auto root = parse_u64(root_s, vnode_set::max_member);
-  auto count = parse_u64(count_s, max_payload / 8);
+  auto seq = parse_uint(seq_s, std::numeric_limits<std::uint64_t>::max());
+  auto root = parse_uint(root_s, vnode_set::max_member);
+  auto count = parse_uint(count_s, max_payload / 8);
   auto kind = parse_kind(op_s);
   auto type = parse_type(type_s);
   if (!seq || !root || !count || !kind || !type || trailing(in))
@@ -558,7 +558,7 @@ void control_session::cmd_join(std::istringstream& in) {
   auto at = addr.find('@');
   c.address = at == std::string::npos ? addr : addr.substr(at + 1);
   if (at != std::string::npos) {
-    auto id = parse_u64(addr.substr(0, at), max_node_id);
+    auto id = parse_uint(addr.substr(0, at), max_node_id);
     if (!id)
       return error("join: bad contact \"" + addr + "\" (want [ID@]HOST:PORT)");
     c.id = static_cast<proc_id>(*id);

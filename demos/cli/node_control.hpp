@@ -32,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -40,6 +41,9 @@
 #include "banyan/actors/node.hpp"
 
 namespace banyan::cli {
+
+/// A decimal number of at most `max` (digits only; no sign, no spaces); nothing otherwise.
+std::optional<std::uint64_t> parse_uint(const std::string& s, std::uint64_t max);
 
 /// The pattern byte i of operation `seq` carries.
 std::uint8_t pattern_byte(std::size_t i, std::uint64_t seq);
