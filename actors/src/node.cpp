@@ -127,7 +127,9 @@ struct node::impl {
   mutable std::mutex mtx; // guards the members below
   phase at = phase::fresh;
   std::shared_ptr<net::tcp_transport> transport;
-  caf::actor actor; // read by the transport's callbacks: set before, reset after them
+  /// The state machine; the transport's callbacks use it: made before the transport
+  /// starts, kept until it has stopped.
+  std::unique_ptr<node_core> core;
   std::uint16_t port = 0;
   std::string address;
 
@@ -157,19 +159,19 @@ struct node::impl {
     tc.listen_port = listen->second;
     tc.secret = cfg.secret;
     tc.shaper = cfg.shaper;
-    // The callbacks run on the loop thread, which starts after `actor` is set and is
-    // joined (transport->stop) before `actor` is reset.
+    // The callbacks run on the loop thread, which starts after `core` is made and is
+    // joined (transport->stop) before `core` goes.
     transport = std::make_shared<net::tcp_transport>(
-        tc, [this](wire::envelope&& e) { caf::anon_send(actor, deliver_atom::value, std::move(e)); },
-        [this](const net::transport_event& ev) { caf::anon_send(actor, net_event_atom::value, ev); });
+        tc, [this](wire::envelope&& e) { core->deliver(std::move(e)); },
+        [this](const net::transport_event& ev) { core->net_event(ev); });
     auto seed = cfg.seed;
     if (seed == 0)
       seed = (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-    actor = spawn_node_actor(*sys, cfg, seed, transport, shared);
+    core = std::make_unique<node_core>(*sys, cfg, seed, transport, shared);
     auto p = transport->start();
     if (!p) {
       at = phase::stopped;
-      shutdown_actor();
+      core->shutdown();
       transport.reset();
       return p.err();
     }
@@ -180,7 +182,7 @@ struct node::impl {
       address = "[" + listen->first + "]:" + std::to_string(port);
     else
       address = listen->first + ":" + std::to_string(port);
-    caf::anon_send(actor, address_atom::value, address);
+    core->set_address(address);
     at = phase::running;
     return port;
   }
@@ -198,9 +200,11 @@ struct node::impl {
         done(r);
       promise->set_value(r);
     };
-    std::lock_guard<std::mutex> lk(mtx);
+    std::unique_lock<std::mutex> lk(mtx);
     if (at == phase::running) {
-      caf::anon_send(actor, request_atom::value, std::move(req));
+      auto* c = core.get();
+      lk.unlock(); // the node's own handlers may read it meanwhile
+      c->request(std::move(req));
     } else {
       auto fn = std::move(req->done);
       req->done = nullptr;
@@ -210,11 +214,13 @@ struct node::impl {
     return future;
   }
 
-  /// Hands `r` to the actor, or answers it at once when the node is not running.
+  /// Runs `r` on the state machine, or answers it at once when the node is not running.
   void submit(collective_request_ptr r) {
-    std::lock_guard<std::mutex> lk(mtx);
+    std::unique_lock<std::mutex> lk(mtx);
     if (at == phase::running) {
-      caf::anon_send(actor, collective_atom::value, std::move(r));
+      auto* c = core.get();
+      lk.unlock();
+      c->collective(r);
       return;
     }
     auto err = make_error(at == phase::fresh ? errc::invalid_argument : errc::stopped,
@@ -223,14 +229,6 @@ struct node::impl {
       r->answer(expected<reduce_result>(err));
     else
       r->answer(expected<wire::collective_id>(err));
-  }
-
-  /// Only while no transport callback can run (before start, after stop).
-  void shutdown_actor() {
-    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
-    caf::scoped_actor self{*sys};
-    self->wait_for(actor);
-    actor = nullptr;
   }
 
   void stop() {
@@ -249,7 +247,7 @@ struct node::impl {
     // frames bounced back to them find them (at most `linger_timeout`).
     auto drained = std::make_shared<std::promise<void>>();
     auto done = drained->get_future();
-    caf::anon_send(actor, linger_atom::value, drained);
+    core->linger(drained);
     done.wait_for(cfg.linger_timeout);
     {
       std::lock_guard<std::mutex> lk(mtx);
@@ -257,7 +255,7 @@ struct node::impl {
     }
     tp->drain(cfg.drain_timeout);
     tp->stop();       // no callback runs after this
-    shutdown_actor(); // pending requests complete with `stopped`
+    core->shutdown(); // pending requests complete with `stopped`
     std::lock_guard<std::mutex> lk(mtx);
     transport.reset();
   }

@@ -42,8 +42,10 @@ namespace banyan::actors {
 
 namespace {
 
-timestamp now_of(caf::local_actor* self) {
-  return std::chrono::duration_cast<timestamp>(self->clock().now().time_since_epoch());
+/// The real clock, as CAF's actor clock reads it (steady).
+timestamp now_of() {
+  return std::chrono::duration_cast<timestamp>(
+    std::chrono::steady_clock::now().time_since_epoch());
 }
 
 bool contains(const std::string& s, const char* part) {
@@ -136,10 +138,40 @@ struct node_state {
   std::map<proc_id, std::string> complaints; ///< the last refusal or error, per peer
   std::vector<node_event> pending_events;    ///< handed to the handler after each step
   std::vector<std::pair<node_request_ptr, node::result>> answers; ///< given after each step
-  static inline const char* name = "banyan.node";
 };
 
-using node_ptr = caf::stateful_actor<node_state>*;
+} // namespace
+
+/// The state machine and what runs it (node_actor.hpp).
+struct node_machine {
+  node_state state; ///< guarded by `mtx`
+  std::mutex mtx;
+  caf::actor handle; ///< the actor: timers, and handlers owed to callers' threads
+
+  std::mutex q_mtx;                        ///< guards the three below
+  std::deque<std::function<void()>> queue; ///< handlers to run, in order
+  bool draining = false;                   ///< some thread is running them
+  bool posted = false;                     ///< a dispatch_atom is on its way to the actor
+  bool stopped = false; ///< under `mtx`: `shutdown` ran; nothing runs the machine any more
+
+  template <class... Ts>
+  void later(duration d, Ts&&... xs) {
+    caf::delayed_anon_send(handle, d, std::forward<Ts>(xs)...);
+  }
+  template <class... Ts>
+  void tell(Ts&&... xs) {
+    caf::anon_send(handle, std::forward<Ts>(xs)...);
+  }
+  /// Queues `fn` to run after the state lock is released (under `mtx`).
+  void defer(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lk(q_mtx);
+    queue.push_back(std::move(fn));
+  }
+};
+
+namespace {
+
+using node_ptr = node_machine*;
 
 /// Answers `r` (and forgets it) at the end of the current step, once the snapshot and
 /// the events show what the answer says.
@@ -184,7 +216,7 @@ void begin_join(node_ptr self, proc_id contact) {
   }
   st.tp->add_peer(contact, j.current.address);
   st.peers[contact] = j.current.address;
-  st.sup->join(now_of(self), contact, j.req->vnodes, st.out);
+  st.sup->join(now_of(), contact, j.req->vnodes, st.out);
 }
 
 void try_next_contact(node_ptr self) {
@@ -205,7 +237,7 @@ void try_next_contact(node_ptr self) {
   j.discovering = true;
   st.tp->add_peer(discovery_id, j.current.address);
   st.tp->send({st.sup->self(), discovery_id, wire::ping{0}});
-  self->delayed_send(self, st.discover_timeout, discover_atom::value, j.attempt);
+  self->later(st.discover_timeout, discover_atom::value, j.attempt);
 }
 
 /// The gist of a transport line about `address`: "to 7 at 10.0.0.1:7000: cannot
@@ -272,8 +304,8 @@ void sync_members(node_ptr self) {
     if (st.unreachable_peers.count(p) != 0) {
       forget_peer(self, p); // nothing runs there: what is queued comes back now
     } else if (st.peers.count(p) != 0 && st.departed.count(p) == 0) {
-      st.departed[p] = now_of(self);
-      self->delayed_send(self, forget_after, forget_atom::value, p);
+      st.departed[p] = now_of();
+      self->later(forget_after, forget_atom::value, p);
     }
   }
   st.members = now;
@@ -283,7 +315,7 @@ void send_one(node_ptr self, wire::envelope e) {
   auto& st = self->state;
   auto to = e.to;
   if (st.tp->send(std::move(e)) == net::send_status::unknown_peer && st.sup->is_member(to))
-    self->send(self, unreachable_atom::value, to); // no address: as good as refused
+    self->tell(unreachable_atom::value, to); // no address: as good as refused
   // backpressure: the frame is lost, which the protocol tolerates (probes time out,
   // updates are resent with the next change).
 }
@@ -294,7 +326,7 @@ bool engines_drained(node_ptr self) {
   auto& st = self->state;
   if (!st.bcast)
     return true;
-  auto now = now_of(self);
+  auto now = now_of();
   return st.bcast->drained(now) && st.red->drained(now);
 }
 
@@ -337,7 +369,7 @@ bool send_engine_frame(node_ptr self, wire::envelope& e) {
     st.overflow[e.to].push_back(std::move(e));
     if (!st.overflow_armed) {
       st.overflow_armed = true;
-      self->delayed_send(self, overflow_retry, overflow_atom::value);
+      self->later(overflow_retry, overflow_atom::value);
     }
     return true;
   case net::send_status::unknown_peer:
@@ -351,7 +383,7 @@ void bounce_to_engine(node_ptr self, proc_id to, const wire::message& m) {
   auto& st = self->state;
   if (!st.bcast)
     return;
-  auto now = now_of(self);
+  auto now = now_of();
   if (broadcast_engine::handles(m))
     st.bcast->on_undeliverable(now, to, m, st.bo);
   else if (reduce_engine::handles(m))
@@ -384,9 +416,9 @@ void run_engines(node_ptr self) {
     std::swap(bo, st.bo);
     std::swap(ro, st.ro);
     for (auto& t : bo.timers)
-      self->delayed_send(self, t.after, engine_timer_atom::value, false, m, t.token);
+      self->later(t.after, engine_timer_atom::value, false, m, t.token);
     for (auto& t : ro.timers)
-      self->delayed_send(self, t.after, engine_timer_atom::value, true, m, t.token);
+      self->later(t.after, engine_timer_atom::value, true, m, t.token);
     for (auto& d : bo.deliveries) {
       node_delivery nd;
       nd.what = d.p2p ? node_delivery::kind::message : node_delivery::kind::broadcast;
@@ -425,7 +457,7 @@ void view_changed(node_ptr self) {
   auto& st = self->state;
   if (!st.bcast)
     return;
-  auto now = now_of(self);
+  auto now = now_of();
   st.bcast->on_view_change(now, st.bo);
   st.red->on_view_change(now, st.ro);
   run_engines(self);
@@ -437,7 +469,7 @@ void linger(node_ptr self) {
   if (!engines_drained(self)) {
     if (!st.lingering) {
       st.lingering = true;
-      self->delayed_send(self, linger_poll, linger_atom::value);
+      self->later(linger_poll, linger_atom::value);
     }
     return;
   }
@@ -452,7 +484,7 @@ void linger(node_ptr self) {
 
 void on_collective(node_ptr self, const collective_request_ptr& r) {
   auto& st = self->state;
-  auto now = now_of(self);
+  auto now = now_of();
   const auto state = st.sup->state();
   const bool member = st.bcast && state == supervisor::status::member;
   using kind = collective_request::kind;
@@ -580,32 +612,38 @@ void publish(node_ptr self) {
   st.shared->status = std::move(s);
 }
 
+/// Queues the handler calls of this step (deliveries, then events) to run once the state
+/// lock is released.
 void dispatch(node_ptr self) {
   auto& st = self->state;
   if (!st.pending_deliveries.empty()) {
-    node::delivery_handler h;
-    {
-      std::lock_guard<std::mutex> lk(st.shared->mtx);
-      h = st.shared->on_deliver;
-    }
-    auto deliveries = std::move(st.pending_deliveries);
+    auto deliveries = std::make_shared<std::vector<node_delivery>>(std::move(st.pending_deliveries));
     st.pending_deliveries.clear();
-    if (h)
-      for (auto& d : deliveries)
-        h(d);
+    self->defer([shared = st.shared, deliveries] {
+      node::delivery_handler h;
+      {
+        std::lock_guard<std::mutex> lk(shared->mtx);
+        h = shared->on_deliver;
+      }
+      if (h)
+        for (auto& d : *deliveries)
+          h(d);
+    });
   }
   if (st.pending_events.empty())
     return;
-  node::event_handler h;
-  {
-    std::lock_guard<std::mutex> lk(st.shared->mtx);
-    h = st.shared->on_event;
-  }
-  auto events = std::move(st.pending_events);
+  auto events = std::make_shared<std::vector<node_event>>(std::move(st.pending_events));
   st.pending_events.clear();
-  if (h)
-    for (auto& e : events)
-      h(e);
+  self->defer([shared = st.shared, events] {
+    node::event_handler h;
+    {
+      std::lock_guard<std::mutex> lk(shared->mtx);
+      h = shared->on_event;
+    }
+    if (h)
+      for (auto& e : *events)
+        h(e);
+  });
 }
 
 /// Carries out what the last supervisor call asked for (and what that causes), then
@@ -623,7 +661,7 @@ void after(node_ptr self, bool refresh, bool view) {
     for (auto& e : batch.sends)
       send_one(self, std::move(e));
     for (auto& t : batch.timers)
-      self->delayed_send(self, t.after, timer_atom::value, t.token);
+      self->later(t.after, timer_atom::value, t.token);
     for (auto& e : batch.events) {
       changed = true;
       on_tree_event(self, e); // may call the supervisor again (st.out)
@@ -642,13 +680,14 @@ void after(node_ptr self, bool refresh, bool view) {
   if (changed)
     publish(self);
   dispatch(self);
-  auto answers = std::move(st.answers);
+  for (auto& [r, res] : st.answers)
+    self->defer([r = std::move(r), res = std::move(res)] {
+      if (auto done = std::move(r->done)) {
+        r->done = nullptr;
+        done(res);
+      }
+    });
   st.answers.clear();
-  for (auto& [r, res] : answers)
-    if (auto done = std::move(r->done)) {
-      r->done = nullptr;
-      done(res);
-    }
 }
 
 // --- transport events -------------------------------------------------------------------
@@ -709,7 +748,7 @@ void on_net_event(node_ptr self, const net::transport_event& ev) {
     st.unreachable_peers.insert(ev.peer);
     if (st.departed.count(ev.peer) != 0)
       forget_peer(self, ev.peer);
-    sup.on_unreachable(now_of(self), ev.peer, st.out);
+    sup.on_unreachable(now_of(), ev.peer, st.out);
     refresh = true;
   }
   after(self, refresh, refresh);
@@ -720,7 +759,7 @@ void on_net_event(node_ptr self, const net::transport_event& ev) {
 void on_request(node_ptr self, node_request_ptr r) {
   auto& st = self->state;
   auto& sup = *st.sup;
-  auto now = now_of(self);
+  auto now = now_of();
   const auto state = sup.state();
   const bool outside = !st.joining
                        && (state == supervisor::status::idle || state == supervisor::status::left);
@@ -775,10 +814,179 @@ void on_request(node_ptr self, node_request_ptr r) {
   after(self); // answers once the snapshot shows the outcome
 }
 
-caf::behavior node_actor(node_ptr self, node_config cfg, std::uint64_t seed,
-                         std::shared_ptr<net::tcp_transport> tp,
-                         std::shared_ptr<node_shared> shared) {
-  auto& init = self->state;
+/// Queues an engine frame this node refused to go back to its sender's engine.
+void refuse(node_ptr self, const wire::envelope& e) {
+  auto& st = self->state;
+  net::send_options opt;
+  opt.returned = true;
+  auto sent = st.tp->send({st.sup->self(), e.from, e.body}, opt);
+  if (sent != net::send_status::queued && sent != net::send_status::stopped)
+    emit(self, {node_event::kind::collective, {}, no_proc, no_proc, e.from,
+                std::string("cannot hand a refused frame back to processor ")
+                    + std::to_string(e.from) + ": " + net::to_string(sent)});
+}
+
+void on_deliver(node_ptr self, const wire::envelope& e) {
+  auto& st = self->state;
+  const bool bcast = broadcast_engine::handles(e.body);
+  if (bcast || reduce_engine::handles(e.body)) {
+    auto now = now_of();
+    bool taken = false;
+    if (st.bcast)
+      taken = bcast ? st.bcast->on_message(now, e.from, e.body, st.bo)
+                    : st.red->on_message(now, e.from, e.body, st.ro);
+    if (!taken) // back to its sender's engine
+      refuse(self, e);
+    after(self, false, false);
+    return;
+  }
+  // The probes' small messages change nothing worth a new snapshot.
+  const bool hot = std::holds_alternative<wire::ping>(e.body)
+                   || std::holds_alternative<wire::pong>(e.body)
+                   || std::holds_alternative<wire::bw_request>(e.body);
+  st.sup->on_message(now_of(), e.from, e.body, st.out);
+  after(self, !hot, true);
+}
+
+void on_linger(node_ptr self, const drained_ptr& w) {
+  auto& st = self->state;
+  if (st.sup->state() != supervisor::status::left) {
+    w->set_value(); // a member stops abruptly: nothing to wait for
+    return;
+  }
+  st.drain_waiters.push_back(w);
+  linger(self);
+}
+
+/// Runs the queued handlers, one at a time and in order, unless some thread does already.
+/// A caller's thread (`node_thread` false) leaves them to the actor.
+void drain(node_ptr self, bool node_thread) {
+  std::unique_lock<std::mutex> lk(self->q_mtx);
+  if (self->queue.empty() || self->draining)
+    return;
+  if (!node_thread) {
+    if (!self->posted) {
+      self->posted = true;
+      self->tell(dispatch_atom::value);
+    }
+    return;
+  }
+  self->draining = true;
+  while (!self->queue.empty()) {
+    auto fn = std::move(self->queue.front());
+    self->queue.pop_front();
+    lk.unlock();
+    fn(); // may call the node again: what that queues runs in this loop
+    lk.lock();
+  }
+  self->draining = false;
+}
+
+/// Runs `f` on the state machine, then the handlers it queued.
+template <class F>
+void run(node_ptr self, bool node_thread, F&& f) {
+  {
+    std::lock_guard<std::mutex> lk(self->mtx);
+    if (self->stopped)
+      return; // what `f` would have taken answers `stopped` from its destructor
+    f(self);
+  }
+  drain(self, node_thread);
+}
+
+/// The actor: the machine's timers, and the handlers callers' threads left behind.
+caf::behavior node_actor(caf::event_based_actor*, std::shared_ptr<node_machine> m) {
+  auto* self = m.get();
+  return {
+    [m, self](unreachable_atom, proc_id p) {
+      run(self, true, [p](node_ptr n) {
+        n->state.unreachable_peers.insert(p);
+        n->state.sup->on_unreachable(now_of(), p, n->state.out);
+        after(n);
+      });
+    },
+    [self](timer_atom, std::uint64_t token) {
+      run(self, true, [token](node_ptr n) {
+        n->state.sup->on_timer(now_of(), token, n->state.out);
+        after(n);
+      });
+    },
+    [self](discover_atom, std::uint64_t attempt) {
+      run(self, true, [attempt](node_ptr n) {
+        auto& s = n->state;
+        if (!s.joining || !s.joining->discovering || s.joining->attempt != attempt)
+          return;
+        s.tp->remove_peer(discovery_id);
+        s.joining->reasons.push_back(s.joining->current.address + ": no answer");
+        try_next_contact(n);
+        after(n);
+      });
+    },
+    [self](engine_timer_atom, bool reduce, std::uint32_t membership, std::uint64_t token) {
+      run(self, true, [=](node_ptr n) {
+        auto& st = n->state;
+        if (!st.bcast || membership != st.membership)
+          return; // an earlier membership's engine
+        if (reduce)
+          st.red->on_timer(now_of(), token, st.ro);
+        else
+          st.bcast->on_timer(now_of(), token, st.bo);
+        after(n, false, false);
+      });
+    },
+    [self](overflow_atom) {
+      run(self, true, [](node_ptr n) {
+        auto& st = n->state;
+        st.overflow_armed = false;
+        auto held = std::move(st.overflow);
+        st.overflow.clear();
+        for (auto& [to, frames] : held)
+          for (auto& e : frames)
+            if (!send_engine_frame(n, e))
+              bounce_to_engine(n, e.to, e.body);
+        after(n, false, false);
+      });
+    },
+    [self](forget_atom, proc_id p) {
+      run(self, true, [p](node_ptr n) {
+        auto& st = n->state;
+        auto it = st.departed.find(p);
+        if (it == st.departed.end())
+          return; // a member again, or forgotten already
+        auto held = st.overflow.find(p);
+        const bool pending = st.tp->queued_bytes(p) != 0
+                             || (held != st.overflow.end() && !held->second.empty());
+        if (pending && now_of() - it->second < forget_max) {
+          n->later(forget_after, forget_atom::value, p);
+          return;
+        }
+        forget_peer(n, p);
+        after(n, false, false);
+      });
+    },
+    [self](linger_atom) {
+      run(self, true, [](node_ptr n) {
+        n->state.lingering = false;
+        linger(n);
+        after(n, false, false);
+      });
+    },
+    [self](dispatch_atom) {
+      {
+        std::lock_guard<std::mutex> lk(self->q_mtx);
+        self->posted = false;
+      }
+      drain(self, true);
+    },
+  };
+}
+
+} // namespace
+
+node_core::node_core(caf::actor_system& sys, const node_config& cfg, std::uint64_t seed,
+                     std::shared_ptr<net::tcp_transport> tp, std::shared_ptr<node_shared> shared)
+  : m_(std::make_shared<node_machine>()), sys_(sys) {
+  auto& init = m_->state;
   init.discover_timeout = 3 * cfg.sup.probe_timeout;
   init.sup = std::make_unique<supervisor>(cfg.id, cfg.sup, seed);
   init.membership = static_cast<std::uint32_t>(
@@ -788,123 +996,73 @@ caf::behavior node_actor(node_ptr self, node_config cfg, std::uint64_t seed,
   init.reduce_cfg = cfg.reduce;
   init.tp = std::move(tp);
   init.shared = std::move(shared);
-  publish(self);
-  return {
-    [=](deliver_atom, const wire::envelope& e) {
-      auto& st = self->state;
-      const bool bcast = broadcast_engine::handles(e.body);
-      if (bcast || reduce_engine::handles(e.body)) {
-        auto now = now_of(self);
-        bool taken = false;
-        if (st.bcast)
-          taken = bcast ? st.bcast->on_message(now, e.from, e.body, st.bo)
-                        : st.red->on_message(now, e.from, e.body, st.ro);
-        if (!taken) { // back to its sender's engine
-          net::send_options opt;
-          opt.returned = true;
-          auto sent = st.tp->send({st.sup->self(), e.from, e.body}, opt);
-          if (sent != net::send_status::queued && sent != net::send_status::stopped)
-            emit(self, {node_event::kind::collective, {}, no_proc, no_proc, e.from,
-                        std::string("cannot hand a refused frame back to processor ")
-                            + std::to_string(e.from) + ": " + net::to_string(sent)});
-        }
-        after(self, false, false);
-        return;
-      }
-      // The probes' small messages change nothing worth a new snapshot.
-      const bool hot = std::holds_alternative<wire::ping>(e.body)
-                       || std::holds_alternative<wire::pong>(e.body)
-                       || std::holds_alternative<wire::bw_request>(e.body);
-      self->state.sup->on_message(now_of(self), e.from, e.body, self->state.out);
-      after(self, !hot, true);
-    },
-    [=](net_event_atom, const net::transport_event& ev) { on_net_event(self, ev); },
-    [=](unreachable_atom, proc_id p) {
-      self->state.unreachable_peers.insert(p);
-      self->state.sup->on_unreachable(now_of(self), p, self->state.out);
-      after(self);
-    },
-    [=](timer_atom, std::uint64_t token) {
-      self->state.sup->on_timer(now_of(self), token, self->state.out);
-      after(self);
-    },
-    [=](discover_atom, std::uint64_t attempt) {
-      auto& s = self->state;
-      if (!s.joining || !s.joining->discovering || s.joining->attempt != attempt)
-        return;
-      s.tp->remove_peer(discovery_id);
-      s.joining->reasons.push_back(s.joining->current.address + ": no answer");
-      try_next_contact(self);
-      after(self);
-    },
-    [=](engine_timer_atom, bool reduce, std::uint32_t membership, std::uint64_t token) {
-      auto& st = self->state;
-      if (!st.bcast || membership != st.membership)
-        return; // an earlier membership's engine
-      if (reduce)
-        st.red->on_timer(now_of(self), token, st.ro);
-      else
-        st.bcast->on_timer(now_of(self), token, st.bo);
-      after(self, false, false);
-    },
-    [=](overflow_atom) {
-      auto& st = self->state;
-      st.overflow_armed = false;
-      auto held = std::move(st.overflow);
-      st.overflow.clear();
-      for (auto& [to, frames] : held)
-        for (auto& e : frames)
-          if (!send_engine_frame(self, e))
-            bounce_to_engine(self, e.to, e.body);
-      after(self, false, false);
-    },
-    [=](forget_atom, proc_id p) {
-      auto& st = self->state;
-      auto it = st.departed.find(p);
-      if (it == st.departed.end())
-        return; // a member again, or forgotten already
-      auto held = st.overflow.find(p);
-      const bool pending = st.tp->queued_bytes(p) != 0
-                           || (held != st.overflow.end() && !held->second.empty());
-      if (pending && now_of(self) - it->second < forget_max) {
-        self->delayed_send(self, forget_after, forget_atom::value, p);
-        return;
-      }
-      forget_peer(self, p);
-      after(self, false, false);
-    },
-    [=](linger_atom) {
-      self->state.lingering = false;
-      linger(self);
-      after(self, false, false);
-    },
-    [=](linger_atom, const drained_ptr& w) {
-      auto& st = self->state;
-      if (st.sup->state() != supervisor::status::left) {
-        w->set_value(); // a member stops abruptly: nothing to wait for
-        return;
-      }
-      st.drain_waiters.push_back(w);
-      linger(self);
-    },
-    [=](collective_atom, const collective_request_ptr& r) { on_collective(self, r); },
-    [=](address_atom, const std::string& a) {
-      self->state.address = a;
-      self->state.sup->set_address(a);
-      publish(self);
-    },
-    [=](request_atom, const node_request_ptr& r) { on_request(self, r); },
-  };
+  publish(m_.get());
+  // Detached: a thread of its own that sleeps on its mailbox, so that a timer or a
+  // handler left behind runs at once (a pooled worker may be in a 50 us polling sleep).
+  actor_ = sys.spawn<caf::detached>(node_actor, m_);
+  m_->handle = actor_;
 }
 
-} // namespace
+node_core::~node_core() {
+  shutdown();
+}
 
-caf::actor spawn_node_actor(caf::actor_system& sys, const node_config& cfg, std::uint64_t seed,
-                            std::shared_ptr<net::tcp_transport> transport,
-                            std::shared_ptr<node_shared> shared) {
-  // Detached: a thread of its own that sleeps on its mailbox, so a frame from the
-  // transport wakes it at once (a pooled worker may be in a 50 us polling sleep).
-  return sys.spawn<caf::detached>(node_actor, cfg, seed, std::move(transport), std::move(shared));
+void node_core::shutdown() {
+  if (!actor_)
+    return;
+  caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+  {
+    caf::scoped_actor waiter{sys_};
+    waiter->wait_for(actor_);
+  }
+  actor_ = nullptr;
+  // What is still pending answers `stopped` from its destructor, outside the lock.
+  std::optional<join_attempt> joining;
+  node_request_ptr leaving;
+  std::vector<node_request_ptr> deferred;
+  std::map<std::uint64_t, open_reduction> reductions;
+  std::vector<drained_ptr> waiters;
+  {
+    std::lock_guard<std::mutex> lk(m_->mtx);
+    m_->stopped = true;
+    auto& st = m_->state;
+    std::swap(joining, st.joining);
+    std::swap(leaving, st.leaving);
+    std::swap(deferred, st.deferred);
+    std::swap(reductions, st.reductions);
+    std::swap(waiters, st.drain_waiters);
+  }
+  for (auto& w : waiters)
+    w->set_value();
+  drain(m_.get(), true); // handlers still owed (answers given before the stop)
+}
+
+void node_core::deliver(wire::envelope&& e) {
+  run(m_.get(), true, [&e](node_ptr n) { on_deliver(n, e); });
+}
+
+void node_core::net_event(const net::transport_event& ev) {
+  run(m_.get(), true, [&ev](node_ptr n) { on_net_event(n, ev); });
+}
+
+void node_core::request(node_request_ptr r) {
+  run(m_.get(), false, [&r](node_ptr n) { on_request(n, std::move(r)); });
+}
+
+void node_core::collective(const collective_request_ptr& r) {
+  run(m_.get(), false, [&r](node_ptr n) { on_collective(n, r); });
+}
+
+void node_core::set_address(const std::string& a) {
+  run(m_.get(), false, [&a](node_ptr n) {
+    n->state.address = a;
+    n->state.sup->set_address(a);
+    publish(n);
+  });
+}
+
+void node_core::linger(drained_ptr w) {
+  run(m_.get(), false, [&w](node_ptr n) { on_linger(n, w); });
 }
 
 } // namespace banyan::actors

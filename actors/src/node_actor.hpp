@@ -1,16 +1,22 @@
 #pragma once
-// Internal: the actor behind `banyan::node`, the glue between a supervisor and the TCP
-// transport.
+// Internal: the machine behind `banyan::node`, the glue between a supervisor, its
+// collective engines and the TCP transport.
 //
-//   libuv loop thread                      node actor (detached: a thread of its own)
-//   tcp_transport --deliver--anon_send-->  supervisor.on_message --> outbox
-//                 --events---anon_send-->  (unreachable? learn a contact's id?)
-//                                          outbox.sends --> tcp_transport::send (thread-safe)
-//                                          outbox.timers --> delayed_send to itself
-//                                          member addresses --> tcp_transport::add_peer
-//                                          snapshot + events --> node_shared (mutex)
+// The node's state (supervisor, engines, membership bookkeeping) is one state machine
+// guarded by a mutex and run by whichever thread has something for it, so that a frame
+// crosses no thread on its way through a processor:
 //
-// The actor owns the supervisor; everybody else sees the snapshot in `node_shared`.
+//   libuv loop thread:  frame --> node_core::deliver --> engine / supervisor --> tcp_transport::send
+//                       transport event --> node_core::net_event
+//   caller's thread:    broadcast / send / reduce / found / join / leave --> node_core (inline)
+//   node actor:         timers (delayed_anon_send to itself) --> node_core
+//                       handlers owed to a caller's thread (see below)
+//
+// Handlers (deliveries, events, completion callbacks) run after the state lock is
+// released, one at a time and in order, on the loop thread or the actor, never on a
+// caller's thread: what a caller's call produced is handed to the actor to run. A handler
+// may call the node again (on the same thread); what that produces runs after it.
+// Everybody else sees the snapshot in `node_shared`.
 
 #include <functional>
 #include <future>
@@ -24,12 +30,7 @@
 
 namespace banyan::actors {
 
-using net_event_atom = caf::atom_constant<caf::atom("bnetevent")>;
-using request_atom = caf::atom_constant<caf::atom("bnodereq")>;
 using discover_atom = caf::atom_constant<caf::atom("bdiscover")>;
-using address_atom = caf::atom_constant<caf::atom("baddress")>;
-/// Start a collective: (collective_atom, collective_request_ptr).
-using collective_atom = caf::atom_constant<caf::atom("bcollect")>;
 /// An engine's timer: (engine_timer_atom, reduce engine?, membership, token).
 using engine_timer_atom = caf::atom_constant<caf::atom("bengtimer")>;
 /// Retry frames held back by the transport's backpressure.
@@ -38,7 +39,9 @@ using overflow_atom = caf::atom_constant<caf::atom("boverflow")>;
 using linger_atom = caf::atom_constant<caf::atom("blinger")>;
 /// Forget a departed member's address once nothing is on its way to it: (forget_atom, id).
 using forget_atom = caf::atom_constant<caf::atom("bforget")>;
-/// `stop` asks to be told when the engines have drained: (linger_atom, drained_ptr).
+/// Run the handlers a caller's thread left behind.
+using dispatch_atom = caf::atom_constant<caf::atom("bdispatch")>;
+/// Tell `stop` when the engines have drained.
 using drained_ptr = std::shared_ptr<std::promise<void>>;
 
 /// What the node's public methods ask of the actor.
@@ -104,17 +107,43 @@ struct node_shared {
   node::delivery_handler on_deliver; ///< guarded by mtx; called without it
 };
 
-/// Spawns the actor. `transport` must not be started yet; the actor sends through it.
-caf::actor spawn_node_actor(caf::actor_system& sys, const node_config& cfg, std::uint64_t seed,
-                            std::shared_ptr<net::tcp_transport> transport,
-                            std::shared_ptr<node_shared> shared);
+struct node_machine; // node_actor.cpp
+
+/// The node's state machine and the actor that runs its timers. Created before the
+/// transport starts; the transport's callbacks call `deliver` and `net_event` on its
+/// loop thread; the node's public methods call the rest from any thread.
+class node_core {
+public:
+  node_core(caf::actor_system& sys, const node_config& cfg, std::uint64_t seed,
+            std::shared_ptr<net::tcp_transport> transport, std::shared_ptr<node_shared> shared);
+  /// Stops the actor (see `shutdown`).
+  ~node_core();
+  node_core(const node_core&) = delete;
+  node_core& operator=(const node_core&) = delete;
+
+  // The transport's loop thread.
+  void deliver(wire::envelope&& e);
+  void net_event(const net::transport_event& ev);
+
+  // Any thread.
+  void request(node_request_ptr r);
+  void collective(const collective_request_ptr& r);
+  void set_address(const std::string& a);
+  /// Sets `w` once a node that has left has drained its engines (at once otherwise).
+  void linger(drained_ptr w);
+
+  /// Stops the actor and waits for it; only once the transport has stopped (no callback
+  /// can run). Requests still pending complete with `stopped`. Idempotent.
+  void shutdown();
+
+private:
+  std::shared_ptr<node_machine> m_;
+  caf::actor actor_;
+  caf::actor_system& sys_;
+};
 
 /// Processor ids used while learning a contact's id: no member ever has one.
 inline constexpr proc_id discovery_id = max_node_id + 1;
 
 } // namespace banyan::actors
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::net::transport_event)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::actors::node_request_ptr)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::actors::collective_request_ptr)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::actors::drained_ptr)

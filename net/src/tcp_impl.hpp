@@ -271,6 +271,11 @@ public:
   uv_async_t async_{};
   uv_tcp_t listener_{};
   bool shutting_down_ = false;
+  /// A frame sent from a callback is being processed at once (`send`): events it causes
+  /// wait in `deferred_events_` for the next turn of the loop, so that no callback runs
+  /// inside a caller that may hold its own locks.
+  bool direct_ = false;
+  std::vector<transport_event> deferred_events_;
   std::unordered_map<proc_id, std::unique_ptr<peer_state>> peers_;
   std::unordered_set<connection*> conns_;
   std::unordered_map<proc_id, connection*> inbound_; ///< established, by peer

@@ -360,6 +360,16 @@ send_status tcp_impl::send(wire::envelope e, send_options opt) {
     release(counter, size);
     return send_status::stopped;
   }
+  if (std::this_thread::get_id() == loop_thread_ && commands_.empty()) {
+    // From a callback, with nothing queued ahead of it: straight to the peer's queue
+    // (and usually the socket), without a turn through the async handle. The events
+    // this may cause are deferred (`direct_`).
+    lk.unlock();
+    direct_ = true;
+    process(c);
+    direct_ = false;
+    return send_status::queued;
+  }
   commands_.push_back(std::move(c));
   uv_async_send(&async_);
   return send_status::queued;
@@ -444,6 +454,10 @@ void tcp_impl::on_async() {
     begin_shutdown();
     return;
   }
+  auto deferred = std::move(deferred_events_);
+  deferred_events_.clear();
+  for (auto& ev : deferred)
+    emit(std::move(ev));
   for (auto& c : batch)
     process(c);
 }
@@ -756,6 +770,11 @@ void tcp_impl::emit(transport_event::kind k, proc_id peer, std::string detail) {
 void tcp_impl::emit(transport_event ev) {
   if (!events_ || shutting_down_ || !callbacks_on_)
     return;
+  if (direct_) {
+    deferred_events_.push_back(std::move(ev));
+    uv_async_send(&async_);
+    return;
+  }
   events_(ev);
 }
 

@@ -731,3 +731,64 @@ BOOST_AUTO_TEST_CASE(collectives_of_a_stopped_node_resolve_with_stopped) {
   BOOST_TEST(static_cast<int>(late_r.err().code) == static_cast<int>(errc::stopped));
   b.stop();
 }
+
+// Handlers run on the node's own threads, one at a time, never inside a call from the
+// program's thread; a handler may send (an acknowledgement, as benchmarks do), and what it
+// sends arrives exactly once.
+BOOST_AUTO_TEST_CASE(handlers_run_on_the_node_s_threads_one_at_a_time_and_may_send) {
+  const auto all = vnode_set::range(0, 30);
+  node a(collective_config(0));
+  node b(collective_config(1));
+  node c(collective_config(2));
+  std::vector<node*> ns{&a, &b, &c};
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int> on_caller{0}, overlapping{0}, acks{0}, deliveries{0}, vnodes{0};
+  std::map<proc_id, std::unique_ptr<std::atomic<bool>>> inside;
+  for (auto* n : ns)
+    inside[n->id()] = std::make_unique<std::atomic<bool>>(false);
+  for (auto* n : ns) {
+    auto* in = inside[n->id()].get();
+    n->on_deliver([&, n, in](const node_delivery& d) {
+      if (in->exchange(true))
+        ++overlapping;
+      if (std::this_thread::get_id() == caller)
+        ++on_caller;
+      if (d.what == node_delivery::kind::message) {
+        ++acks;
+      } else {
+        ++deliveries;
+        vnodes += static_cast<int>(d.vnodes.size());
+        // Acknowledge to vnode 0 from inside the handler (a future left unwaited).
+        (void)n->send(0, shared_bytes{});
+      }
+      in->store(false);
+    });
+    BOOST_REQUIRE(n->start().has_value());
+  }
+  auto f = a.found(all);
+  BOOST_REQUIRE(!wait(f, 5s));
+  for (auto* n : {&b, &c}) {
+    auto j = n->join({{a.address()}});
+    BOOST_REQUIRE_MESSAGE(!wait(j, 10s).has_value(), "node " << n->id() << " could not join");
+  }
+  require_converged({&a, &b, &c}, &all, 20s);
+  const int rounds = 20;
+  for (int i = 0; i < rounds; ++i) {
+    auto from = ns[static_cast<std::size_t>(i) % ns.size()];
+    auto s = from->broadcast(pattern(100, static_cast<std::uint64_t>(i)));
+    started(s);
+  }
+  // Every vnode gets every broadcast once; every delivery is acknowledged once.
+  const int want = rounds * static_cast<int>(all.size());
+  BOOST_REQUIRE_MESSAGE(poll_until(20s, [&] { return vnodes.load() >= want && acks.load() >= deliveries.load(); }),
+                        "vnodes reached: " << vnodes.load() << " of " << want << ", acks "
+                                           << acks.load() << " of " << deliveries.load());
+  std::this_thread::sleep_for(200ms); // nothing more may come
+  BOOST_TEST(vnodes.load() == want);
+  BOOST_TEST(acks.load() == deliveries.load());
+  BOOST_TEST(deliveries.load() >= rounds * static_cast<int>(ns.size()));
+  BOOST_TEST(on_caller.load() == 0);
+  BOOST_TEST(overlapping.load() == 0);
+  for (auto* n : ns)
+    n->stop();
+}

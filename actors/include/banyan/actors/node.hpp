@@ -1,8 +1,9 @@
 #pragma once
 /// One processor over real TCP, for embedding in a program: a `banyan::node` owns a
-/// supervisor (the protocol state machine of core/), runs it in a CAF actor on the real
-/// clock, and moves its messages with a `net::tcp_transport` (libuv, on a thread of its
-/// own, HMAC challenge-response under a shared secret). See docs/api.md.
+/// supervisor (the protocol state machine of core/) and its collective engines, runs them
+/// on the real clock (timers on a CAF actor), and moves their messages with a
+/// `net::tcp_transport` (libuv, on a thread of its own, HMAC challenge-response under a
+/// shared secret). See docs/api.md.
 ///
 ///     banyan::node_config cfg;
 ///     cfg.id = 3;
@@ -22,10 +23,14 @@
 /// every other one `join`s through any member's address (its processor id is learnt
 /// from that member's side of the handshake, or may be given).
 ///
-/// Threads. Every method is thread-safe. `found`, `join` and `leave` return at once;
-/// their futures and completion callbacks are fulfilled on the node's actor. Event
-/// handlers run there too, one at a time and in order: they may call any method but
-/// `stop` and must not wait on a future of this node. CAF stays behind this header.
+/// Threads. Every method is thread-safe and returns at once. The node's state is one
+/// state machine under a lock, run by whichever thread has work for it: a frame that
+/// arrives is handled (and forwarded) on the transport's loop thread, a call on the
+/// caller's thread, a timer on the node's actor. Handlers (deliveries, events, the
+/// completion callbacks of `found`, `join` and `leave`) run on the loop thread or the
+/// actor, one at a time and in order, never inside a call from another thread: they may
+/// call any method but `stop`, must not wait on a future of this node, and should be
+/// quick (a long handler holds up the network). CAF stays behind this header.
 
 #include <cstdint>
 #include <functional>
@@ -196,7 +201,7 @@ public:
   std::future<result> leave(completion done = {});
 
   /// Receives every delivery to this node's vnodes from now on (replaces an earlier
-  /// handler); called on the node's actor, in order, like event handlers.
+  /// handler); called in order, like event handlers (see "Threads" above).
   void on_deliver(delivery_handler h);
 
   /// Broadcasts `message` to every vnode, this node's own included (each exactly once,

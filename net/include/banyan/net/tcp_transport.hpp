@@ -160,6 +160,10 @@ public:
   /// Queues `e` for `e.to` and returns at once; `e.from` is set to `self`. Encodes on the
   /// calling thread (once; the bytes go to the socket from that buffer). Thread-safe,
   /// also from the callbacks. An envelope to `self` is delivered locally, on the loop.
+  /// From a callback (the loop thread), with nothing queued ahead of it, the frame goes
+  /// to the peer's queue, and usually the socket, before `send` returns; the events that
+  /// may cause (an error, frames returned) come on the next turn of the loop, never
+  /// inside `send`.
   send_status send(wire::envelope e, send_options opt = {});
 
   /// Bytes accepted for `id` and not yet handed to the kernel (or dropped). Thread-safe.
