@@ -6,6 +6,8 @@
 # median of 3. Also the barrier-plus-acks cost alone. Prints ratios, writes JSON.
 #
 #   scripts/bench_mpi.sh [--banyan PATH] [--out FILE.json] [--procs "4 8 16"] [--reps 3]
+#                        [--node-args "ARGS"]   (extra arguments for every banyan node,
+#                                                e.g. "--busy-poll-us 50000")
 #
 # Installs openmpi-bin and libopenmpi-dev with apt-get when mpicc/mpirun are missing.
 # Open MPI runs TCP-only and yields when oversubscribed (see issue 4); banyan runs through
@@ -17,6 +19,7 @@ banyan=${BANYAN:-}
 out=bench_mpi.json
 procs="4 8 16"
 reps=3
+node_args=
 small=1
 large=$((64 << 20))
 reduce=$((4 << 20))
@@ -26,6 +29,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --procs) procs=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
+    --node-args) node_args=$2; shift 2 ;;
     *) echo "bench_mpi.sh: unknown argument \"$1\"" >&2; exit 2 ;;
   esac
 done
@@ -55,12 +59,14 @@ for n in $procs; do
   echo "bench_mpi.sh: banyan, $n processes" >&2
   # Bandwidth sizes: the 1-byte one is the latency workload's.
   timeout 900 "$banyan" cluster --procs "$n" --workload overhead,latency,bandwidth,reduce \
-    --reps "$reps" --sizes "$large" --reduce-sizes "$reduce" --json "$work/banyan-$n.json" >&2
+    --reps "$reps" --sizes "$large" --reduce-sizes "$reduce" --node-args "$node_args" \
+    --json "$work/banyan-$n.json" >&2
 done
 
-python3 - "$work" "$out" "$procs" "$small" "$large" "$reduce" <<'PY'
+python3 - "$work" "$out" "$procs" "$small" "$large" "$reduce" "$node_args" <<'PY'
 import json, sys
 work, out, procs, small, large, reduce = sys.argv[1], sys.argv[2], sys.argv[3].split(), *map(int, sys.argv[4:7])
+node_args = sys.argv[7]
 rows = []
 for n in map(int, procs):
     mpi = [json.loads(l) for l in open(f"{work}/mpi-{n}.jsonl") if l.strip()]
@@ -95,6 +101,6 @@ for r in rows:
 print("ratio = banyan / Open MPI time (below 1: banyan faster). Targets: 64 MiB bcast ratio <= 1, "
       "1-byte bcast ratio <= 1.5. banyan reduce is timed from the commands to the result (no acks).")
 json.dump({"method": "median of runs; barrier (Open MPI) / command (banyan), root timestamp, op, empty acks",
-           "rows": rows}, open(out, "w"), indent=2)
+           "banyan_node_args": node_args, "rows": rows}, open(out, "w"), indent=2)
 print(f"wrote {out}")
 PY

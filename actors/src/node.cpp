@@ -159,6 +159,7 @@ struct node::impl {
     tc.listen_port = listen->second;
     tc.secret = cfg.secret;
     tc.shaper = cfg.shaper;
+    tc.busy_poll = cfg.busy_poll;
     // The callbacks run on the loop thread, which starts after `core` is made and is
     // joined (transport->stop) before `core` goes.
     transport = std::make_shared<net::tcp_transport>(

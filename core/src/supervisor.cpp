@@ -747,14 +747,24 @@ rule_context supervisor::context() const {
   // WAN peers local would let WAN hops chain (and condition (I) would forbid
   // undoing it later).
   auto lo = duration::max(), hi = duration{0};
+  std::size_t measured = 0;
   for (auto& [peer, fig] : figures_) {
-    if (fig.rtt == duration::max())
+    if (fig.rtt == duration::max() || !is_member(peer))
       continue;
+    ++measured;
     lo = std::min(lo, fig.rtt);
     hi = std::max(hi, fig.rtt);
   }
-  if (lo != duration::max() && hi >= lo * 4)
+  if (lo != duration::max() && hi >= lo * 4) {
     ctx.min_rtt = lo;
+  } else if (measured > 0 && measured + 1 >= members_.size()) {
+    // Every other member measured, and no two classes of peers: one LAN (processes on
+    // one host, or one cluster). All are local, or (I) would freeze the first, random
+    // attachments (on loopback: chains, 3 hops for 4 processes). The margin scales down
+    // with the LAN's RTT, which may be far below the wide-area grids' it was set for.
+    ctx.min_rtt = std::max(lo, std::chrono::duration_cast<duration>(hi / ctx.local_factor));
+    ctx.lan_margin = std::min(ctx.lan_margin, lo / 2);
+  }
   return ctx;
 }
 

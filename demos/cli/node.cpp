@@ -311,6 +311,9 @@ int run_node(const node_options& opt) {
   auto threads = parse_uint(opt.threads, 64);
   if (!threads || *threads == 0)
     return bad("bad --threads \"" + opt.threads + "\" (1-64)");
+  auto poll_us = parse_uint(opt.busy_poll_us, 10 * 1000 * 1000);
+  if (!poll_us)
+    return bad("bad --busy-poll-us \"" + opt.busy_poll_us + "\" (microseconds, at most 10 s)");
   auto leave_ms = parse_uint(opt.leave_timeout_ms, 3600 * 1000);
   if (!leave_ms)
     return bad("bad --leave-timeout \"" + opt.leave_timeout_ms + "\" (milliseconds)");
@@ -322,6 +325,7 @@ int run_node(const node_options& opt) {
   cfg.secret = secret;
   cfg.seed = *seed;
   cfg.threads = static_cast<std::size_t>(*threads);
+  cfg.busy_poll = std::chrono::microseconds(*poll_us);
   if (!opt.topology.empty()) {
     auto t = load_topology(opt.topology);
     if (!t)
@@ -473,6 +477,8 @@ void add_node_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--site", opt->site, "with --topology: the group this processor must be in");
   cmd->add_option("--json-status", opt->json_status, "keep this JSON file up to date with our status");
   cmd->add_option("--threads", opt->threads, "CAF worker threads (2)");
+  cmd->add_option("--busy-poll-us", opt->busy_poll_us,
+                  "after activity, poll the sockets this long before sleeping, as MPI does (0: never; costs CPU)");
   cmd->add_option("--seed", opt->seed, "seeds the supervisor's randomness (0: random)");
   cmd->add_option("--leave-timeout", opt->leave_timeout_ms, "ms to finish a graceful leave (10000)");
   cmd->add_flag("-v,--verbose", opt->verbose, "log every parent change and connection");

@@ -221,6 +221,7 @@ void tcp_impl::on_timeout(connection* c) {
 // --- reading ----------------------------------------------------------------------------
 
 void tcp_impl::on_read(connection* c, ssize_t nread) {
+  ++activity_;
   if (c->state == connection::phase::closing || c->state == connection::phase::draining
       || nread == 0)
     return;

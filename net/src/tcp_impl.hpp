@@ -196,6 +196,8 @@ public:
 
   // --- loop thread only (tcp_transport.cpp) -------------------------------------------
   void on_async();
+  /// The loop thread: runs the loop until it ends, polling for `busy_poll` after activity.
+  void run_loop();
   void process(command& c);
   void enqueue(peer_state& p, out_frame f);
   void release_delay_line(peer_state& p);
@@ -275,6 +277,8 @@ public:
   /// wait in `deferred_events_` for the next turn of the loop, so that no callback runs
   /// inside a caller that may hold its own locks.
   bool direct_ = false;
+  /// Callbacks run so far: `run_loop` polls on while this moves.
+  std::uint64_t activity_ = 0;
   std::vector<transport_event> deferred_events_;
   std::unordered_map<proc_id, std::unique_ptr<peer_state>> peers_;
   std::unordered_set<connection*> conns_;

@@ -259,7 +259,7 @@ expected<std::uint16_t> tcp_impl::start() {
   std::lock_guard<std::mutex> lk(mtx_);
   port_ = port;
   state_ = run_state::running;
-  thread_ = std::thread([this] { uv_run(&loop_, UV_RUN_DEFAULT); });
+  thread_ = std::thread([this] { run_loop(); });
   loop_thread_ = thread_.get_id();
   if (!commands_.empty())
     uv_async_send(&async_);
@@ -440,7 +440,33 @@ void tcp_impl::stop() {
 
 // --- the loop: commands -----------------------------------------------------------------
 
+void tcp_impl::run_loop() {
+  if (cfg_.busy_poll <= duration::zero()) {
+    uv_run(&loop_, UV_RUN_DEFAULT);
+    return;
+  }
+  for (;;) {
+    // Poll without blocking while something happened within the last `busy_poll`.
+    auto last = clock::now();
+    for (;;) {
+      const auto before = activity_;
+      if (uv_run(&loop_, UV_RUN_NOWAIT) == 0)
+        return; // no handle left: stopped
+      const auto t = clock::now();
+      if (activity_ != before)
+        last = t;
+      else if (t - last >= cfg_.busy_poll)
+        break;
+      else
+        std::this_thread::yield();
+    }
+    if (uv_run(&loop_, UV_RUN_ONCE) == 0)
+      return;
+  }
+}
+
 void tcp_impl::on_async() {
+  ++activity_;
   std::vector<command> batch;
   bool stopping = false;
   {

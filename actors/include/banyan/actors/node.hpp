@@ -80,6 +80,9 @@ struct node_config {
   net::link_shaper shaper;
   /// CAF worker threads, when the node owns its actor system.
   std::size_t threads = 2;
+  /// The transport's `busy_poll` (net::tcp_config): after activity, poll the sockets
+  /// this long before sleeping; trades CPU for latency. 0: never.
+  duration busy_poll{0};
   /// `stop` waits this long at most for queued frames to reach the kernel.
   duration drain_timeout = std::chrono::seconds(1);
   /// The collective engines (`first_seq` is set by the node, per membership).

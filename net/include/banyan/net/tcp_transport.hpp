@@ -65,6 +65,11 @@ struct tcp_config {
   duration backoff_initial = std::chrono::milliseconds(50); ///< first reconnect delay
   duration backoff_max = std::chrono::seconds(2);           ///< doubling stops here
   link_shaper shaper;                                       ///< empty: no shaping
+  /// After each burst of activity the loop keeps polling its sockets (without blocking,
+  /// yielding the CPU between polls) this long before it sleeps again, so that the next
+  /// frame is taken without a wake-up, as MPI libraries poll. Costs CPU while it polls;
+  /// 0 (the default): the loop always sleeps in the kernel until there is work.
+  duration busy_poll{0};
 };
 
 /// What `tcp_transport::send` did with an envelope.
