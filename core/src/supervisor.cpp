@@ -757,9 +757,10 @@ rule_context supervisor::context() const {
   }
   if (lo != duration::max() && hi >= lo * 4) {
     ctx.min_rtt = lo;
-  } else if (measured > 0 && measured + 1 >= members_.size()) {
-    // Every other member measured, and no two classes of peers: one LAN (processes on
-    // one host, or one cluster). All are local, or (I) would freeze the first, random
+  } else if (measured > 0 && hi < cfg_.one_lan_rtt
+             && measured >= std::min(cfg_.one_lan_peers, members_.size() - 1)) {
+    // Enough members measured, all alike and LAN-fast: one LAN (processes on one host,
+    // or one cluster). All are local, or (I) would freeze the first, random
     // attachments (on loopback: chains, 3 hops for 4 processes). The margin scales down
     // with the LAN's RTT, which may be far below the wide-area grids' it was set for.
     ctx.min_rtt = std::max(lo, std::chrono::duration_cast<duration>(hi / ctx.local_factor));

@@ -968,3 +968,57 @@ BOOST_AUTO_TEST_CASE(undeliverable_frames_come_back_to_the_sender) {
   BOOST_TEST_REQUIRE(sigaction(SIGPIPE, nullptr, &now) == 0);
   BOOST_TEST((now.sa_handler == SIG_IGN));
 }
+
+// A frame sent from a callback goes out at once (no turn through the command queue), in
+// order with what other threads queued; the events it causes come later, never inside
+// `send`. One side busy-polls (tcp_config::busy_poll); both still stop cleanly.
+BOOST_AUTO_TEST_CASE(sends_from_callbacks_keep_order_and_defer_their_events) {
+  constexpr std::uint64_t n = 2000;
+  std::atomic<int> inside_send_events{0};
+  std::atomic<int> refused{0};
+  auto cfg_b = config(2);
+  cfg_b.busy_poll = std::chrono::milliseconds(5);
+  // b answers every ping from a with a pong of the same seq, from its deliver callback;
+  // on the first, it also sends to a processor whose address is malformed.
+  auto b = make_node(2, cfg_b, [&](node& self, const wire::envelope& e) {
+    auto* p = std::get_if<wire::ping>(&e.body);
+    if (p == nullptr)
+      return;
+    if (p->seq == 0) {
+      auto before = self.count_events([](const net::transport_event&) { return true; });
+      refused += self.t().send(ping_to(9, 0)) != net::send_status::queued;
+      auto after = self.count_events([](const net::transport_event&) { return true; });
+      inside_send_events += static_cast<int>(after - before);
+    }
+    refused += self.t().send({banyan::no_proc, e.from, wire::pong{p->seq}}) != net::send_status::queued;
+  });
+  b->t().add_peer(9, "not-an-address");
+  auto a = make_node(1);
+  a->t().add_peer(2, b->address());
+  b->t().add_peer(1, a->address());
+  // Meanwhile another thread of b's sends pings to a: a sees both streams, each in order.
+  std::thread other([&] {
+    for (std::uint64_t i = 0; i < n; ++i)
+      refused += b->t().send(ping_to(1, 100000 + i)) != net::send_status::queued;
+  });
+  for (std::uint64_t i = 0; i < n; ++i)
+    refused += a->t().send(ping_to(2, i)) != net::send_status::queued;
+  other.join();
+  BOOST_TEST_REQUIRE(a->wait_received(2 * n));
+  BOOST_TEST(refused.load() == 0);
+  std::uint64_t next_pong = 0, next_ping = 100000;
+  for (auto& e : a->inbox()) {
+    if (auto* q = std::get_if<wire::pong>(&e.body)) {
+      BOOST_TEST_REQUIRE(q->seq == next_pong);
+      ++next_pong;
+    } else if (auto* p = std::get_if<wire::ping>(&e.body)) {
+      BOOST_TEST_REQUIRE(p->seq == next_ping);
+      ++next_ping;
+    }
+  }
+  BOOST_TEST(next_pong == n);
+  BOOST_TEST(next_ping == 100000 + n);
+  // The malformed address was reported, after the callback's send returned.
+  BOOST_TEST(b->wait_event(kind::error, "bad address"));
+  BOOST_TEST(inside_send_events.load() == 0);
+}

@@ -69,6 +69,12 @@ struct supervisor_config {
   /// it: damps moves that gain little (on paper-3c201, 120 us cuts probes by a fifth
   /// at the same tree quality).
   duration lan_margin = std::chrono::microseconds(120);
+  /// One LAN: when the RTTs measured to at least `one_lan_peers` members (or to all)
+  /// are alike (no two classes, a spread under 4x) and all below this, every peer is
+  /// taken to be local, so that the LAN rule applies (processes on one host, or one
+  /// cluster). Wide-area RTTs are above it, so no WAN peer is ever called local so.
+  duration one_lan_rtt = std::chrono::milliseconds(1);
+  std::size_t one_lan_peers = 4;
   /// Bandwidth rule hysteresis: adopt only when the estimate improves by this much.
   double bw_margin = 0.05;
   /// Chance that a probe goes to a peer already known to be local (same LAN)
