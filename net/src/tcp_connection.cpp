@@ -443,9 +443,9 @@ bool tcp_impl::write_raw(connection* c, std::vector<std::uint8_t> bytes, bool cl
   w->conn = c;
   w->close_after = close_after;
   w->bytes = bytes.size();
-  w->frames.push_back(std::move(bytes));
-  w->bufs.push_back(uv_buf_init(reinterpret_cast<char*>(w->frames[0].data()),
-                                static_cast<unsigned>(w->frames[0].size())));
+  w->frames.push_back({std::move(bytes), {}});
+  w->bufs.push_back(uv_buf_init(reinterpret_cast<char*>(w->frames[0].head.data()),
+                                static_cast<unsigned>(w->frames[0].head.size())));
   c->in_flight += w->bytes;
   if (int r = uv_write(&w->req, stream_of(c), w->bufs.data(), 1, on_write_cb); r < 0) {
     c->in_flight -= w->bytes;
@@ -471,9 +471,13 @@ void tcp_impl::pump(connection* c, peer_state& p) {
       w->frames.push_back(std::move(f.bytes));
       p.ready.pop_front();
     }
-    for (auto& f : w->frames)
-      w->bufs.push_back(
-          uv_buf_init(reinterpret_cast<char*>(f.data()), static_cast<unsigned>(f.size())));
+    for (auto& f : w->frames) {
+      w->bufs.push_back(uv_buf_init(reinterpret_cast<char*>(f.head.data()),
+                                    static_cast<unsigned>(f.head.size())));
+      if (!f.tail.empty()) // libuv only reads it: the cast drops a const it does not need
+        w->bufs.push_back(uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(f.tail.data())),
+                                      static_cast<unsigned>(f.tail.size())));
+    }
     // Count before uv_write: libuv may write synchronously (the callback still comes later).
     c->in_flight += w->bytes;
     const int r = uv_write(&w->req, stream_of(c), w->bufs.data(),

@@ -61,7 +61,7 @@ using counter_ptr = std::shared_ptr<byte_counter>;
 
 /// One encoded frame on its way out.
 struct out_frame {
-  std::vector<std::uint8_t> bytes;
+  schema::frame_bytes bytes; ///< head, then the payload left in place (if any)
   clock::time_point release{}; ///< the shaper lets it go at this time (first: send time)
   /// `send_options::return_undeliverable`: the envelope, handed back if the peer turns
   /// out unreachable or is removed before the frame reaches the kernel.
@@ -152,7 +152,7 @@ struct connection {
 struct write_req {
   uv_write_t req{};
   connection* conn = nullptr;
-  std::vector<std::vector<std::uint8_t>> frames;
+  std::vector<schema::frame_bytes> frames; ///< kept alive until written
   std::vector<uv_buf_t> bufs;
   std::size_t bytes = 0;    ///< total of frames
   counter_ptr counter;      ///< charged for the frames (none for handshake messages)

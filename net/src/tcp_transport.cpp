@@ -321,7 +321,17 @@ send_status tcp_impl::send(wire::envelope e, send_options opt) {
     uv_async_send(&async_);
     return send_status::queued;
   }
-  if (size - schema::frame_prefix_bytes > cfg_.max_frame)
+  if (size - schema::frame_prefix_bytes > cfg_.max_frame + 64) // far too large: do not encode
+    return send_status::oversized;
+  // Encode first, outside the lock, once (a large payload is not copied: the frame
+  // refers to it); these bytes are what uv_write sends, and what is charged.
+  command c;
+  c.what = command::kind::frame;
+  c.peer = e.to;
+  c.frame.bytes = schema::encode_frame(e, opt.returned);
+  c.frame.release = sent_at;
+  const std::size_t bytes = c.frame.bytes.size();
+  if (bytes - schema::frame_prefix_bytes > cfg_.max_frame)
     return send_status::oversized;
 
   counter_ptr counter;
@@ -336,28 +346,20 @@ send_status tcp_impl::send(wire::envelope e, send_options opt) {
     // One frame is always accepted into an empty queue, so a frame larger than the
     // limit can still be sent; memory per peer stays below max(limit, one frame) + limit.
     const std::size_t held = counter->bytes.load();
-    if (held > 0 && held + size > cfg_.max_queue_bytes)
+    if (held > 0 && held + bytes > cfg_.max_queue_bytes)
       return send_status::backpressure;
-    counter->bytes += size;
-    total_queued_ += size;
+    counter->bytes += bytes;
+    total_queued_ += bytes;
   }
-
-  // Encode outside the lock, once; these bytes are what uv_write sends.
-  command c;
-  c.what = command::kind::frame;
-  c.peer = e.to;
-  c.frame.bytes = schema::encode(e, opt.returned);
-  c.frame.release = sent_at;
   if (opt.return_undeliverable && !opt.returned)
     c.frame.keep = std::move(e);
-  assert(c.frame.bytes.size() == size);
-  c.bytes = size;
+  c.bytes = bytes;
   c.counter = counter;
 
   std::unique_lock<std::mutex> lk(mtx_);
   if (state_ != run_state::running) {
     lk.unlock();
-    release(counter, size);
+    release(counter, bytes);
     return send_status::stopped;
   }
   if (std::this_thread::get_id() == loop_thread_ && commands_.empty()) {

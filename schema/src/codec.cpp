@@ -229,6 +229,25 @@ void write_data(const shared_bytes& bytes, Init&& init) {
   std::memcpy(out.begin(), bytes.data(), bytes.size());
 }
 
+// `encode_frame`: the one payload to reference instead of copying, while it builds.
+struct external_payload {
+  const shared_bytes* bytes = nullptr;
+  capnp::Orphanage orphanage;
+  bool used = false;
+};
+thread_local external_payload* t_external = nullptr;
+
+// A Data field that `encode_frame` may reference in place (see `external_payload`).
+template <class Init, class Adopt>
+void write_data(const shared_bytes& bytes, Init&& init, Adopt&& adopt) {
+  if (auto* x = t_external; x != nullptr && !x->used && x->bytes == &bytes) {
+    x->used = true;
+    adopt(x->orphanage.referenceExternalData(capnp::Data::Reader(bytes.data(), bytes.size())));
+    return;
+  }
+  write_data(bytes, std::forward<Init>(init));
+}
+
 cs::ReduceKind to_capnp(reduce_kind k) {
   switch (k) {
     case reduce_kind::sum: return cs::ReduceKind::SUM;
@@ -266,7 +285,9 @@ void write(const wire::bcast_segment& m, body_builder b) {
   r.setIndex(m.index);
   r.setCount(m.count);
   r.setTotal(m.total);
-  write_data(m.payload, [&](unsigned n) { return r.initPayload(n); });
+  write_data(
+    m.payload, [&](unsigned n) { return r.initPayload(n); },
+    [&](capnp::Orphan<capnp::Data>&& o) { r.adoptPayload(kj::mv(o)); });
 }
 
 void write(const wire::reduce_partial& m, body_builder b) {
@@ -280,7 +301,9 @@ void write(const wire::reduce_partial& m, body_builder b) {
   write_vnodes(m.vnodes, [&](unsigned n) { return r.initVnodes(n); });
   r.setDirect(m.direct);
   r.setHops(m.hops);
-  write_data(m.data, [&](unsigned n) { return r.initData(n); });
+  write_data(
+    m.data, [&](unsigned n) { return r.initData(n); },
+    [&](capnp::Orphan<capnp::Data>&& o) { r.adoptData(kj::mv(o)); });
 }
 
 void write(const wire::reduce_handoff& m, body_builder b) {
@@ -640,6 +663,82 @@ std::vector<std::uint8_t> encode(const wire::envelope& e, bool returned) {
   }
   assert(out.size() == frame_prefix_bytes + body);
   return out;
+}
+
+namespace {
+
+/// The payload `encode_frame` may leave in place: a broadcast segment's or a reduction
+/// partial's, large enough to matter, word-aligned and a whole number of words.
+const shared_bytes* external_candidate(const wire::envelope& e) {
+  const shared_bytes* b = nullptr;
+  if (auto* s = std::get_if<wire::bcast_segment>(&e.body))
+    b = &s->payload;
+  else if (auto* r = std::get_if<wire::reduce_partial>(&e.body))
+    b = &r->data;
+  if (b == nullptr || b->size() < external_min_bytes || b->size() % sizeof(capnp::word) != 0
+      || reinterpret_cast<std::uintptr_t>(b->data()) % alignof(capnp::word) != 0)
+    return nullptr;
+  return b;
+}
+
+/// The stream framing of `segments` (capnp::writeMessage): length prefix, segment table
+/// (count - 1, each size in words, padded to a whole word), then the first `inline_count`
+/// segments' words; the rest are written by the caller.
+std::vector<std::uint8_t> frame_head(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments,
+                                     std::size_t inline_count) {
+  const std::size_t body = capnp::computeSerializedSizeInWords(segments) * sizeof(capnp::word);
+  assert(body <= std::numeric_limits<std::uint32_t>::max() && "message too large to encode");
+  std::size_t head = frame_prefix_bytes + (segments.size() / 2 + 1) * sizeof(capnp::word);
+  for (std::size_t i = 0; i < inline_count; ++i)
+    head += segments[i].size() * sizeof(capnp::word);
+  std::vector<std::uint8_t> out;
+  out.reserve(head);
+  auto append32 = [&out](std::uint32_t v) {
+    std::uint8_t b[4];
+    put_le32(b, v);
+    out.insert(out.end(), b, b + 4);
+  };
+  append32(static_cast<std::uint32_t>(body));
+  append32(static_cast<std::uint32_t>(segments.size() - 1));
+  for (auto& seg : segments)
+    append32(static_cast<std::uint32_t>(seg.size()));
+  if (segments.size() % 2 == 0)
+    append32(0);
+  for (std::size_t i = 0; i < inline_count; ++i) {
+    const auto* p = reinterpret_cast<const std::uint8_t*>(segments[i].begin());
+    out.insert(out.end(), p, p + segments[i].size() * sizeof(capnp::word));
+  }
+  assert(out.size() == head);
+  return out;
+}
+
+} // namespace
+
+frame_bytes encode_frame(const wire::envelope& e, bool returned) {
+  const shared_bytes* big = external_candidate(e);
+  if (big == nullptr)
+    return {encode(e, returned), {}};
+  // The model's single segment, less the payload, plus room for the far pointer's
+  // landing pad (two words).
+  const unsigned words = first_segment_words(e);
+  const unsigned payload_words = static_cast<unsigned>(big->size() / sizeof(capnp::word));
+  capnp::MallocMessageBuilder builder(words > payload_words ? words - payload_words + 4 : 64);
+  external_payload x{big, builder.getOrphanage(), false};
+  t_external = &x;
+  try {
+    build(e, builder, returned);
+  } catch (...) {
+    t_external = nullptr;
+    throw;
+  }
+  t_external = nullptr;
+  auto segments = builder.getSegmentsForOutput();
+  const auto& last = segments[segments.size() - 1];
+  if (!x.used || segments.size() < 2
+      || reinterpret_cast<const std::uint8_t*>(last.begin()) != big->data()
+      || last.size() * sizeof(capnp::word) != big->size())
+    return {frame_head(segments, segments.size()), {}}; // not where expected: copy it all
+  return {frame_head(segments, segments.size() - 1), *big};
 }
 
 std::size_t encoded_size(const wire::envelope& e) {

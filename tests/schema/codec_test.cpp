@@ -768,3 +768,62 @@ BOOST_AUTO_TEST_CASE(stream_decoder_reports_a_bad_frame_and_stays_failed) {
   BOOST_REQUIRE(!after.has_value());
   BOOST_TEST(after.err().code == errc::malformed_frame);
 }
+
+// encode_frame leaves a large aligned payload in place as the message's last segment;
+// head + tail is a standard frame that decodes to the same envelope. Small, unaligned or
+// odd-sized payloads (and other messages) are copied: then it equals `encode`.
+BOOST_AUTO_TEST_CASE(encode_frame_references_large_payloads_in_place) {
+  bytes message(4u << 20);
+  for (std::size_t i = 0; i < message.size(); ++i)
+    message[i] = static_cast<std::uint8_t>(i * 13 + (i >> 11));
+  const banyan::shared_bytes all(message);
+  auto joined = [](const bs::frame_bytes& f) {
+    bytes b = f.head;
+    b.insert(b.end(), f.tail.data(), f.tail.data() + f.tail.size());
+    return b;
+  };
+  for (std::size_t offset : {std::size_t{0}, std::size_t{64} << 10, std::size_t{3}}) {
+    for (std::size_t n : {std::size_t{64} << 10, std::size_t{16} << 10, std::size_t{1000},
+                          (std::size_t{64} << 10) + 4, std::size_t{1} << 20}) {
+      wire::bcast_segment seg;
+      seg.op = {3, 9};
+      seg.vnodes = vnode_set::range(0, 100);
+      seg.count = 64;
+      seg.index = 1;
+      seg.total = message.size();
+      seg.payload = all.slice(offset, n);
+      for (bool returned : {false, true}) {
+        const wire::envelope e{3, 4, seg};
+        auto f = bs::encode_frame(e, returned);
+        const bool in_place = offset % 8 == 0 && n % 8 == 0 && n >= bs::external_min_bytes;
+        BOOST_TEST_CONTEXT("offset " << offset << ", " << n << " bytes, returned " << returned) {
+          BOOST_TEST(f.tail.empty() == !in_place);
+          if (in_place) {
+            BOOST_TEST(f.tail.data() == seg.payload.data()); // not copied
+            BOOST_TEST(f.tail.size() == n);
+            BOOST_TEST(f.head.size() < 256u);
+          } else {
+            BOOST_TEST((f.head == bs::encode(e, returned)));
+          }
+          auto whole = joined(f);
+          BOOST_TEST(prefix_of(whole) + 4 == whole.size());
+          bs::frame_decoder dec(bs::default_max_frame);
+          auto frames = dec.feed_frames(whole.data(), whole.size());
+          BOOST_REQUIRE(frames.has_value());
+          BOOST_REQUIRE_EQUAL(frames->size(), 1u);
+          BOOST_TEST(same((*frames)[0].envelope, e));
+          BOOST_TEST((*frames)[0].returned == returned);
+        }
+      }
+    }
+  }
+  // A reduction partial's data too.
+  wire::reduce_partial p{7, 2, {banyan::reduce_kind::sum, banyan::element_type::int32, 0},
+                         tree_kind::bandwidth, vnode_set::range(0, 8), false, 1, all.slice(0, 1u << 20)};
+  const wire::envelope e{1, 2, p};
+  auto f = bs::encode_frame(e);
+  BOOST_TEST(f.tail.data() == all.data());
+  auto d = decode_frame(joined(f));
+  BOOST_REQUIRE(d.has_value());
+  BOOST_TEST(same(*d, e));
+}

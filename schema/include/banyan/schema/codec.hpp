@@ -2,8 +2,10 @@
 /// Converts `banyan::wire` messages to and from frames: the bytes the TCP transport sends.
 ///
 /// A frame is a 4-byte little-endian length N, then N bytes of an unpacked Cap'n Proto
-/// flat-array message whose root is `Frame` (schema/banyan.capnp). The encoder always
-/// writes a single segment, so a frame's size is exactly `wire::wire_size(body)`.
+/// flat-array message whose root is `Frame` (schema/banyan.capnp). `encode` always
+/// writes a single segment, so its frame's size is exactly `wire::wire_size(body)`;
+/// `encode_frame` (what the TCP transport sends) may add a second segment that
+/// references a large payload in place, so that it is not copied.
 /// Decoding never throws: malformed, oversized or foreign input is an `error`.
 /// See docs/wire-protocol.md.
 
@@ -32,6 +34,25 @@ inline constexpr std::size_t frame_prefix_bytes = 4;
 /// `returned`: the frame is handed back to its sender (`Frame.returned`; `e.from` is the
 /// processor handing it back, `e.to` the original sender); the size does not change.
 std::vector<std::uint8_t> encode(const wire::envelope& e, bool returned = false);
+
+/// A frame in two pieces, sent one after the other: `head` (length prefix, segment table
+/// and the message's own segments) and `tail`, a payload the message references in place
+/// as its last segment (empty when everything is in `head`).
+struct frame_bytes {
+  std::vector<std::uint8_t> head;
+  shared_bytes tail;
+  std::size_t size() const noexcept { return head.size() + tail.size(); }
+};
+
+/// Payloads at least this large may be left in place by `encode_frame`.
+inline constexpr std::size_t external_min_bytes = 16u << 10;
+
+/// The frame for `e`, like `encode`, except that the payload of a broadcast segment or a
+/// reduction partial of at least `external_min_bytes` (8-byte aligned, a whole number of
+/// words) is not copied: it becomes the message's second and last segment, `tail`. Such a
+/// frame is a few words longer than `encode(e)` (one more segment size in the table, a far
+/// pointer's landing pad); any decoder reads it the same (standard Cap'n Proto framing).
+frame_bytes encode_frame(const wire::envelope& e, bool returned = false);
 
 /// A decoded frame: the envelope and whether it is handed back (`Frame.returned`).
 struct frame {
