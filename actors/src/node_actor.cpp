@@ -994,6 +994,7 @@ node_core::node_core(caf::actor_system& sys, const node_config& cfg, std::uint64
       std::chrono::system_clock::now().time_since_epoch()).count() & 0x3fffffff);
   init.bcast_cfg = cfg.bcast;
   init.reduce_cfg = cfg.reduce;
+  init.ops = cfg.ops;
   init.tp = std::move(tp);
   init.shared = std::move(shared);
   publish(m_.get());

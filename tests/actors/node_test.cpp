@@ -792,3 +792,61 @@ BOOST_AUTO_TEST_CASE(handlers_run_on_the_node_s_threads_one_at_a_time_and_may_se
   for (auto* n : ns)
     n->stop();
 }
+
+// A user-supplied associative and commutative operator, registered in every node's
+// config, reduces over TCP like the built-in ones; a node without it refuses to start it.
+BOOST_AUTO_TEST_CASE(user_operators_reduce_over_tcp) {
+  const auto all = vnode_set::range(0, 40);
+  auto with_op = [](proc_id id) {
+    auto cfg = collective_config(id);
+    // Bitwise or of 8-byte words.
+    cfg.ops.add(7, [](std::uint8_t* acc, const std::uint8_t* in, std::size_t n) {
+      for (std::size_t i = 0; i < n; ++i)
+        acc[i] |= in[i];
+    });
+    return cfg;
+  };
+  node a(with_op(0));
+  node b(with_op(1));
+  node c(with_op(2));
+  std::vector<node*> ns{&a, &b, &c};
+  for (auto* n : ns)
+    BOOST_REQUIRE(n->start().has_value());
+  auto f = a.found(all);
+  BOOST_REQUIRE(!wait(f, 5s));
+  for (auto* n : {&b, &c}) {
+    auto j = n->join({{a.address()}});
+    BOOST_REQUIRE(!wait(j, 10s).has_value());
+  }
+  require_converged({&a, &b, &c}, &all, 20s);
+  node_reduction r;
+  r.seq = 1;
+  r.root = 33;
+  r.op = {reduce_kind::user, element_type::bytes, 7};
+  r.count = 16;
+  // vnode v sets bit (v % 8) of byte (v / 8) of 16 bytes: the or of all is 5 bytes of 0xff.
+  r.values = [](vnode_id v) {
+    std::vector<std::uint8_t> bits(16, 0);
+    bits[v / 8] = static_cast<std::uint8_t>(1u << (v % 8));
+    return bits;
+  };
+  auto fs = reduce_all(ns, r);
+  auto res = gather(fs, 20s);
+  BOOST_TEST(res.vnodes.to_string() == all.to_string());
+  auto got = res.value.to_vector();
+  std::vector<std::uint8_t> want(16, 0);
+  for (int i = 0; i < 5; ++i)
+    want[static_cast<std::size_t>(i)] = 0xff;
+  BOOST_TEST(got == want, boost::test_tools::per_element());
+  // An operator nobody registered is refused at once, with a reason.
+  node_reduction unknown = r;
+  unknown.seq = 2;
+  unknown.op.user = 8;
+  auto u = a.reduce(unknown);
+  BOOST_REQUIRE(u.wait_for(5s) == std::future_status::ready);
+  auto ur = u.get();
+  BOOST_REQUIRE(!ur.has_value());
+  BOOST_TEST(static_cast<int>(ur.err().code) == static_cast<int>(errc::not_found));
+  for (auto* n : ns)
+    n->stop();
+}

@@ -88,6 +88,9 @@ struct node_config {
   /// The collective engines (`first_seq` is set by the node, per membership).
   broadcast_config bcast;
   reduce_config reduce;
+  /// User reduction operators (`reduce_kind::user`), by id; every member must register
+  /// the same ones. The built-in operators need nothing here.
+  reduce_op_table ops;
   /// `stop` of a node that has left waits this long at most for its collective engines
   /// to drain (they hold nothing and sent nothing for `drain_linger`), so that frames
   /// bounced back to them still find them.
