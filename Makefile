@@ -4,7 +4,7 @@ TYPE     ?= RelWithDebInfo
 JOBS     ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: setup configure build test demo clean asan
+.PHONY: setup configure build test demo clean asan tsan
 
 setup:
 	@bash scripts/setup.sh
@@ -25,5 +25,12 @@ demo: build
 asan:
 	@$(MAKE) test BUILD=build-asan TYPE=Debug CMAKE_FLAGS=-DBANYAN_SANITIZE=ON
 
+# The threaded parts (transport, banyan::node, real processes) under ThreadSanitizer.
+tsan: setup
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBANYAN_TSAN=ON >/dev/null
+	@cmake --build build-tsan -j $(JOBS) --target test_net_tcp_transport test_actors_node
+	@cd build-tsan && TSAN_OPTIONS="suppressions=$(CURDIR)/scripts/tsan.supp halt_on_error=1" \
+	  ctest --output-on-failure -R "net_tcp_transport|actors_node"
+
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-tsan
