@@ -63,7 +63,7 @@ struct broadcast_config {
   /// predicted from the supervisor's measurements (`long_threshold` when there are none,
   /// as over static trees). Point-to-point messages follow no tree: they are cut into
   /// segments from `long_threshold` on whatever the rule.
-  tree_rule rule = tree_rule::threshold;
+  tree_rule rule = tree_rule::model;
   /// Messages of at least this many bytes follow the bandwidth tree, in segments;
   /// shorter ones travel whole along the latency tree (the paper's 256 KiB).
   std::size_t long_threshold = 256 * 1024;
