@@ -81,6 +81,7 @@ std::vector<tree_position> supervisor_view::positions(tree_kind k) const {
   std::vector<tree_position> result;
   if (!participating())
     return result;
+  result.reserve(sup_.members().size());
   for (auto root : sup_.members())
     if (auto t = sup_.tree({root, k})) {
       // Latency trees keep no sender capacity; the bandwidth trees' (this processor's

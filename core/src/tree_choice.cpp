@@ -36,7 +36,7 @@ std::optional<tree_position> position_of(const tree_state& t, rate capacity) {
   p.root = t.key().root;
   p.dist = t.dist();
   p.est = est;
-  p.depth = static_cast<std::uint32_t>(t.path().size());
+  p.depth = static_cast<std::uint32_t>(t.parent_info().path.size() + 1); // path() without a copy
   const auto n = std::max<std::uint32_t>(t.parent_info().children, 1);
   const auto cap = std::max(t.sender_capacity(), capacity);
   p.hop = cap > 0 ? std::min(bw, std::max(bw, cap) / n) : bw / n;
