@@ -219,6 +219,36 @@ BOOST_AUTO_TEST_CASE(positions_from_tree_states) {
   BOOST_CHECK(!position_of(tree_state{{9, tree_kind::latency}, 9}).has_value()); // the root
 }
 
+// supervisor_view::positions: on converged trees, one position per other root and kind,
+// with the depth of the trees the supervisors built and the RTT sum along them.
+BOOST_AUTO_TEST_CASE(a_supervisor_view_gives_its_place_in_every_other_root_s_trees) {
+  auto topo = builtin_topology("tiny-2c8");
+  BOOST_REQUIRE(topo.has_value());
+  mini_grid g{*topo, 2};
+  g.start();
+  g.run();
+  BOOST_REQUIRE(!g.busy());
+  const proc_id me = 3;
+  supervisor_view view{*g.sup(me)};
+  for (auto k : {tree_kind::latency, tree_kind::bandwidth}) {
+    auto ps = view.positions(k);
+    BOOST_TEST(ps.size() == 7u);
+    for (auto& p : ps) {
+      BOOST_TEST_CONTEXT(to_string(k) << " tree of " << p.root) {
+        BOOST_TEST(p.root != me);
+        auto t = g.tree_of({p.root, k});
+        BOOST_TEST(p.depth == static_cast<std::uint32_t>(t.depths()[me]));
+        duration rtt{0};
+        for (proc_id q = me; q != p.root; q = t.parent(q))
+          rtt += g.sup(q)->tree({p.root, k})->rtt_parent();
+        BOOST_TEST(p.dist.count() == rtt.count());
+        BOOST_TEST(p.est > 0);
+        BOOST_TEST(p.hop >= p.est);
+      }
+    }
+  }
+}
+
 // The engine follows the model: a long message whole down the latency tree when the
 // model says so, a short one in segments down the bandwidth tree when it says that; the
 // threshold rule ignores the figures, and the model without figures falls back on it.
