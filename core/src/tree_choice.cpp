@@ -21,7 +21,9 @@ duration transfer(double bytes, rate r) {
 }
 
 /// The rate of the hops other than the narrowest (never below it).
-rate other_hops(const tree_position& p) { return std::max(p.hop, p.est); }
+rate other_hops(const tree_position& p) {
+  return std::max(p.hop, p.est);
+}
 
 } // namespace
 
@@ -52,10 +54,10 @@ duration predict_bandwidth_tree(const tree_position& p, std::size_t bytes, const
   const auto first = std::min(seg, bytes);
   const auto segments = std::max<std::size_t>(1, (bytes + seg - 1) / seg);
   const auto hops_above = p.depth > 0 ? p.depth - 1 : 0;
-  return p.dist / 2 + c.overhead * p.depth +
-         transfer(static_cast<double>(first) * hops_above, other_hops(p)) +
-         transfer(static_cast<double>(bytes), p.est) +
-         c.overhead * static_cast<std::int64_t>(segments - 1);
+  return p.dist / 2 + c.overhead * p.depth
+         + transfer(static_cast<double>(first) * hops_above, other_hops(p))
+         + transfer(static_cast<double>(bytes), p.est)
+         + c.overhead * static_cast<std::int64_t>(segments - 1);
 }
 
 tree_prediction predict(const std::vector<tree_position>& latency,

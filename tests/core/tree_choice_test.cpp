@@ -17,7 +17,9 @@ using banyan::test::random_topology;
 
 namespace {
 
-double ms(duration d) { return to_ms(d); }
+double ms(duration d) {
+  return to_ms(d);
+}
 
 /// 10 ms RTT to the root over 3 hops, a 10 MB/s bottleneck, 100 MB/s for the own hop.
 tree_position three_hops() {
@@ -150,7 +152,8 @@ topology parse(const char* text) {
 BOOST_AUTO_TEST_CASE(predictions_worked_out_by_hand) {
   auto p = three_hops();
   // Latency tree: 5 ms + 3 x (20 us + 1e6 B / 1e8 B/s = 10 ms) = 35.06 ms.
-  BOOST_TEST(ms(predict_latency_tree(p, 1'000'000, cost)) == 35.06, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(ms(predict_latency_tree(p, 1'000'000, cost)) == 35.06,
+             boost::test_tools::tolerance(1e-6));
   // Bandwidth tree: 5 ms + 3 x 20 us + 2 x 65536 B / 1e8 B/s (1.31072 ms) + 1e6 B / 1e7
   // B/s (100 ms) + 15 x 20 us (16 segments) = 106.67072 ms.
   BOOST_TEST(ms(predict_bandwidth_tree(p, 1'000'000, cost)) == 106.67072,
@@ -161,8 +164,7 @@ BOOST_AUTO_TEST_CASE(predictions_worked_out_by_hand) {
   BOOST_TEST(ms(predict_latency_tree(p, 1000, cost)) == 5.09, boost::test_tools::tolerance(1e-6));
   // The hops above the bottleneck are never taken to be slower than it.
   p.hop = 1e6;
-  BOOST_TEST(ms(predict_bandwidth_tree(p, 65536, cost)) ==
-               5.0 + 0.06 + 2 * 6.5536 + 6.5536,
+  BOOST_TEST(ms(predict_bandwidth_tree(p, 65536, cost)) == 5.0 + 0.06 + 2 * 6.5536 + 6.5536,
              boost::test_tools::tolerance(1e-6));
   // An unknown rate costs "never", without overflowing.
   p.hop = 0;
@@ -255,7 +257,7 @@ BOOST_AUTO_TEST_CASE(a_supervisor_view_gives_its_place_in_every_other_root_s_tre
 BOOST_AUTO_TEST_CASE(the_engine_takes_the_tree_the_model_predicts) {
   figures_view view;
   auto shallow = three_hops();
-  shallow.depth = 1; // a latency tree of one hop at 100 MB/s
+  shallow.depth = 1;        // a latency tree of one hop at 100 MB/s
   auto deep = three_hops(); // a bandwidth tree 3 hops deep at 10 MB/s
   view.latency = {shallow};
   view.bandwidth = {deep};
@@ -296,8 +298,9 @@ BOOST_AUTO_TEST_CASE(the_engine_takes_the_tree_the_model_predicts) {
   broadcast_outbox out;
   tree_choice model;
   model.rule = tree_rule::model;
-  BOOST_REQUIRE(eng.broadcast(0ns, shared_bytes(std::vector<std::uint8_t>(100 * 1024, 1)), model, out)
-                  .has_value());
+  BOOST_REQUIRE(
+      eng.broadcast(0ns, shared_bytes(std::vector<std::uint8_t>(100 * 1024, 1)), model, out)
+          .has_value());
   BOOST_REQUIRE(!out.sends.empty());
   BOOST_CHECK(std::get<wire::bcast_segment>(out.sends.front().body).kind == tree_kind::bandwidth);
 }
@@ -313,8 +316,9 @@ BOOST_AUTO_TEST_CASE(point_to_point_ignores_the_model) {
   view.bandwidth = {fast};
   broadcast_engine eng{view, model_config()};
   broadcast_outbox out;
-  BOOST_REQUIRE(eng.send(0ns, vnode_set{2}, shared_bytes(std::vector<std::uint8_t>(100 * 1024, 1)), out)
-                  .has_value());
+  BOOST_REQUIRE(
+      eng.send(0ns, vnode_set{2}, shared_bytes(std::vector<std::uint8_t>(100 * 1024, 1)), out)
+          .has_value());
   BOOST_REQUIRE(out.sends.size() == 1u);
   auto& s = std::get<wire::bcast_segment>(out.sends.front().body);
   BOOST_TEST(s.direct);

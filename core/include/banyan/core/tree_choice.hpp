@@ -50,7 +50,9 @@ enum class tree_rule : std::uint8_t {
   model,     ///< the lower predicted completion time (the threshold when figures are missing)
 };
 
-inline const char* to_string(tree_rule r) { return r == tree_rule::model ? "model" : "threshold"; }
+inline const char* to_string(tree_rule r) {
+  return r == tree_rule::model ? "model" : "threshold";
+}
 
 /// One processor's place in one tree, as its supervisor knows it.
 struct tree_position {
