@@ -1,7 +1,8 @@
 #include "banyan/core/reduce.hpp"
-#include "banyan/core/tree_choice.hpp"
 
 #include <algorithm>
+
+#include "banyan/core/tree_choice.hpp"
 
 namespace banyan {
 

@@ -15,9 +15,9 @@
 #include "banyan/actors/emulated_cluster.hpp"
 #include "banyan/core/broadcast.hpp"
 #include "banyan/core/supervisor_view.hpp"
-#include "banyan/core/tree_choice.hpp"
 #include "banyan/core/topology.hpp"
 #include "banyan/core/tree_builders.hpp"
+#include "banyan/core/tree_choice.hpp"
 #include "svg_plot.hpp"
 
 namespace banyan::cli {
