@@ -14,6 +14,7 @@
 
 #include "banyan/core/reduce.hpp"
 #include "banyan/core/tree.hpp"
+#include "banyan/core/tree_choice.hpp"
 #include "processor_actor.hpp"
 
 namespace banyan::actors {
@@ -80,6 +81,8 @@ struct bcast_request {
   /// MPICH's scatter-allgather broadcast (the engine installed with sag_atom).
   bool scatter_allgather = false;
   vnode_set to;
+  /// A broadcast over the adaptive trees: choose the tree so instead of as configured.
+  std::optional<tree_choice> choice;
   std::promise<std::optional<wire::collective_id>> result;
 };
 using bcast_request_ptr = std::shared_ptr<bcast_request>;

@@ -369,12 +369,14 @@ std::uint64_t emulated_cluster::probes() const {
 }
 
 std::optional<wire::collective_id> emulated_cluster::broadcast(proc_id origin,
-                                                              std::size_t bytes) {
+                                                              std::size_t bytes,
+                                                              std::optional<tree_choice> choice) {
   auto& d = *impl_;
   if (origin >= d.procs.size() || !d.procs[origin])
     return std::nullopt;
   auto req = std::make_shared<bcast_request>();
   req->bytes = bytes;
+  req->choice = choice;
   return d.request(origin, req);
 }
 

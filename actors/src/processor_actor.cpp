@@ -430,8 +430,9 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       }
       auto now = now_of(self);
       shared_bytes payload(std::vector<std::uint8_t>(req->bytes, payload_fill));
-      auto id = req->p2p ? eng->send(now, req->to, payload, st.bo)
-                         : eng->broadcast(now, payload, st.bo);
+      auto id = req->p2p      ? eng->send(now, req->to, payload, st.bo)
+                : req->choice ? eng->broadcast(now, payload, *req->choice, st.bo)
+                              : eng->broadcast(now, payload, st.bo);
       if (!id) {
         req->result.set_value(std::nullopt);
         st.bo.clear();

@@ -35,7 +35,17 @@ bool broadcast_engine::unusable(timestamp now, proc_id p) const {
   return i != unreachable_.end() && now < i->second;
 }
 
+tree_choice broadcast_engine::configured_choice() const {
+  return {cfg_.rule, cfg_.long_threshold, {cfg_.send_overhead, cfg_.segment_size}};
+}
+
 expected<wire::collective_id> broadcast_engine::broadcast(timestamp now, shared_bytes message,
+                                                          broadcast_outbox& out) {
+  return broadcast(now, std::move(message), configured_choice(), out);
+}
+
+expected<wire::collective_id> broadcast_engine::broadcast(timestamp now, shared_bytes message,
+                                                          const tree_choice& choice,
                                                           broadcast_outbox& out) {
   view_.refresh();
   if (!view_.participating())
@@ -43,7 +53,9 @@ expected<wire::collective_id> broadcast_engine::broadcast(timestamp now, shared_
                                        " no longer takes part and cannot broadcast");
   const wire::collective_id id{view_.self(), next_seq_++};
   ++stats_.started;
-  return originate(now, id, view_.all_vnodes(), false, message, out);
+  // Decided once, here: the kind travels in every frame of the broadcast.
+  const auto kind = choose_tree(view_, message.size(), choice);
+  return originate(now, id, view_.all_vnodes(), false, kind, message, out);
 }
 
 expected<wire::collective_id> broadcast_engine::send(timestamp now, vnode_set to,
@@ -61,15 +73,16 @@ expected<wire::collective_id> broadcast_engine::send(timestamp now, vnode_set to
                                                 view_.all_vnodes().to_string() + ")");
   const wire::collective_id id{view_.self(), next_seq_++ | p2p_seq_bit};
   ++stats_.sent;
-  return originate(now, id, to, true, message, out);
+  return originate(now, id, to, true, threshold_tree(message.size(), cfg_.long_threshold),
+                   message, out);
 }
 
 wire::collective_id broadcast_engine::originate(timestamp now, wire::collective_id id,
                                                 const vnode_set& to, bool direct,
-                                                const shared_bytes& message,
+                                                tree_kind kind, const shared_bytes& message,
                                                 broadcast_outbox& out) {
-  const bool is_long = message.size() >= cfg_.long_threshold;
-  const auto kind = is_long ? tree_kind::bandwidth : tree_kind::latency;
+  // Segments go with the bandwidth tree (and with long point-to-point messages).
+  const bool is_long = kind == tree_kind::bandwidth;
   std::size_t count = 1;
   if (is_long)
     count = std::max<std::size_t>(1, (message.size() + cfg_.segment_size - 1) / cfg_.segment_size);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "banyan/core/tree_choice.hpp"
+
 namespace banyan {
 
 namespace {
@@ -34,7 +36,10 @@ bool reduce_engine::unusable(timestamp now, proc_id p) const {
 
 tree_kind reduce_engine::kind_of(const reduce_spec& spec) const {
   const auto bytes = spec.whole_bytes ? spec.whole_bytes : spec.count * element_size(spec.fn.type);
-  return bytes >= cfg_.long_threshold ? tree_kind::bandwidth : tree_kind::latency;
+  // The threshold, not the model (core/tree_choice.hpp): every contributor picks the
+  // tree on its own when it starts, from what all agree on (the spec), and partials go
+  // up at once; processors' figures differ, so the model could split them.
+  return threshold_tree(bytes, cfg_.long_threshold);
 }
 
 bool reduce_engine::is_root_owner(const op_state& st) const {

@@ -77,6 +77,22 @@ rate supervisor_view::min_root_rate() const {
   return r;
 }
 
+std::vector<tree_position> supervisor_view::positions(tree_kind k) const {
+  std::vector<tree_position> result;
+  if (!participating())
+    return result;
+  result.reserve(sup_.members().size());
+  for (auto root : sup_.members())
+    if (auto t = sup_.tree({root, k})) {
+      // Latency trees keep no sender capacity; the bandwidth trees' (this processor's
+      // widest measured rate) stands for a parent's.
+      auto b = sup_.tree({root, tree_kind::bandwidth});
+      if (auto p = position_of(*t, b ? b->sender_capacity() : 0))
+        result.push_back(*p);
+    }
+  return result;
+}
+
 std::vector<proc_id> supervisor_view::peers() const {
   return participating() ? rank_peers(sup_) : peers_;
 }

@@ -14,8 +14,10 @@
 
 #include "banyan/actors/emulated_cluster.hpp"
 #include "banyan/core/broadcast.hpp"
+#include "banyan/core/supervisor_view.hpp"
 #include "banyan/core/topology.hpp"
 #include "banyan/core/tree_builders.hpp"
+#include "banyan/core/tree_choice.hpp"
 #include "svg_plot.hpp"
 
 namespace banyan::cli {
@@ -27,7 +29,36 @@ using namespace std::chrono_literals;
 constexpr const char* tag = "banyan bench bcast-bandwidth: ";
 
 const std::vector<std::string> default_sizes = {"32K", "256K", "1M", "4M", "16M", "64M"};
-const std::vector<std::string> all_algorithms = {"dynamic", "mpich", "magpie", "list"};
+const std::vector<std::string> default_algorithms = {"dynamic", "mpich", "magpie", "list"};
+/// `dynamic` chooses its tree as the broadcast engine is configured (broadcast_config::
+/// rule); the variants choose by one rule whatever the default, on the same trees.
+const std::vector<std::string> all_algorithms = {"dynamic",         "dynamic-model",
+                                                 "dynamic-threshold", "dynamic-latency",
+                                                 "dynamic-bandwidth", "mpich",
+                                                 "magpie",          "list"};
+
+/// The tree choice of a `dynamic` variant (nothing: the engine's own).
+std::optional<tree_choice> choice_of(const std::string& a) {
+  tree_choice c;
+  c.cost.segment = broadcast_config{}.segment_size;
+  c.cost.overhead = broadcast_config{}.send_overhead;
+  if (a == "dynamic-model") {
+    c.rule = tree_rule::model;
+    return c;
+  }
+  c.rule = tree_rule::threshold;
+  if (a == "dynamic-threshold")
+    return c;
+  if (a == "dynamic-latency") {
+    c.long_threshold = std::numeric_limits<std::size_t>::max();
+    return c;
+  }
+  if (a == "dynamic-bandwidth") {
+    c.long_threshold = 0;
+    return c;
+  }
+  return std::nullopt;
+}
 
 double to_ms(duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
@@ -123,10 +154,12 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& bopt) {
     }
     sizes.push_back(*v);
   }
-  auto algorithms = bopt.algorithms.empty() ? all_algorithms : bopt.algorithms;
+  auto algorithms = bopt.algorithms.empty() ? default_algorithms : bopt.algorithms;
   for (auto& a : algorithms)
     if (std::find(all_algorithms.begin(), all_algorithms.end(), a) == all_algorithms.end()) {
-      std::cerr << tag << "unknown algorithm '" << a << "' (dynamic, mpich, magpie, list)\n";
+      std::cerr << tag << "unknown algorithm '" << a
+                << "' (dynamic, dynamic-model, dynamic-threshold, dynamic-latency, "
+                   "dynamic-bandwidth, mpich, magpie, list)\n";
       return 2;
     }
   if (auto err = check(opt)) {
@@ -157,17 +190,37 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& bopt) {
   auto binomial = binomial_tree(n, root);
   const auto sag_threshold = actors::emulated_cluster::scatter_allgather_threshold();
 
+  // The origin's prediction per size (core/tree_choice.hpp), read from its supervisor
+  // between runs (virtual time only): what the model rule decides on.
+  std::map<std::size_t, tree_prediction> predicted;
+  if (virtual_time)
+    if (auto* s = c.inspect(root)) {
+      supervisor_view view{*s};
+      for (auto size : sizes)
+        predicted[size] = predict(view.positions(tree_kind::latency),
+                                  view.positions(tree_kind::bandwidth), size,
+                                  {broadcast_config{}.send_overhead, broadcast_config{}.segment_size});
+    }
   auto method_of = [&](const std::string& a, std::size_t size) -> std::string {
-    if (a == "dynamic")
-      return size < broadcast_config{}.long_threshold ? "latency tree" : "bandwidth tree";
+    if (a.rfind("dynamic", 0) == 0) {
+      auto choice = choice_of(a).value_or(tree_choice{broadcast_config{}.rule,
+                                                      broadcast_config{}.long_threshold, {}});
+      if (choice.rule == tree_rule::threshold)
+        return size < choice.long_threshold ? "latency tree" : "bandwidth tree";
+      auto p = predicted.find(size);
+      if (p == predicted.end() || !p->second.known)
+        return "model (not read)";
+      return p->second.faster() == tree_kind::latency ? "latency tree (model)"
+                                                       : "bandwidth tree (model)";
+    }
     if (a == "mpich")
       return size < sag_threshold ? "binomial" : "scatter-allgather";
     return a == "magpie" ? "magpie tree" : "chain";
   };
   using starter = std::function<std::optional<wire::collective_id>(std::size_t)>;
   auto start_of = [&](const std::string& a) -> starter {
-    if (a == "dynamic")
-      return [&](std::size_t b) { return c.broadcast(root, b); };
+    if (a.rfind("dynamic", 0) == 0)
+      return [&, choice = choice_of(a)](std::size_t b) { return c.broadcast(root, b, choice); };
     if (a == "mpich") // MPICH: binomial below its long threshold, then scatter-allgather
       return [&](std::size_t b) {
         return b < sag_threshold ? c.broadcast_static(root, binomial, b)
@@ -246,6 +299,13 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& bopt) {
         return &r;
     return nullptr;
   };
+  if (!predicted.empty()) {
+    std::printf("model at processor %u (predicted completion, ms):\n", static_cast<unsigned>(root));
+    for (auto& [size, p] : predicted)
+      std::printf("  %10s  latency tree %10.3f  bandwidth tree %10.3f  -> %s\n",
+                  size_label(size).c_str(), to_ms(p.latency), to_ms(p.bandwidth),
+                  p.known ? to_string(p.faster()) : "unknown (threshold)");
+  }
   for (auto size : sizes) {
     auto d = find("dynamic", size);
     auto l = find("list", size);
@@ -288,6 +348,14 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& bopt) {
     j["list_order"] = chain;
     j["mpich_long"] = "scatter-allgather";
     j["mpich_long_threshold"] = sag_threshold;
+    j["dynamic_rule"] = to_string(broadcast_config{}.rule);
+    auto model = nlohmann::json::array();
+    for (auto& [size, p] : predicted)
+      model.push_back({{"size", size},
+                       {"latency_ms", to_ms(p.latency)},
+                       {"bandwidth_ms", to_ms(p.bandwidth)},
+                       {"known", p.known}});
+    j["model"] = model;
     auto arr = nlohmann::json::array();
     for (auto& r : results)
       arr.push_back({{"algorithm", r.algorithm},
@@ -310,7 +378,9 @@ void add_bench_bandwidth_command(CLI::App& bench, std::function<int()>& action) 
     "bcast-bandwidth", "long broadcasts from processor 0: bandwidth vs size per algorithm");
   add_bench_options(*cmd, opt->common);
   cmd->add_option("--sizes", opt->sizes, "message sizes (32K,256K,1M,4M,16M,64M)")->delimiter(',');
-  cmd->add_option("--algorithms", opt->algorithms, "subset of dynamic,mpich,magpie,list")
+  cmd->add_option("--algorithms", opt->algorithms,
+                  "of dynamic,mpich,magpie,list (the default) and dynamic-model, "
+                  "dynamic-threshold, dynamic-latency, dynamic-bandwidth")
     ->delimiter(',');
   cmd->callback([opt, &action] { action = [opt] { return run_bench_bcast_bandwidth(*opt); }; });
 }

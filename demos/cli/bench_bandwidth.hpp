@@ -8,7 +8,11 @@
 // The common options are bench_common.hpp's. Once banyan's trees have converged, processor 0 broadcasts messages of
 // 32 KiB to 64 MiB, one at a time, with each algorithm, on the same emulated network
 // (all but mpich's long messages through the broadcast engine, core/broadcast):
-//   dynamic  banyan's adaptive trees (latency tree below 256 KiB, bandwidth tree above)
+//   dynamic  banyan's adaptive trees, the tree chosen as the broadcast engine is
+//            configured (broadcast_config::rule: by the model of core/tree_choice.hpp, or
+//            latency tree below 256 KiB and bandwidth tree above); on request also
+//            dynamic-model, dynamic-threshold (one rule whatever the default),
+//            dynamic-latency and dynamic-bandwidth (one tree at every size)
 //   mpich    MPICH's binomial tree (short messages, through the broadcast engine); long
 //            messages (>= 256 KiB, MPICH's long threshold) scatter then ring allgather
 //            (core/scatter_allgather, hosted by the processor actors); the output and

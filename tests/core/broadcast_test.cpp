@@ -90,6 +90,7 @@ std::size_t live_count(const mini_grid& g) {
 // every processor receives every segment exactly once, nothing goes point-to-point.
 BOOST_AUTO_TEST_CASE(stable_broadcasts_use_tree_edges_only) {
   adaptive_riders riders;
+  riders.cfg.rule = tree_rule::threshold; // frame counts per tree kind: fix the kind by size
   mini_grid g{tiny(), 3};
   riders.install(g);
   g.start();
@@ -116,11 +117,12 @@ BOOST_AUTO_TEST_CASE(stable_broadcasts_use_tree_edges_only) {
     BOOST_TEST(!rider(g, p).bcast().holding());
 }
 
-// A short message is one frame down the latency tree; a long one is pipelined down the
-// bandwidth tree, so its completion is far below store-and-forward of the whole message
-// at every hop.
+// The threshold rule: a short message is one frame down the latency tree; a long one is
+// pipelined down the bandwidth tree, so its completion is far below store-and-forward of
+// the whole message at every hop.
 BOOST_AUTO_TEST_CASE(long_messages_follow_the_bandwidth_tree_in_segments) {
   adaptive_riders riders;
+  riders.cfg.rule = tree_rule::threshold; // the threshold's own test (the model: tree_choice_test)
   mini_grid g{tiny(), 4};
   riders.install(g);
   g.start();
@@ -247,6 +249,7 @@ BOOST_AUTO_TEST_CASE(broadcasts_under_churn_reach_every_vnode_exactly_once) {
 BOOST_AUTO_TEST_CASE(a_processor_leaving_while_it_forwards) {
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
     adaptive_riders riders;
+    riders.cfg.rule = tree_rule::threshold; // a long message in segments, whatever the model says
     mini_grid g{tiny(), seed};
     riders.install(g);
     g.start();
@@ -287,6 +290,7 @@ BOOST_AUTO_TEST_CASE(a_vnode_moving_mid_broadcast_gets_the_message_at_its_new_ow
   std::size_t redirected = 0;
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
     adaptive_riders riders;
+    riders.cfg.rule = tree_rule::threshold; // a long message in segments
     mini_grid g{tiny(), seed};
     riders.install(g);
     g.start(7); // processor 7 joins later

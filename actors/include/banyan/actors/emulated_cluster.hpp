@@ -25,6 +25,7 @@
 #include "banyan/core/supervisor.hpp"
 #include "banyan/core/topology.hpp"
 #include "banyan/core/tree.hpp"
+#include "banyan/core/tree_choice.hpp"
 
 namespace banyan::actors {
 
@@ -140,8 +141,11 @@ public:
   /// Processor `origin` broadcasts `bytes` bytes to every vnode over banyan's adaptive
   /// trees (the broadcast engine each processor hosts next to its supervisor). Returns
   /// the broadcast's id, or nothing when `origin` is not running or no longer takes part.
-  /// The broadcast then proceeds as the cluster runs (`run_until_delivered`).
-  std::optional<wire::collective_id> broadcast(proc_id origin, std::size_t bytes);
+  /// The broadcast then proceeds as the cluster runs (`run_until_delivered`). With
+  /// `choice`, the origin picks the tree by it instead of by the engine's configuration
+  /// (core/tree_choice.hpp), to compare rules on the same trees.
+  std::optional<wire::collective_id> broadcast(proc_id origin, std::size_t bytes,
+                                               std::optional<tree_choice> choice = {});
   /// The same over a fixed tree `t` (from core/tree_builders.hpp, over processor ids,
   /// rooted at `origin`), through `static_tree_view`. EMULATION ONLY: every running
   /// processor is handed `t` and a copy of its supervisor's routing table now (a real

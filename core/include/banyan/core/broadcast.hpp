@@ -12,9 +12,11 @@
 ///   (III) sends what is left point-to-point to the owners its routing table names.
 /// A point-to-point receiver does (I) and (III) only.
 ///
-/// Short messages (below `long_threshold`) travel whole along the latency tree of the
-/// origin; long ones are cut into `segment_size` segments pipelined along its bandwidth
-/// tree:
+/// Short messages travel whole along the latency tree of the origin; long ones are cut
+/// into `segment_size` segments pipelined along its bandwidth tree. Which is which the
+/// origin decides (`broadcast_config::rule`, core/tree_choice.hpp): below `long_threshold`
+/// or not, or whichever tree the model predicts to finish first; the tree kind travels in
+/// every frame.
 ///
 ///   time ->     t1      t2      t3      t4      t5
 ///   origin      s0->A   s1->A   s2->A   s3->A
@@ -50,14 +52,23 @@
 #include "banyan/core/messages.hpp"
 #include "banyan/core/shared_bytes.hpp"
 #include "banyan/core/supervisor.hpp"
+#include "banyan/core/tree_choice.hpp"
 #include "banyan/core/tree_view.hpp"
 
 namespace banyan {
 
 struct broadcast_config {
+  /// How a broadcast picks its tree (core/tree_choice.hpp): `threshold`, by
+  /// `long_threshold` alone, or `model`, the tree with the lower completion time
+  /// predicted from the supervisor's measurements (`long_threshold` when there are none,
+  /// as over static trees). Point-to-point messages follow no tree: they are cut into
+  /// segments from `long_threshold` on whatever the rule.
+  tree_rule rule = tree_rule::model;
   /// Messages of at least this many bytes follow the bandwidth tree, in segments;
   /// shorter ones travel whole along the latency tree (the paper's 256 KiB).
   std::size_t long_threshold = 256 * 1024;
+  /// The model's sender cost per message (the emulated topologies' `send_overhead`).
+  duration send_overhead = std::chrono::microseconds(20);
   /// Segment size for long messages: 4 segments at the threshold, and at 1 Gbit/s a
   /// segment takes about 0.5 ms, so a 20 us send overhead and a header costs a few
   /// percent while the pipeline fills within a few hops (docs/collectives.md).
@@ -129,6 +140,12 @@ public:
   /// `errc::stopped` when the processor no longer takes part.
   expected<wire::collective_id> broadcast(timestamp now, shared_bytes message,
                                           broadcast_outbox& out);
+  /// The same, choosing the tree by `choice` instead of the configured rule (to compare
+  /// rules on the same trees).
+  expected<wire::collective_id> broadcast(timestamp now, shared_bytes message,
+                                          const tree_choice& choice, broadcast_outbox& out);
+  /// The tree choice the configuration makes.
+  tree_choice configured_choice() const;
 
   /// Point-to-point: delivers `message` exactly once to each vnode of `to`, at the
   /// processor owning it at delivery time (forwarded during migration), along direct
@@ -203,7 +220,8 @@ private:
 
   /// Starts a message from here to `to` (every vnode for a broadcast).
   wire::collective_id originate(timestamp now, wire::collective_id id, const vnode_set& to,
-                                bool direct, const shared_bytes& message, broadcast_outbox& out);
+                                bool direct, tree_kind kind, const shared_bytes& message,
+                                broadcast_outbox& out);
   stream& open(const stream_key& key, const vnode_set& header, tree_kind kind,
                std::uint32_t count, std::uint64_t total, bool direct, std::uint32_t hops);
   /// A held stream of this engine's own, for the part `vnodes` (retried after a delay).

@@ -17,6 +17,7 @@
 #include <map>
 #include <vector>
 
+#include "banyan/core/tree_choice.hpp"
 #include "banyan/core/types.hpp"
 #include "banyan/core/vnode_set.hpp"
 
@@ -56,6 +57,13 @@ public:
   /// The lowest rate at which this processor receives along its bandwidth trees (their
   /// `est`), for sizing waits on long messages; `infinite_rate` if unknown.
   virtual rate min_root_rate() const = 0;
+  /// This processor's place in the trees of kind `k` of the other roots, where it has a
+  /// parent (core/tree_choice.hpp: what a broadcast's origin predicts completion times
+  /// from). Empty when nothing is measured, as for static trees.
+  virtual std::vector<tree_position> positions(tree_kind k) const {
+    (void)k;
+    return {};
+  }
   /// Other processors to hand a frame to when the owner of its vnodes is unknown (or
   /// unreachable), preferred first. Any member will do: it forwards by its own table.
   virtual std::vector<proc_id> peers() const = 0;

@@ -1,0 +1,119 @@
+#pragma once
+/// Which tree a broadcast takes: the latency tree (the message whole, store-and-forward
+/// at every hop) or the bandwidth tree (cut into segments, pipelined). The paper switched
+/// at a fixed 256 KiB and planned to choose "from the measured values of latency and
+/// bandwidth" (Section IV-D): every processor knows, for each root's trees, its `dist`
+/// (RTT sum to the root along the tree) and `est` (the rate it receives at along the
+/// tree), which give the time a message of N bytes takes to reach it along either tree.
+///
+/// Predicted arrival at a processor at depth d (o: send overhead per message, h: the
+/// share of its parent's sending its own hop gets, e = est: the bandwidth tree's
+/// bottleneck, s: the segment, k = ceil(N/s) segments):
+///
+///   latency tree    dist/2 + d (o + N/h)                  every hop carries all of N,
+///                                                          shared among the parent's
+///                                                          children (h stands for each)
+///   bandwidth tree  dist/2 + d o + (d-1) s/h + N/e + (k-1) o
+///                                                          one segment fills each other
+///   hop:  root --s0-->  A  --s0-->  B  --s0-->  C         hop, then the narrowest hop
+///         root  s1 ...                                     sets the pace
+///
+/// (The latency trees' own `est` is the paper's rule, the path bandwidth split among a
+/// parent's children without the sender's capacity: it underrates a WAN hop many times
+/// over, and a store-and-forward message pays every hop, not only the narrowest.)
+///
+/// The origin of a broadcast is the root of its own trees and knows nothing of them
+/// beyond its children; it uses its own place in every other root's trees instead (its
+/// worst predicted arrival over the roots stands for its farthest receiver's, by
+/// symmetry of the links: the paper sizes reduction timeouts the same way, IV-E). The
+/// tree with the lower prediction wins. Without figures (no trees yet, static trees) the
+/// choice falls back on the threshold.
+///
+/// Pure: no clock, no I/O; the figures come from the supervisor's `tree_state`s
+/// (`position_of`) through a `tree_view` (`tree_view::positions`).
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "banyan/core/types.hpp"
+
+namespace banyan {
+
+class tree_state;
+class tree_view;
+
+/// How a broadcast picks its tree.
+enum class tree_rule : std::uint8_t {
+  threshold, ///< the paper's: latency tree below `long_threshold` bytes, bandwidth tree from it on
+  model,     ///< the lower predicted completion time (the threshold when figures are missing)
+};
+
+inline const char* to_string(tree_rule r) {
+  return r == tree_rule::model ? "model" : "threshold";
+}
+
+/// One processor's place in one tree, as its supervisor knows it.
+struct tree_position {
+  proc_id root = no_proc;
+  duration dist{0};        ///< RTT sum to the root along the tree
+  rate est = 0;            ///< the rate it receives at along the tree (`tree_state::est`)
+  std::uint32_t depth = 0; ///< hops to the root
+  /// The rate of its own hop: the bandwidth measured to its parent, or the parent's
+  /// sending capacity split among its children if that is less (the bandwidth rule's
+  /// share, `bandwidth_rule.hpp`).
+  rate hop = 0;
+};
+
+/// The figures of a tree at a processor that has a parent in it; nothing for a root, an
+/// orphan, or a tree without measurements. `capacity`: what a parent can send in all
+/// (the widest rate this processor measured, standing for its parent's; 0: unknown, the
+/// hop's bandwidth is split then), used where the tree itself keeps none (latency trees).
+std::optional<tree_position> position_of(const tree_state& t, rate capacity = 0);
+
+/// The cost terms the prediction needs besides the positions.
+struct tree_cost {
+  duration overhead = std::chrono::microseconds(20); ///< sender CPU per message (per hop)
+  std::size_t segment = 64 * 1024; ///< the bandwidth tree's segment (broadcast_config)
+};
+
+/// Predicted arrival of `bytes` at the processor at `p`, whole and store-and-forward
+/// along a latency tree.
+duration predict_latency_tree(const tree_position& p, std::size_t bytes, const tree_cost& c);
+/// Predicted arrival of `bytes` at the processor at `p`, in segments pipelined along a
+/// bandwidth tree.
+duration predict_bandwidth_tree(const tree_position& p, std::size_t bytes, const tree_cost& c);
+
+/// Both trees' predicted completion for one message: the worst over the positions given.
+struct tree_prediction {
+  duration latency{0};
+  duration bandwidth{0};
+  /// Positions were given for both kinds (otherwise the prediction means nothing).
+  bool known = false;
+  tree_kind faster() const noexcept {
+    return bandwidth < latency ? tree_kind::bandwidth : tree_kind::latency;
+  }
+};
+
+tree_prediction predict(const std::vector<tree_position>& latency,
+                        const std::vector<tree_position>& bandwidth, std::size_t bytes,
+                        const tree_cost& c);
+
+/// What a broadcast engine is configured with.
+struct tree_choice {
+  tree_rule rule = tree_rule::model;
+  /// The threshold rule's switch (the paper's 256 KiB); the model's fallback.
+  std::size_t long_threshold = 256 * 1024;
+  tree_cost cost;
+};
+
+/// The paper's rule.
+inline tree_kind threshold_tree(std::size_t bytes, std::size_t long_threshold) noexcept {
+  return bytes >= long_threshold ? tree_kind::bandwidth : tree_kind::latency;
+}
+
+/// The tree for a broadcast of `bytes` from the processor of `view` (the origin).
+tree_kind choose_tree(const tree_view& view, std::size_t bytes, const tree_choice& choice);
+
+} // namespace banyan

@@ -1,0 +1,85 @@
+#include "banyan/core/tree_choice.hpp"
+
+#include <algorithm>
+
+#include "banyan/core/tree_state.hpp"
+#include "banyan/core/tree_view.hpp"
+
+namespace banyan {
+
+namespace {
+
+/// Longer than any broadcast: what an unknown or zero rate costs (sums stay finite).
+constexpr double never_s = 1e6;
+
+/// Seconds to move `bytes` at `r` bytes per second, as a duration.
+duration transfer(double bytes, rate r) {
+  if (bytes <= 0 || r == infinite_rate)
+    return duration{0};
+  const double s = r > 0 ? std::min(bytes / r, never_s) : never_s;
+  return std::chrono::duration_cast<duration>(std::chrono::duration<double>(s));
+}
+
+/// The rate of the hops other than the narrowest (never below it).
+rate other_hops(const tree_position& p) {
+  return std::max(p.hop, p.est);
+}
+
+} // namespace
+
+std::optional<tree_position> position_of(const tree_state& t, rate capacity) {
+  if (t.is_root() || t.parent() == no_proc)
+    return std::nullopt;
+  const auto est = t.est();
+  const auto bw = t.bw_parent();
+  if (!(est > 0) || !(bw > 0))
+    return std::nullopt;
+  tree_position p;
+  p.root = t.key().root;
+  p.dist = t.dist();
+  p.est = est;
+  p.depth = static_cast<std::uint32_t>(t.parent_info().path.size() + 1); // path() without a copy
+  const auto n = std::max<std::uint32_t>(t.parent_info().children, 1);
+  const auto cap = std::max(t.sender_capacity(), capacity);
+  p.hop = cap > 0 ? std::min(bw, std::max(bw, cap) / n) : bw / n;
+  return p;
+}
+
+duration predict_latency_tree(const tree_position& p, std::size_t bytes, const tree_cost& c) {
+  return p.dist / 2 + (c.overhead + transfer(static_cast<double>(bytes), p.hop)) * p.depth;
+}
+
+duration predict_bandwidth_tree(const tree_position& p, std::size_t bytes, const tree_cost& c) {
+  const auto seg = std::max<std::size_t>(c.segment, 1);
+  const auto first = std::min(seg, bytes);
+  const auto segments = std::max<std::size_t>(1, (bytes + seg - 1) / seg);
+  const auto hops_above = p.depth > 0 ? p.depth - 1 : 0;
+  return p.dist / 2 + c.overhead * p.depth
+         + transfer(static_cast<double>(first) * hops_above, other_hops(p))
+         + transfer(static_cast<double>(bytes), p.est)
+         + c.overhead * static_cast<std::int64_t>(segments - 1);
+}
+
+tree_prediction predict(const std::vector<tree_position>& latency,
+                        const std::vector<tree_position>& bandwidth, std::size_t bytes,
+                        const tree_cost& c) {
+  tree_prediction r;
+  r.known = !latency.empty() && !bandwidth.empty();
+  for (auto& p : latency)
+    r.latency = std::max(r.latency, predict_latency_tree(p, bytes, c));
+  for (auto& p : bandwidth)
+    r.bandwidth = std::max(r.bandwidth, predict_bandwidth_tree(p, bytes, c));
+  return r;
+}
+
+tree_kind choose_tree(const tree_view& view, std::size_t bytes, const tree_choice& choice) {
+  if (choice.rule == tree_rule::model) {
+    auto r = predict(view.positions(tree_kind::latency), view.positions(tree_kind::bandwidth),
+                     bytes, choice.cost);
+    if (r.known)
+      return r.faster();
+  }
+  return threshold_tree(bytes, choice.long_threshold);
+}
+
+} // namespace banyan
