@@ -28,6 +28,9 @@ down() {
     ip link del "$l" 2>/dev/null || true
   done
   ip link del "${name}-br" 2>/dev/null || true
+  if command -v iptables >/dev/null 2>&1; then
+    while iptables -D FORWARD -i "${name}-br" -o "${name}-br" -j ACCEPT 2>/dev/null; do :; done
+  fi
 }
 
 up() {
@@ -41,6 +44,11 @@ up() {
   trap 'exit 130' INT TERM
   ip link add "${name}-br" type bridge || die "cannot create a bridge (network namespaces not permitted?)"
   ip link set "${name}-br" up
+  # Where bridged traffic goes through iptables (br_netfilter, as Docker sets it up, with
+  # a FORWARD policy of DROP), let the sites' traffic across our bridge through.
+  if command -v iptables >/dev/null 2>&1 && iptables -S FORWARD >/dev/null 2>&1; then
+    iptables -I FORWARD -i "${name}-br" -o "${name}-br" -j ACCEPT
+  fi
   local i=0 spec site mbit ns addr
   for spec in "$@"; do
     site=${spec%%:*}
