@@ -1,17 +1,32 @@
 #!/usr/bin/env bash
 # Entry point of one container of docker/compose.yml: shapes eth0 to the site's rate with
 # the same script as the namespace cluster (scripts/cluster/shape.sh; needs NET_ADMIN,
-# skipped with a message without it), then runs `banyan node` for processor ID of SITE.
+# skipped with a message without it), then runs `banyan node --control` for processor ID
+# of SITE. Its commands come from the FIFO /run/banyan/ctl (docker/workload.sh writes
+# there through `docker exec`), its JSON lines and logs go to the container's log.
 #
-#   node.sh ID SITE MBIT [--join ADDR]
+#   node.sh ID SITE MBIT [banyan node arguments, e.g. --join ADDR]
 set -euo pipefail
 [ $# -ge 3 ] || { echo "usage: node.sh ID SITE MBIT [banyan node arguments]" >&2; exit 2; }
 id=$1 site=$2 mbit=$3
 shift 3
-if ! bash /src/banyan/scripts/cluster/shape.sh eth0 "$mbit"; then
+if bash /src/banyan/scripts/cluster/shape.sh eth0 "$mbit"; then
+  echo "node.sh: eth0 shaped to ${mbit} Mbit/s (htb)" >&2
+else
   echo "node.sh: cannot shape eth0 (no NET_ADMIN?): the site link is not rate-limited" >&2
 fi
 addr=$(hostname -i | awk '{print $1}')
-exec banyan node --id "$id" --listen "0.0.0.0:7000" --advertise "$addr:7000" \
+# The FIFO is opened read-write: it always has a writer, so the node never reads an end
+# of input (which would make it stop), however many `echo CMD > /run/banyan/ctl` come and go.
+mkdir -p /run/banyan
+rm -f /run/banyan/ctl
+mkfifo -m 0600 /run/banyan/ctl
+exec 3<>/run/banyan/ctl
+# banyan is PID 1 (exec): it blocks SIGTERM and takes it with a signalfd, so
+# `docker stop` makes it leave gracefully (it hands its vnodes over) before it exits.
+# No fixed --seed: the seed also draws the processor's incarnation, and the members refuse
+# (without an answer) a join from an incarnation that has left, so a container started
+# again with the seed it had would never get back in.
+exec banyan node --control --id "$id" --listen "0.0.0.0:7000" --advertise "$addr:7000" \
   --secret-file /run/secrets/banyan --topology /src/banyan/docker/three-sites.topo --site "$site" \
-  --seed "$((id + 1))" "$@"
+  "$@" <&3 3<&-
