@@ -54,7 +54,8 @@ expected<wire::collective_id> broadcast_engine::broadcast(timestamp now, shared_
   const wire::collective_id id{view_.self(), next_seq_++};
   ++stats_.started;
   // Decided once, here: the kind travels in every frame of the broadcast.
-  const auto kind = choose_tree(view_, message.size(), choice);
+  const auto kind = message.size() > cfg_.max_whole ? tree_kind::bandwidth
+                                                     : choose_tree(view_, message.size(), choice);
   return originate(now, id, view_.all_vnodes(), false, kind, message, out);
 }
 

@@ -265,6 +265,13 @@ BOOST_AUTO_TEST_CASE(the_engine_takes_the_tree_the_model_predicts) {
   BOOST_CHECK(f.kind == tree_kind::latency);
   BOOST_TEST(f.frames == 2u); // one whole frame per child
   BOOST_TEST(f.count == 1u);
+  // Beyond max_whole a message is never one frame: the bandwidth tree, in segments,
+  // whatever the model predicts (a transport bounds its frames).
+  auto capped = model_config();
+  capped.max_whole = 512 * 1024;
+  f = broadcast_from(view, capped, 1024 * 1024);
+  BOOST_CHECK(f.kind == tree_kind::bandwidth);
+  BOOST_TEST(f.count == 16u);
   broadcast_config threshold;
   threshold.rule = tree_rule::threshold;
   f = broadcast_from(view, threshold, 1024 * 1024);

@@ -67,6 +67,11 @@ struct broadcast_config {
   /// Messages of at least this many bytes follow the bandwidth tree, in segments;
   /// shorter ones travel whole along the latency tree (the paper's 256 KiB).
   std::size_t long_threshold = 256 * 1024;
+  /// Messages longer than this always follow the bandwidth tree, in segments, whatever
+  /// the model predicts: a whole message is one frame, and a transport bounds frames
+  /// (tcp_config::max_frame, 64 MiB); nor does store-and-forward of such a message gain
+  /// anything over the pipeline. Keep it well below the transport's frame limit.
+  std::size_t max_whole = 4u << 20;
   /// The model's sender cost per message (the emulated topologies' `send_overhead`).
   duration send_overhead = std::chrono::microseconds(20);
   /// Segment size for long messages: 4 segments at the threshold, and at 1 Gbit/s a
