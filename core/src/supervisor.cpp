@@ -545,6 +545,7 @@ void supervisor::finish_leave(timestamp now, std::vector<wire::route_entry> rout
   for (auto m : members_)
     if (m != self_)
       send(out, m, wire::member_left{self_, routes, me_.incarnation});
+  farewell_ = routes;
   status_ = status::left;
   probe_.reset();
   schedule_ = measurement_schedule(cfg_.extra_measurements);

@@ -82,8 +82,14 @@ std::vector<proc_id> supervisor_view::peers() const {
 }
 
 void supervisor_view::refresh() {
-  if (!participating())
+  if (!participating()) {
+    // The handover the supervisor made on its way out is the last route change it
+    // saw; the snapshot, taken just before, still names this processor.
+    if (sup_.state() == supervisor::status::left)
+      for (auto& e : sup_.farewell_routes())
+        routes_.apply(e);
     return;
+  }
   if (routes_ != sup_.routes())
     routes_ = sup_.routes();
   if (members_ != sup_.members()) {

@@ -167,6 +167,11 @@ public:
   bool busy() const noexcept;
   const vnode_set& own_vnodes() const noexcept { return own_; }
   const routing_table& routes() const noexcept { return routes_; }
+  /// Where this processor's vnodes went when it last left (the accepted handover;
+  /// empty if it owned none or never left). Kept after leaving, when `routes()` is
+  /// forgotten: the engines of a processor that has left still pass on frames for
+  /// those vnodes, and must send them to their new owner, not to a guess.
+  const std::vector<wire::route_entry>& farewell_routes() const noexcept { return farewell_; }
   const std::vector<proc_id>& members() const noexcept { return members_; }
   bool is_member(proc_id p) const { return p < is_member_.size() && is_member_[p]; }
   /// What this processor knows of member `p` (address, incarnation); nullptr when `p`
@@ -285,6 +290,7 @@ private:
   std::map<proc_id, std::set<std::uint64_t>> tombstones_;
   wire::member me_;
   routing_table routes_;
+  std::vector<wire::route_entry> farewell_; ///< see farewell_routes()
   vnode_set own_;
 
   std::vector<std::optional<tree_state>> trees_; // by index_of(key)
