@@ -181,8 +181,14 @@ BOOST_AUTO_TEST_CASE(a_left_processor_s_view_names_the_recipient_of_its_vnodes) 
   BOOST_TEST(took != proc_id{6});
   BOOST_TEST(nearest.owner(6) == took);
   BOOST_TEST(g.sup(took)->own_vnodes().contains(6));
-  // The snapshot keeps the rest of the table as it was: other vnodes stay routed.
-  BOOST_TEST(named.owner(0) == proc_id{0});
+  // Its knowledge of the others is frozen: everything goes through the member that
+  // took its vnodes, which knows where they are now.
+  BOOST_TEST(named.owner(0) == proc_id{2});
+  auto parts = named.owners(vnode_set::range(0, 8));
+  BOOST_REQUIRE_EQUAL(parts.size(), 1u);
+  BOOST_TEST(parts.begin()->first == proc_id{2});
+  BOOST_TEST((parts.begin()->second == vnode_set::range(0, 8)));
+  BOOST_TEST(named.peers().front() == proc_id{2});
 }
 
 BOOST_AUTO_TEST_CASE(join_takes_wanted_vnodes_and_new_trees_form) {

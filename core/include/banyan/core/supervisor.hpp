@@ -182,10 +182,14 @@ public:
   std::uint64_t probes_abandoned() const noexcept { return probes_abandoned_; }
   /// One line on what the supervisor is doing (status, schedule, probe), for logs.
   std::string describe() const;
-  /// Best RTT measured to p so far, if any.
+  /// Best RTT measured to p so far, if any. Measurements outlive a leave (the engines
+  /// of a processor that has left still route by them); a new join starts afresh.
   std::optional<duration> measured_rtt(proc_id p) const;
   /// The best bandwidth measured to p (bytes per second), if any.
   std::optional<rate> measured_bw(proc_id p) const;
+  /// Whether p is in this processor's LAN by the RTTs measured (the rules' notion:
+  /// within `local_factor` of the smallest RTT, once RTTs span two classes).
+  bool is_local(proc_id p) const;
 
 private:
   struct probe {
