@@ -129,4 +129,59 @@ BOOST_AUTO_TEST_CASE(leave_during_broadcast_exactly_once) {
   BOOST_CHECK(!c.running(5));
 }
 
+BOOST_AUTO_TEST_CASE(rejoin_while_draining_exactly_once) {
+  // A processor leaves while it forwards a long broadcast down the bandwidth tree and
+  // joins again, asking for its vnodes back, while its earlier incarnation still holds
+  // that stream (and keeps running to finish it). Every frame of the stream, and every
+  // bounce of the frames it sent, must keep reaching the earlier incarnation: a stream
+  // split between the two would never complete. Then a broadcast after the rejoin.
+  cluster_config cfg;
+  cfg.topo = require_topology("tiny-2c8");
+  cfg.vnodes_per_proc = 2;
+  cfg.seed = 3;
+  emulated_cluster c{cfg};
+  c.start();
+  BOOST_REQUIRE(c.run_until_quiet(600s));
+  // The forwarder: a processor other than the origin with children in the origin's
+  // bandwidth tree (so it holds a stream for others, not only for itself).
+  proc_id mover = no_proc;
+  for (auto p : c.running_procs()) {
+    auto* t = p == 0 ? nullptr : c.inspect(p)->tree({0, tree_kind::bandwidth});
+    if (t && !t->children().empty()) {
+      mover = p;
+      break;
+    }
+  }
+  BOOST_REQUIRE_NE(mover, no_proc);
+  const auto had = c.inspect(mover)->routes().owned_by(mover);
+  const auto n = c.topo().proc_count();
+  auto first = c.broadcast(0, 4 * 1024 * 1024); // about 0.3 s down tiny-2c8's trees
+  BOOST_REQUIRE(first.has_value());
+  c.run_until(c.elapsed() + 20ms);
+  BOOST_REQUIRE(c.deliveries(*first).delivered.size() < c.vnode_count()); // under way
+  BOOST_REQUIRE(!c.leave(mover));
+  c.run_until(c.elapsed() + 10ms); // handed over and left, the stream still flowing
+  BOOST_REQUIRE(!c.join(mover, mover == n - 1 ? 0 : n - 1, had));
+  BOOST_REQUIRE(c.run_until_delivered(*first, 60s));
+  // The new incarnation joins once the old one has drained (its last send plus the
+  // engines' drain_linger), which a quiet cluster does not wait for.
+  c.run_until(c.elapsed() + 5s);
+  BOOST_REQUIRE(c.run_until_quiet(600s));
+  BOOST_REQUIRE(c.inspect(mover) != nullptr);
+  BOOST_CHECK(c.inspect(mover)->state() == supervisor::status::member);
+  BOOST_CHECK(c.inspect(mover)->own_vnodes() == had);
+  auto second = c.broadcast(0, 4 * 1024 * 1024);
+  BOOST_REQUIRE(second.has_value());
+  BOOST_REQUIRE(c.run_until_delivered(*second, 60s));
+  c.run_until(c.elapsed() + 5s);
+  for (auto id : {*first, *second}) {
+    auto r = c.deliveries(id);
+    BOOST_CHECK_EQUAL(r.delivered.size(), c.vnode_count());
+    for (auto& [v, times] : r.delivered)
+      BOOST_CHECK_MESSAGE(times.size() == 1, "broadcast " << id.seq << ": vnode " << v
+                                                          << " delivered " << times.size());
+  }
+  BOOST_CHECK_EQUAL(c.bad_payloads(), 0u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
