@@ -62,20 +62,20 @@ std::vector<owner_group> group_owners(const tree_view& view,
     return v;
   };
   split(ids(local), parts, fanout, out);
-  if (remote.empty())
-    return out;
-  if (std::get<0>(remote.front())) {
-    // None measured: nobody here can tell where they are.
-    split(ids(remote), parts, fanout, out);
-    return out;
+  // Remote owners measured: one group, headed by the nearest of them (in the next
+  // cluster: it knows its LAN, and what lies beyond, better than we do).
+  auto unmeasured = std::find_if(remote.begin(), remote.end(),
+                                 [](const ranked& r) { return std::get<0>(r); });
+  if (unmeasured != remote.begin()) {
+    owner_group far;
+    far.head = std::get<2>(remote.front());
+    for (auto r = remote.begin(); r != unmeasured; ++r)
+      far.vnodes |= parts.at(std::get<2>(*r));
+    out.push_back(std::move(far));
   }
-  // All remote owners in one group, headed by the nearest one measured: it knows its
-  // own LAN (and what lies beyond) better than this processor does.
-  owner_group far;
-  far.head = std::get<2>(remote.front());
-  for (auto& r : remote)
-    far.vnodes |= parts.at(std::get<2>(r));
-  out.push_back(std::move(far));
+  // Owners never measured may be anywhere, next door too: in `fanout` groups by id,
+  // never with the remote group (which would carry LAN vnodes across the WAN and back).
+  split(ids(std::vector<ranked>(unmeasured, remote.end())), parts, fanout, out);
   return out;
 }
 

@@ -77,7 +77,7 @@ BOOST_AUTO_TEST_CASE(fanout_zero_or_one_owner_is_one_stream_per_owner) {
   BOOST_TEST(one[0].head == proc_id{7});
 }
 
-BOOST_AUTO_TEST_CASE(lan_owners_split_nearest_first_remote_ones_go_to_the_nearest) {
+BOOST_AUTO_TEST_CASE(lan_owners_split_nearest_first_measured_remote_ones_go_to_the_nearest) {
   fake_view v;
   // LAN: 1..6 (0.2 ms, 4 and 5 nearer); remote: 20, 21 at 4 ms, 30 at 10 ms, 31 unmeasured.
   for (proc_id p = 1; p <= 6; ++p) {
@@ -90,15 +90,18 @@ BOOST_AUTO_TEST_CASE(lan_owners_split_nearest_first_remote_ones_go_to_the_neares
   auto parts = parts_of({1, 2, 3, 4, 5, 6, 20, 21, 30, 31});
   auto g = group_owners(v, parts, 2);
   check_partition(g, parts);
-  BOOST_REQUIRE_EQUAL(g.size(), 3u);
+  BOOST_REQUIRE_EQUAL(g.size(), 4u);
   // Two LAN groups of three, nearest first: {4, 5, 1} headed by 4, {2, 3, 6} by 2.
   BOOST_TEST(g[0].head == proc_id{4});
   BOOST_TEST((g[0].vnodes == (vnode_set{1, 4, 5})));
   BOOST_TEST(g[1].head == proc_id{2});
   BOOST_TEST((g[1].vnodes == (vnode_set{2, 3, 6})));
-  // Every remote owner, the unmeasured one too, through the nearest remote one.
+  // The measured remote owners through the nearest of them.
   BOOST_TEST(g[2].head == proc_id{20});
-  BOOST_TEST((g[2].vnodes == (vnode_set{20, 21, 30, 31})));
+  BOOST_TEST((g[2].vnodes == (vnode_set{20, 21, 30})));
+  // The unmeasured one on its own (it might be next door).
+  BOOST_TEST(g[3].head == proc_id{31});
+  BOOST_TEST((g[3].vnodes == (vnode_set{31})));
 }
 
 BOOST_AUTO_TEST_CASE(without_measurements_owners_split_by_id) {

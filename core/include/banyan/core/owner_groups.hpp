@@ -17,13 +17,13 @@
 ///
 /// - local owners (the sender's LAN, as it measured) split into `fanout` groups of
 ///   consecutive owners nearest first, the nearest of each group its head;
-/// - remote owners go in one group to the nearest of them measured: it is in the next
-///   cluster, where it splits its LAN's share and passes the rest on, so a cluster is
-///   entered once, from the cluster nearest to it (increasing RTT); the unmeasured ones
-///   ride along (the head may know them);
-/// - when no remote owner was measured (always over static trees), they split into
-///   `fanout` groups of consecutive ids (where ids follow the clusters, groups stay
-///   together).
+/// - remote owners this processor measured go in one group to the nearest of them: it
+///   is in the next cluster, where it splits its LAN's share and passes the rest on, so
+///   a cluster is entered once, from the cluster nearest to it (increasing RTT);
+/// - owners never measured (all of them over static trees) may be anywhere, next door
+///   too: they split into `fanout` groups of consecutive ids (where ids follow the
+///   clusters, groups stay together), never joined to the remote group (that carried
+///   LAN vnodes across the WAN and back again on paper-3c128).
 ///
 /// - a peer standing in for owners that are unknown or unreachable gets their part
 ///   alone (it forwards by its own, better, knowledge).
