@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "banyan/core/owner_groups.hpp"
+
 namespace banyan {
 
 namespace {
@@ -109,7 +111,10 @@ bool broadcast_engine::on_segment(timestamp now, proc_id from, const wire::bcast
   view_.refresh();
   const stream_key key{m.op, from, m.stream};
   auto i = streams_.find(key);
-  if (i == streams_.end() && (!m.first || !view_.participating()))
+  // A new stream only from its first frame, and only while taking part or able to
+  // relay it to a member that knows better (a processor that has left: the frames
+  // already on their way to it need not cross the network twice, there and back).
+  if (i == streams_.end() && (!m.first || !(view_.participating() || view_.relaying())))
     return false;
   if (m.count == 0 || m.index >= m.count) {
     ++stats_.malformed;
@@ -263,8 +268,11 @@ void broadcast_engine::plan(timestamp now, stream& s, broadcast_outbox& out) {
     hold(rest); // gone round too long: wait, then go point-to-point afresh
     return;
   }
-  // (II) down the tree, the child with the most descendants first
-  if (!s.direct && !s.fresh) {
+  // (II) down the tree, the child with the most descendants first; also on a direct
+  // stream of a broadcast: what reaches its receiver point-to-point while trees heal
+  // may be the receiver's whole subtree. Not after a hold (hops exhausted or a bounce:
+  // the tree is what failed).
+  if (!s.fresh && !is_p2p(std::get<0>(s.key))) {
     auto kids = view_.children({std::get<0>(s.key).origin, s.kind});
     std::sort(kids.begin(), kids.end(), [](const tree_child& a, const tree_child& b) {
       return a.descendants != b.descendants ? a.descendants > b.descendants : a.id < b.id;
@@ -280,14 +288,15 @@ void broadcast_engine::plan(timestamp now, stream& s, broadcast_outbox& out) {
       tag_owner_[s.forwards.back().tag] = s.key;
     }
   }
-  // (III) point-to-point to the owners (or a peer that knows better)
+  // (III) point-to-point to the owners (or a peer that knows better), as a tree of
+  // direct streams
   auto parts = route_to_owners(view_, rest, [&](proc_id p) { return unusable(now, p); });
-  for (auto& [to, part] : parts) {
-    if (to == self) {
-      hold(part); // nobody to send it to yet
-      continue;
-    }
-    s.forwards.push_back({to, part, true, next_tag_++, false});
+  if (auto mine = parts.find(self); mine != parts.end()) {
+    hold(mine->second); // nobody to send it to yet
+    parts.erase(mine);
+  }
+  for (auto& g : group_owners(view_, parts, cfg_.direct_fanout)) {
+    s.forwards.push_back({g.head, std::move(g.vnodes), true, next_tag_++, false});
     tag_owner_[s.forwards.back().tag] = s.key;
   }
 }
@@ -328,17 +337,18 @@ void broadcast_engine::complete(timestamp now, const stream_key& key, broadcast_
   // Moved away while the segments came: the whole message goes to the new owner.
   ++stats_.redirected;
   auto parts = route_to_owners(view_, moved, [&](proc_id p) { return unusable(now, p); });
-  for (auto& [to, part] : parts) {
-    forward f{to, part, true, next_tag_++, to == view_.self()};
-    if (f.local) {
-      auto& held = local_stream(s, f.tag, part, out);
-      const auto held_key = held.key;
-      for (std::uint32_t k = 0; k < s.count; ++k)
-        feed(now, held_key, k, s.segments[k], out);
-    } else {
-      for (std::uint32_t k = 0; k < s.count; ++k)
-        send_segment(now, s, f, k, s.segments[k], out);
-    }
+  if (auto mine = parts.find(view_.self()); mine != parts.end()) {
+    forward f{view_.self(), mine->second, true, next_tag_++, true};
+    auto& held = local_stream(s, f.tag, mine->second, out);
+    const auto held_key = held.key;
+    for (std::uint32_t k = 0; k < s.count; ++k)
+      feed(now, held_key, k, s.segments[k], out);
+    parts.erase(mine);
+  }
+  for (auto& g : group_owners(view_, parts, cfg_.direct_fanout)) {
+    forward f{g.head, std::move(g.vnodes), true, next_tag_++, false};
+    for (std::uint32_t k = 0; k < s.count; ++k)
+      send_segment(now, s, f, k, s.segments[k], out);
   }
 }
 

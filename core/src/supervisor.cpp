@@ -86,6 +86,11 @@ std::optional<duration> supervisor::measured_rtt(proc_id p) const {
   return i->second.rtt;
 }
 
+bool supervisor::is_local(proc_id p) const {
+  auto rtt = measured_rtt(p);
+  return rtt && context().local(*rtt);
+}
+
 std::optional<rate> supervisor::measured_bw(proc_id p) const {
   auto i = figures_.find(p);
   if (i == figures_.end() || i->second.bw <= 0)
@@ -454,6 +459,7 @@ void supervisor::do_join(timestamp now, proc_id contact, const vnode_set& wanted
   if (status_ != status::idle && status_ != status::left)
     return;
   status_ = status::joining;
+  figures_.clear(); // kept after a leave, for the engines (measured_rtt)
   me_.id = self_;
   me_.incarnation = rng_() | 1; // a new incarnation for every join (0: founders)
   add_member(me_);
@@ -545,6 +551,7 @@ void supervisor::finish_leave(timestamp now, std::vector<wire::route_entry> rout
   for (auto m : members_)
     if (m != self_)
       send(out, m, wire::member_left{self_, routes, me_.incarnation});
+  farewell_ = routes;
   status_ = status::left;
   probe_.reset();
   schedule_ = measurement_schedule(cfg_.extra_measurements);
@@ -560,7 +567,6 @@ void supervisor::finish_leave(timestamp now, std::vector<wire::route_entry> rout
   members_.clear();
   is_member_.clear();
   member_info_.clear();
-  figures_.clear();
   strikes_.clear();
   sponsored_.clear();
   refused_.clear();

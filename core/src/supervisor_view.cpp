@@ -37,9 +37,27 @@ vnode_set supervisor_view::own_vnodes() const {
 
 vnode_set supervisor_view::all_vnodes() const { return routes().all(); }
 
-proc_id supervisor_view::owner(vnode_id v) const { return routes().owner(v); }
+proc_id supervisor_view::successor() const {
+  if (sup_.state() != supervisor::status::left || sup_.farewell_routes().empty())
+    return no_proc;
+  return sup_.farewell_routes().front().owner;
+}
+
+proc_id supervisor_view::owner(vnode_id v) const {
+  auto s = successor();
+  return s != no_proc && routes().owner(v) != no_proc ? s : routes().owner(v);
+}
 
 std::map<proc_id, vnode_set> supervisor_view::owners(const vnode_set& vs) const {
+  if (auto s = successor(); s != no_proc) {
+    std::map<proc_id, vnode_set> result;
+    auto known = vs & routes().all();
+    if (!known.empty())
+      result[s] = known;
+    if (auto unknown = vs - known; !unknown.empty())
+      result[no_proc] = unknown;
+    return result;
+  }
   return routes().partition(vs);
 }
 
@@ -94,12 +112,27 @@ std::vector<tree_position> supervisor_view::positions(tree_kind k) const {
 }
 
 std::vector<proc_id> supervisor_view::peers() const {
-  return participating() ? rank_peers(sup_) : peers_;
+  if (participating())
+    return rank_peers(sup_);
+  auto s = successor();
+  if (s == no_proc)
+    return peers_;
+  std::vector<proc_id> result{s};
+  for (auto p : peers_)
+    if (p != s)
+      result.push_back(p);
+  return result;
 }
 
 void supervisor_view::refresh() {
-  if (!participating())
+  if (!participating()) {
+    // The handover the supervisor made on its way out is the last route change it
+    // saw; the snapshot, taken just before, still names this processor.
+    if (sup_.state() == supervisor::status::left)
+      for (auto& e : sup_.farewell_routes())
+        routes_.apply(e);
     return;
+  }
   if (routes_ != sup_.routes())
     routes_ = sup_.routes();
   if (members_ != sup_.members()) {

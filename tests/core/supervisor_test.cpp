@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "banyan/core/supervisor_view.hpp"
 #include "core/mini_grid.hpp"
 #include "core/random_topology.hpp"
 
@@ -153,6 +154,41 @@ BOOST_AUTO_TEST_CASE(leave_hands_vnodes_over_and_trees_heal) {
   check_routing(g, 8);
   BOOST_TEST(g.sup(2)->own_vnodes().contains(3));
   BOOST_TEST(!g.live()[3]);
+}
+
+// A processor that has left still passes on broadcast frames for its former vnodes
+// (engines drain after the supervisor left): its view must name the member that took
+// them, not itself (which made engines fall back on a guessed peer, and every leaver
+// funnelled whole 4 MiB messages through the same one).
+BOOST_AUTO_TEST_CASE(a_left_processor_s_view_names_the_recipient_of_its_vnodes) {
+  mini_grid g{tiny(), 5};
+  g.start();
+  g.run();
+  supervisor_view named{*g.sup(3)};
+  supervisor_view nearest{*g.sup(6)};
+  BOOST_TEST(named.owner(3) == proc_id{3});
+  g.leave(3, 2);
+  g.leave(6);
+  g.run();
+  named.refresh();
+  nearest.refresh();
+  BOOST_TEST(!named.participating());
+  BOOST_TEST(named.own_vnodes().empty());
+  BOOST_TEST(named.owner(3) == proc_id{2});
+  BOOST_TEST(g.sup(2)->own_vnodes().contains(3));
+  BOOST_REQUIRE_EQUAL(g.sup(6)->farewell_routes().size(), 1u);
+  const auto took = g.sup(6)->farewell_routes().front().owner;
+  BOOST_TEST(took != proc_id{6});
+  BOOST_TEST(nearest.owner(6) == took);
+  BOOST_TEST(g.sup(took)->own_vnodes().contains(6));
+  // Its knowledge of the others is frozen: everything goes through the member that
+  // took its vnodes, which knows where they are now.
+  BOOST_TEST(named.owner(0) == proc_id{2});
+  auto parts = named.owners(vnode_set::range(0, 8));
+  BOOST_REQUIRE_EQUAL(parts.size(), 1u);
+  BOOST_TEST(parts.begin()->first == proc_id{2});
+  BOOST_TEST((parts.begin()->second == vnode_set::range(0, 8)));
+  BOOST_TEST(named.peers().front() == proc_id{2});
 }
 
 BOOST_AUTO_TEST_CASE(join_takes_wanted_vnodes_and_new_trees_form) {

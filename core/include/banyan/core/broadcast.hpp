@@ -9,8 +9,11 @@
 ///   (I)   delivers to the vnodes it owns,
 ///   (II)  passes each child the part of the rest inside that child's subtree set
 ///         (children with the most descendants first),
-///   (III) sends what is left point-to-point to the owners its routing table names.
-/// A point-to-point receiver does (I) and (III) only.
+///   (III) sends what is left point-to-point to the owners its routing table names,
+///         grouped: a few owners get the rest between them and pass it on the same way
+///         (`owner_groups.hpp`).
+/// A direct receiver of a broadcast does the same (its tree children may cover part of
+/// what it got); a point-to-point message (`send`) skips (II).
 ///
 /// Short messages travel whole along the latency tree of the origin; long ones are cut
 /// into `segment_size` segments pipelined along its bandwidth tree. Which is which the
@@ -89,6 +92,11 @@ struct broadcast_config {
   /// How long a processor that no longer takes part must stay reachable after its last
   /// send (bounces of its frames must find it). Well above any round trip.
   duration drain_linger = std::chrono::seconds(2);
+  /// The point-to-point step (III) sends to at most this many owners of the sender's
+  /// LAN, each passing on a share of the rest, and to one owner beyond it that passes
+  /// the farther ones on (`core/owner_groups.hpp`): a tree of direct streams instead of
+  /// one stream per owner. 0: one stream per owner.
+  std::size_t direct_fanout = 2;
   /// A processor a frame bounced from is avoided (its parts go to a peer) this long.
   duration unreachable_memory = std::chrono::seconds(1);
   /// The first broadcast number, and the first stream number. Broadcasts are named
@@ -168,9 +176,11 @@ public:
   /// not take it: the runtime must then hand it back to its sender as undeliverable
   /// (`on_undeliverable` there), as if nobody ran here. A stream is taken whole or not
   /// at all: a new one only from its first frame on (the others of a stream whose first
-  /// frame went elsewhere are refused), and only while the processor takes part (one that
-  /// has left, or not yet joined, has frozen knowledge: new work must go to processors
-  /// that know better); it then takes only the rest of the streams it holds.
+  /// frame went elsewhere are refused), and only while the processor takes part or can
+  /// relay it (`tree_view::relaying`: one that has left passes new streams whole to the
+  /// member that took its vnodes). One that has not joined yet, or left owning nothing,
+  /// has frozen knowledge and takes only the rest of the streams it holds: new work must
+  /// go to processors that know better.
   bool on_message(timestamp now, proc_id from, const wire::message& m, broadcast_outbox& out);
   bool on_segment(timestamp now, proc_id from, const wire::bcast_segment& m,
                   broadcast_outbox& out);

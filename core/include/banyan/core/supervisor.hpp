@@ -173,6 +173,11 @@ public:
   bool busy() const noexcept;
   const vnode_set& own_vnodes() const noexcept { return own_; }
   const routing_table& routes() const noexcept { return routes_; }
+  /// Where this processor's vnodes went when it last left (the accepted handover;
+  /// empty if it owned none or never left). Kept after leaving, when `routes()` is
+  /// forgotten: the engines of a processor that has left still pass on frames for
+  /// those vnodes, and must send them to their new owner, not to a guess.
+  const std::vector<wire::route_entry>& farewell_routes() const noexcept { return farewell_; }
   const std::vector<proc_id>& members() const noexcept { return members_; }
   bool is_member(proc_id p) const { return p < is_member_.size() && is_member_[p]; }
   /// What this processor knows of member `p` (address, incarnation); nullptr when `p`
@@ -183,10 +188,14 @@ public:
   std::uint64_t probes_abandoned() const noexcept { return probes_abandoned_; }
   /// One line on what the supervisor is doing (status, schedule, probe), for logs.
   std::string describe() const;
-  /// Best RTT measured to p so far, if any.
+  /// Best RTT measured to p so far, if any. Measurements outlive a leave (the engines
+  /// of a processor that has left still route by them); a new join starts afresh.
   std::optional<duration> measured_rtt(proc_id p) const;
   /// The best bandwidth measured to p (bytes per second), if any.
   std::optional<rate> measured_bw(proc_id p) const;
+  /// Whether p is in this processor's LAN by the RTTs measured (the rules' notion:
+  /// within `local_factor` of the smallest RTT, once RTTs span two classes).
+  bool is_local(proc_id p) const;
 
 private:
   struct probe {
@@ -291,6 +300,7 @@ private:
   std::map<proc_id, std::set<std::uint64_t>> tombstones_;
   wire::member me_;
   routing_table routes_;
+  std::vector<wire::route_entry> farewell_; ///< see farewell_routes()
   vnode_set own_;
 
   std::vector<std::optional<tree_state>> trees_; // by index_of(key)

@@ -6,8 +6,11 @@
 /// engines of a leaving processor still have frames to pass on (docs/collectives.md,
 /// "Leaving"). So while the supervisor is a member (or leaving), `refresh()` keeps a
 /// snapshot of its routing table and members; once it has left, the view answers from
-/// that snapshot: no vnodes, no trees, owners as last known (the ones naming this
-/// processor are stale and make engines fall back on `peers()`).
+/// that snapshot: no vnodes, no trees. Its knowledge of owners is stale from then on
+/// (others leave and join meanwhile, and it hears nothing), so every vnode is routed to
+/// its successor, the member that took its vnodes (a neighbour that stays, with current
+/// routes and trees), first among `peers()` too; without one (it owned nothing), owners
+/// as last known.
 
 #include <vector>
 
@@ -24,6 +27,8 @@ public:
 
   proc_id self() const override { return sup_.self(); }
   bool participating() const override;
+  /// Left, with a successor: new streams are relayed to it.
+  bool relaying() const override { return successor() != no_proc; }
   vnode_set own_vnodes() const override;
   vnode_set all_vnodes() const override;
   proc_id owner(vnode_id v) const override;
@@ -38,10 +43,15 @@ public:
   /// Members nearest first (by the RTT the supervisor measured), then the unmeasured
   /// ones by id.
   std::vector<proc_id> peers() const override;
+  /// What the supervisor measured (kept after it has left).
+  std::optional<duration> rtt(proc_id p) const override { return sup_.measured_rtt(p); }
+  bool local(proc_id p) const override { return sup_.is_local(p); }
   void refresh() override;
 
 private:
   const routing_table& routes() const;
+  /// Once the supervisor has left: the member that took its vnodes (no_proc if none).
+  proc_id successor() const;
 
   const supervisor& sup_;
   routing_table routes_;       // snapshot, for after the supervisor has left

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "banyan/core/tree_choice.hpp"
@@ -38,6 +39,10 @@ public:
   /// Still taking part: a member, or leaving but not gone yet. Once false, the processor
   /// owns nothing and engines only pass on what they hold.
   virtual bool participating() const = 0;
+  /// No longer taking part, but able to pass new work on to a member that knows better
+  /// (a processor that has left, through the member that took its vnodes): a broadcast
+  /// engine then still takes new streams and relays them, rather than refusing them.
+  virtual bool relaying() const { return false; }
   /// The vnodes this processor owns now.
   virtual vnode_set own_vnodes() const = 0;
   /// Every vnode of the computation: what a broadcast reaches, what a reduction counts.
@@ -67,6 +72,17 @@ public:
   /// Other processors to hand a frame to when the owner of its vnodes is unknown (or
   /// unreachable), preferred first. Any member will do: it forwards by its own table.
   virtual std::vector<proc_id> peers() const = 0;
+  /// The round trip to `p` as this processor measured it; nothing when it has not (or
+  /// the view keeps no measurements). Used to send point-to-point parts nearest first.
+  virtual std::optional<duration> rtt(proc_id p) const {
+    (void) p;
+    return std::nullopt;
+  }
+  /// Whether `p` is in this processor's LAN, as far as its measurements tell.
+  virtual bool local(proc_id p) const {
+    (void) p;
+    return false;
+  }
   /// Engines call this at the start of every event they handle: a view may take a
   /// snapshot of what it will still need once its source is gone.
   virtual void refresh() {}
