@@ -633,54 +633,6 @@ expected<schema::frame> decode_words(const std::uint64_t* words, std::size_t cou
   }
 }
 
-} // namespace
-
-std::vector<std::uint8_t> encode(const wire::envelope& e, bool returned) {
-  capnp::MallocMessageBuilder builder(first_segment_words(e));
-  build(e, builder, returned);
-  auto segments = builder.getSegmentsForOutput();
-  const std::size_t body = capnp::computeSerializedSizeInWords(segments) * sizeof(capnp::word);
-  assert(body <= std::numeric_limits<std::uint32_t>::max() && "message too large to encode");
-  // The standard stream framing (capnp::writeMessage), appended to a reserved vector so
-  // that the bytes are written once, without zero-filling them first: the segment
-  // table (count - 1, then each size in words, padded to a whole word), then the segments.
-  std::vector<std::uint8_t> out;
-  out.reserve(frame_prefix_bytes + body);
-  auto append32 = [&out](std::uint32_t v) {
-    std::uint8_t b[4];
-    put_le32(b, v);
-    out.insert(out.end(), b, b + 4);
-  };
-  append32(static_cast<std::uint32_t>(body));
-  append32(static_cast<std::uint32_t>(segments.size() - 1));
-  for (auto& seg : segments)
-    append32(static_cast<std::uint32_t>(seg.size()));
-  if (segments.size() % 2 == 0)
-    append32(0);
-  for (auto& seg : segments) {
-    const auto* p = reinterpret_cast<const std::uint8_t*>(seg.begin());
-    out.insert(out.end(), p, p + seg.size() * sizeof(capnp::word));
-  }
-  assert(out.size() == frame_prefix_bytes + body);
-  return out;
-}
-
-namespace {
-
-/// The payload `encode_frame` may leave in place: a broadcast segment's or a reduction
-/// partial's, large enough to matter, word-aligned and a whole number of words.
-const shared_bytes* external_candidate(const wire::envelope& e) {
-  const shared_bytes* b = nullptr;
-  if (auto* s = std::get_if<wire::bcast_segment>(&e.body))
-    b = &s->payload;
-  else if (auto* r = std::get_if<wire::reduce_partial>(&e.body))
-    b = &r->data;
-  if (b == nullptr || b->size() < external_min_bytes || b->size() % sizeof(capnp::word) != 0
-      || reinterpret_cast<std::uintptr_t>(b->data()) % alignof(capnp::word) != 0)
-    return nullptr;
-  return b;
-}
-
 /// The stream framing of `segments` (capnp::writeMessage): length prefix, segment table
 /// (count - 1, each size in words, padded to a whole word), then the first `inline_count`
 /// segments' words; the rest are written by the caller.
@@ -710,6 +662,31 @@ std::vector<std::uint8_t> frame_head(kj::ArrayPtr<const kj::ArrayPtr<const capnp
   }
   assert(out.size() == head);
   return out;
+}
+
+} // namespace
+
+std::vector<std::uint8_t> encode(const wire::envelope& e, bool returned) {
+  capnp::MallocMessageBuilder builder(first_segment_words(e));
+  build(e, builder, returned);
+  auto segments = builder.getSegmentsForOutput();
+  return frame_head(segments, segments.size());
+}
+
+namespace {
+
+/// The payload `encode_frame` may leave in place: a broadcast segment's or a reduction
+/// partial's, large enough to matter, word-aligned and a whole number of words.
+const shared_bytes* external_candidate(const wire::envelope& e) {
+  const shared_bytes* b = nullptr;
+  if (auto* s = std::get_if<wire::bcast_segment>(&e.body))
+    b = &s->payload;
+  else if (auto* r = std::get_if<wire::reduce_partial>(&e.body))
+    b = &r->data;
+  if (b == nullptr || b->size() < external_min_bytes || b->size() % sizeof(capnp::word) != 0
+      || reinterpret_cast<std::uintptr_t>(b->data()) % alignof(capnp::word) != 0)
+    return nullptr;
+  return b;
 }
 
 } // namespace
