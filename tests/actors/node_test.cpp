@@ -65,7 +65,7 @@ struct recorder {
   }
 };
 
-std::optional<std::string> converged(std::initializer_list<const node*> nodes,
+std::optional<std::string> converged(const std::vector<const node*>& nodes,
                                      const vnode_set* all = nullptr) {
   std::vector<node_status> ss;
   for (auto* n : nodes)
@@ -74,7 +74,7 @@ std::optional<std::string> converged(std::initializer_list<const node*> nodes,
 }
 
 /// Waits until `nodes` converge; on failure reports what was still wrong.
-void require_converged(std::initializer_list<const node*> nodes, const vnode_set* all,
+void require_converged(const std::vector<const node*>& nodes, const vnode_set* all,
                        std::chrono::milliseconds limit) {
   std::optional<std::string> why;
   bool ok = poll_until(limit, [&] { return !(why = converged(nodes, all)); });
@@ -268,6 +268,20 @@ node_config collective_config(proc_id id) {
   cfg.bcast.drain_linger = 300ms;
   cfg.reduce.drain_linger = 300ms;
   return cfg;
+}
+
+/// `founder` founds the computation with `all`, the `others` join through it, and every
+/// tree forms.
+void form(node& founder, std::vector<node*> others, const vnode_set& all) {
+  auto f = founder.found(all);
+  BOOST_REQUIRE(!wait(f, 5s));
+  for (auto* n : others) {
+    auto j = n->join({{founder.address()}});
+    BOOST_REQUIRE_MESSAGE(!wait(j, 10s).has_value(), "node " << n->id() << " could not join");
+  }
+  std::vector<const node*> every{&founder};
+  every.insert(every.end(), others.begin(), others.end());
+  require_converged(every, &all, 20s);
 }
 
 /// byte i of message `salt`: a pattern a truncated, shifted or mixed payload breaks.
@@ -656,13 +670,7 @@ BOOST_AUTO_TEST_CASE(a_stream_to_a_node_that_leaves_is_not_split) {
     n->on_deliver(ledger.handler(n->id()));
     BOOST_REQUIRE(n->start().has_value());
   }
-  auto f = a.found(all);
-  BOOST_REQUIRE(!wait(f, 5s));
-  for (auto* n : {&b, &c}) {
-    auto j = n->join({{a.address()}});
-    BOOST_REQUIRE_MESSAGE(!wait(j, 10s).has_value(), "node " << n->id() << " could not join");
-  }
-  require_converged({&a, &b, &c}, &all, 20s);
+  form(a, {&b, &c}, all);
   auto vb = b.own_vnodes();
   BOOST_REQUIRE(!vb.empty());
   vnode_id v = 0;
@@ -765,13 +773,7 @@ BOOST_AUTO_TEST_CASE(handlers_run_on_the_node_s_threads_one_at_a_time_and_may_se
     });
     BOOST_REQUIRE(n->start().has_value());
   }
-  auto f = a.found(all);
-  BOOST_REQUIRE(!wait(f, 5s));
-  for (auto* n : {&b, &c}) {
-    auto j = n->join({{a.address()}});
-    BOOST_REQUIRE_MESSAGE(!wait(j, 10s).has_value(), "node " << n->id() << " could not join");
-  }
-  require_converged({&a, &b, &c}, &all, 20s);
+  form(a, {&b, &c}, all);
   const int rounds = 20;
   for (int i = 0; i < rounds; ++i) {
     auto from = ns[static_cast<std::size_t>(i) % ns.size()];
@@ -812,13 +814,7 @@ BOOST_AUTO_TEST_CASE(user_operators_reduce_over_tcp) {
   std::vector<node*> ns{&a, &b, &c};
   for (auto* n : ns)
     BOOST_REQUIRE(n->start().has_value());
-  auto f = a.found(all);
-  BOOST_REQUIRE(!wait(f, 5s));
-  for (auto* n : {&b, &c}) {
-    auto j = n->join({{a.address()}});
-    BOOST_REQUIRE(!wait(j, 10s).has_value());
-  }
-  require_converged({&a, &b, &c}, &all, 20s);
+  form(a, {&b, &c}, all);
   node_reduction r;
   r.seq = 1;
   r.root = 33;
