@@ -153,6 +153,15 @@ struct node::impl {
     if (!cfg.advertise.empty() && !parse_host_port(cfg.advertise))
       return make_error(errc::invalid_argument, "bad advertised address \"" + cfg.advertise
                                                     + "\" (want host:port or [v6]:port)");
+    // The engines' largest frame must fit the transport's: a whole message up to
+    // `max_whole`, or a segment (plus a header far below 1 MiB).
+    const std::size_t frame_limit = net::tcp_config{}.max_frame - (1u << 20);
+    if (cfg.bcast.max_whole > frame_limit || cfg.bcast.segment_size > frame_limit)
+      return make_error(errc::invalid_argument,
+                        "bcast.max_whole (" + std::to_string(cfg.bcast.max_whole)
+                            + ") and bcast.segment_size (" + std::to_string(cfg.bcast.segment_size)
+                            + ") must be at most " + std::to_string(frame_limit)
+                            + " bytes: larger frames exceed the transport's limit");
     net::tcp_config tc;
     tc.self = cfg.id;
     tc.listen_host = listen->first;

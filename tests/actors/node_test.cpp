@@ -255,6 +255,15 @@ BOOST_AUTO_TEST_CASE(bad_configuration_is_refused_by_start) {
 
   node big(config(max_node_id + 1));
   BOOST_TEST(!big.start().has_value());
+
+  // Whole messages larger than a frame may be: refused with a reason, not a silent stall.
+  auto whole = config(3);
+  whole.bcast.max_whole = 100u << 20;
+  node w(whole);
+  auto wr = w.start();
+  BOOST_REQUIRE(!wr.has_value());
+  BOOST_TEST(static_cast<int>(wr.err().code) == static_cast<int>(errc::invalid_argument));
+  BOOST_TEST(wr.err().message.find("max_whole") != std::string::npos);
 }
 
 // --- collectives over TCP ----------------------------------------------------------------
