@@ -34,6 +34,7 @@
 #include <cstdlib>
 #include <deque>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <utility>
@@ -988,7 +989,12 @@ node_core::node_core(caf::actor_system& sys, const node_config& cfg, std::uint64
   : m_(std::make_shared<node_machine>()), sys_(sys) {
   auto& init = m_->state;
   init.discover_timeout = 3 * cfg.sup.probe_timeout;
-  init.sup = std::make_unique<supervisor>(cfg.id, cfg.sup, seed);
+  // A fixed seed must not make this life's incarnations those of an earlier one.
+  auto sup_cfg = cfg.sup;
+  sup_cfg.incarnation_salt = (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()
+                             ^ static_cast<std::uint64_t>(
+                                 std::chrono::steady_clock::now().time_since_epoch().count());
+  init.sup = std::make_unique<supervisor>(cfg.id, sup_cfg, seed);
   init.membership = static_cast<std::uint32_t>(
     std::chrono::duration_cast<std::chrono::seconds>(
       std::chrono::system_clock::now().time_since_epoch()).count() & 0x3fffffff);

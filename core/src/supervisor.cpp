@@ -461,7 +461,7 @@ void supervisor::do_join(timestamp now, proc_id contact, const vnode_set& wanted
   status_ = status::joining;
   figures_.clear(); // kept after a leave, for the engines (measured_rtt)
   me_.id = self_;
-  me_.incarnation = rng_() | 1; // a new incarnation for every join (0: founders)
+  me_.incarnation = (rng_() ^ cfg_.incarnation_salt) | 1; // a new one every join (0: founders)
   add_member(me_);
   contact_ = contact;
   wanted_ = wanted;
@@ -918,7 +918,7 @@ void supervisor::merge_view(timestamp now, const wire::bw_reply& m, outbox& out)
     if (d.id == self_ && d.incarnation == me_.incarnation && status_ == status::member) {
       // Taken for gone (a bounce meant for an earlier incarnation, or a silence):
       // refute it as a new incarnation, which nobody has buried.
-      me_.incarnation = (rng_() | 1);
+      me_.incarnation = (rng_() ^ cfg_.incarnation_salt) | 1;
       add_member(me_);
       for (auto p : members_)
         if (p != self_)

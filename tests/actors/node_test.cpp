@@ -855,3 +855,29 @@ BOOST_AUTO_TEST_CASE(user_operators_reduce_over_tcp) {
   for (auto* n : ns)
     n->stop();
 }
+
+// A processor restarted with the same id and the same fixed seed (a new process, a new
+// node object) joins again: its incarnation is not its earlier life's, which the members
+// buried when it left (before supervisor_config::incarnation_salt its join went
+// unanswered: "no answer to the join request").
+BOOST_AUTO_TEST_CASE(a_restart_with_the_same_seed_joins_again) {
+  const auto all = vnode_set::range(0, 16);
+  node a(collective_config(0));
+  BOOST_REQUIRE(a.start().has_value());
+  auto f = a.found(all);
+  BOOST_REQUIRE(!wait(f, 5s));
+  for (int life = 0; life < 2; ++life) {
+    node b(collective_config(1)); // same id, same seed every life
+    BOOST_REQUIRE(b.start().has_value());
+    auto j = b.join({{a.address()}});
+    auto r = wait(j, 10s);
+    BOOST_REQUIRE_MESSAGE(!r.has_value(), "life " << life << ": " << (r ? r->to_string() : ""));
+    require_converged({&a, &b}, &all, 20s);
+    BOOST_TEST(!b.own_vnodes().empty());
+    auto l = b.leave();
+    BOOST_REQUIRE(!wait(l, 10s).has_value());
+    b.stop();
+    BOOST_REQUIRE(poll_until(10s, [&] { return a.members().size() == 1; }));
+  }
+  a.stop();
+}

@@ -84,6 +84,13 @@ struct supervisor_config {
   /// Judge candidates by the best figures measured so far (minimum RTT, maximum
   /// bandwidth): contention only ever makes a measurement look worse.
   bool best_measurements = true;
+  /// Mixed into every incarnation this supervisor draws. Incarnations come from the
+  /// seeded randomness, so two lives of one processor id with the same seed (a process
+  /// restarted with a fixed seed) would draw the same first one, which the members
+  /// buried when the earlier life left, and they would ignore its join. A runtime whose
+  /// processors restart sets it anew for every life (banyan::node does); 0 keeps
+  /// emulations deterministic.
+  std::uint64_t incarnation_salt = 0;
   /// tree_update and subtree_update messages are held this long so that a burst of
   /// changes (a probe can move many trees at once, and changes cascade) costs one
   /// message per neighbour. 0 sends them at the end of every event.
