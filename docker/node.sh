@@ -24,9 +24,8 @@ mkfifo -m 0600 /run/banyan/ctl
 exec 3<>/run/banyan/ctl
 # banyan is PID 1 (exec): it blocks SIGTERM and takes it with a signalfd, so
 # `docker stop` makes it leave gracefully (it hands its vnodes over) before it exits.
-# No fixed --seed: the seed also draws the processor's incarnation, and the members refuse
-# (without an answer) a join from an incarnation that has left, so a container started
-# again with the seed it had would never get back in.
+# No fixed --seed: a random one per life (each life's incarnations are salted anyway, so a
+# restarted container gets back in either way; docs/cluster.md).
 exec banyan node --control --id "$id" --listen "0.0.0.0:7000" --advertise "$addr:7000" \
   --secret-file /run/secrets/banyan --topology /src/banyan/docker/three-sites.topo --site "$site" \
   "$@" <&3 3<&-
