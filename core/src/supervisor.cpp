@@ -212,13 +212,17 @@ void supervisor::hand_over(const vnode_set& vnodes, proc_id to, outbox& out) {
 }
 
 vnode_set supervisor::share_of_own() const {
-  // The upper half of our own vnodes (none when we have fewer than two).
+  // The upper half of our own vnodes not already on offer to someone (none when fewer
+  // than two are left): joiners that ask at the same moment each get a share.
+  auto unoffered = own_;
+  for (auto& [seq, o] : offers_)
+    unoffered -= o.vnodes;
   vnode_set give;
-  if (own_.size() < 2)
+  if (unoffered.size() < 2)
     return give;
-  auto keep = own_.size() / 2 + own_.size() % 2;
+  auto keep = unoffered.size() / 2 + unoffered.size() % 2;
   std::size_t seen = 0;
-  own_.for_each([&](vnode_id v) {
+  unoffered.for_each([&](vnode_id v) {
     if (seen++ >= keep)
       give.insert(v);
   });

@@ -71,14 +71,16 @@ public:
     carry_out_rider(p, out);
   }
 
-  void start(std::size_t n = 0) {
+  /// Founds processors 0..n-1 (all: n = 0), processor p owning vnodes
+  /// [p * per_proc, (p + 1) * per_proc).
+  void start(std::size_t n = 0, vnode_id per_proc = 1) {
     if (n == 0)
       n = topo_.proc_count();
     std::vector<wire::member> members;
     routing_table routes;
     for (proc_id p = 0; p < n; ++p) {
       members.push_back({p, ""});
-      routes.assign(vnode_set{p}, p, 0);
+      routes.assign(vnode_set::range(p * per_proc, (p + 1) * per_proc), p, 0);
     }
     for (proc_id p = 0; p < n; ++p) {
       sups_[p] = std::make_unique<supervisor>(p, cfg_, seed_ * 1000003 + p);

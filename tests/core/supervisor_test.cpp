@@ -285,3 +285,27 @@ BOOST_AUTO_TEST_CASE(random_interleaved_joins_and_leaves_converge) {
     }
   }
 }
+
+// Several processors join at once through one member, none asking for particular vnodes:
+// each gets a share of the contact's, none is left with nothing (a share used to be the
+// upper half of the contact's own vnodes, including those already on offer to an earlier
+// joiner, so a second request at the same moment got nothing: seen in the docker cluster).
+BOOST_AUTO_TEST_CASE(racing_joins_without_wanted_vnodes_each_get_a_share) {
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    mini_grid g{tiny(), seed};
+    g.start(1, 64); // processor 0 owns 0..63
+    for (proc_id p = 1; p < 6; ++p)
+      g.join(p, 0, {});
+    g.run();
+    vnode_set all;
+    std::size_t owned = 0;
+    for (proc_id p = 0; p < 6; ++p) {
+      BOOST_TEST_REQUIRE((g.sup(p)->state() == supervisor::status::member));
+      BOOST_TEST(!g.sup(p)->own_vnodes().empty(), "seed " << seed << ": processor " << p << " owns nothing");
+      all |= g.sup(p)->own_vnodes();
+      owned += g.sup(p)->own_vnodes().size();
+    }
+    BOOST_TEST(all.to_string() == vnode_set::range(0, 64).to_string());
+    BOOST_TEST(owned == 64u); // each once
+  }
+}
