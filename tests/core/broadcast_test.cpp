@@ -9,7 +9,9 @@
 #include "core/random_topology.hpp"
 
 using namespace banyan;
+using banyan::test::adaptive_riders;
 using banyan::test::collective_rider;
+using banyan::test::rider;
 using banyan::test::delivery_ledger;
 using banyan::test::mini_grid;
 using banyan::test::random_topology;
@@ -33,25 +35,6 @@ shared_bytes message_bytes(std::size_t n, std::uint64_t salt) {
 
 /// Riders over each processor's supervisor; every incarnation numbers its broadcasts
 /// from its own range.
-struct adaptive_riders {
-  delivery_ledger ledger;
-  std::map<proc_id, std::uint64_t> incarnations;
-  broadcast_config cfg;
-
-  void install(mini_grid& g) {
-    g.set_rider_factory([this](proc_id p, const supervisor& s) {
-      auto c = cfg;
-      c.first_seq = (incarnations[p]++ << 32) + 1;
-      return std::make_unique<collective_rider>(s, ledger, c);
-    });
-  }
-};
-
-collective_rider& rider(mini_grid& g, proc_id p) {
-  auto* r = dynamic_cast<collective_rider*>(g.rider_of(p));
-  BOOST_REQUIRE(r != nullptr);
-  return *r;
-}
 
 void broadcast(mini_grid& g, proc_id from, std::size_t bytes, std::uint64_t salt) {
   g.with_rider(from, [&](mini_grid::rider& r, timestamp now, outbox& out) {

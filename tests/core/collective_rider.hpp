@@ -283,4 +283,27 @@ private:
   std::optional<reduce_engine> reduce_;
 };
 
+/// Collective riders over every supervisor of a mini_grid, adaptive trees, one ledger;
+/// each incarnation numbers its broadcasts apart (`first_seq`).
+struct adaptive_riders {
+  delivery_ledger ledger;
+  broadcast_config cfg;
+  std::map<proc_id, std::uint64_t> incarnations;
+  void install(mini_grid& g) {
+    g.set_rider_factory([this](proc_id p, const supervisor& s) {
+      auto c = cfg;
+      c.first_seq = (incarnations[p]++ << 32) + 1;
+      return std::make_unique<collective_rider>(s, ledger, c);
+    });
+  }
+};
+
+/// Processor p's rider (it must have one).
+inline collective_rider& rider(mini_grid& g, proc_id p) {
+  auto* r = dynamic_cast<collective_rider*>(g.rider_of(p));
+  if (r == nullptr)
+    throw std::logic_error("processor " + std::to_string(p) + " has no collective rider");
+  return *r;
+}
+
 } // namespace banyan::test

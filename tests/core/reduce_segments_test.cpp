@@ -11,6 +11,7 @@
 
 using namespace banyan;
 using banyan::test::collective_rider;
+using banyan::test::rider;
 using banyan::test::delivery_ledger;
 using banyan::test::mini_grid;
 using banyan::test::reduction_ledger;
@@ -48,11 +49,6 @@ struct fixture {
   }
 };
 
-collective_rider& rider(mini_grid& g, proc_id p) {
-  auto* r = dynamic_cast<collective_rider*>(g.rider_of(p));
-  BOOST_REQUIRE(r != nullptr);
-  return *r;
-}
 
 /// Starts the segments of one 1 MiB int32 sum to vnode `root` at every processor, chained
 /// (`after`) or not; returns the timeouts that fired and the tree partials sent.

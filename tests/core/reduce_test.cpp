@@ -10,6 +10,7 @@
 
 using namespace banyan;
 using banyan::test::collective_rider;
+using banyan::test::rider;
 using banyan::test::delivery_ledger;
 using banyan::test::mini_grid;
 using banyan::test::random_topology;
@@ -122,11 +123,6 @@ struct fixture {
   }
 };
 
-collective_rider& rider(mini_grid& g, proc_id p) {
-  auto* r = dynamic_cast<collective_rider*>(g.rider_of(p));
-  BOOST_REQUIRE(r != nullptr);
-  return *r;
-}
 
 void start(mini_grid& g, proc_id p, const reduce_spec& spec) {
   g.with_rider(p, [&](mini_grid::rider& r, timestamp now, outbox& out) {

@@ -10,7 +10,9 @@
 
 using namespace banyan;
 using namespace std::chrono_literals;
+using banyan::test::adaptive_riders;
 using banyan::test::collective_rider;
+using banyan::test::rider;
 using banyan::test::delivery_ledger;
 using banyan::test::mini_grid;
 using banyan::test::random_topology;
@@ -93,24 +95,6 @@ broadcast_config model_config() {
   return c;
 }
 
-struct adaptive_riders {
-  delivery_ledger ledger;
-  broadcast_config cfg;
-  std::map<proc_id, std::uint64_t> incarnations;
-  void install(mini_grid& g) {
-    g.set_rider_factory([this](proc_id p, const supervisor& s) {
-      auto c = cfg;
-      c.first_seq = (incarnations[p]++ << 32) + 1;
-      return std::make_unique<collective_rider>(s, ledger, c);
-    });
-  }
-};
-
-collective_rider& rider(mini_grid& g, proc_id p) {
-  auto* r = dynamic_cast<collective_rider*>(g.rider_of(p));
-  BOOST_REQUIRE(r != nullptr);
-  return *r;
-}
 
 shared_bytes message_bytes(std::size_t n, std::uint64_t salt) {
   std::vector<std::uint8_t> b(n);
