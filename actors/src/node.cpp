@@ -129,8 +129,11 @@ struct node::impl {
   struct receive_buffers {
     /// Idle message buffers kept per node: one 64 MiB message and change.
     static constexpr std::size_t max_idle_bytes = 160u << 20;
-    /// Largest message received in place.
-    static constexpr std::size_t max_message = std::size_t{1} << 30;
+    /// Largest message received in place (its buffer is allocated when its first
+    /// segment arrives, so this bounds what a peer's announced total can make us
+    /// allocate ahead of the data: at most 8 such messages at once). Larger ones take
+    /// the copying path.
+    static constexpr std::size_t max_message = std::size_t{256} << 20;
     buffer_pool pool{max_idle_bytes};
     segment_placement placement{pool, max_message};
   };
