@@ -10,6 +10,9 @@
 
 #include "node_actor.hpp"
 
+#include "banyan/core/buffer_pool.hpp"
+#include "banyan/core/segment_placement.hpp"
+
 namespace banyan {
 
 using namespace banyan::actors;
@@ -122,6 +125,19 @@ struct node::impl {
   caf::actor_system* sys = nullptr;
   std::shared_ptr<node_shared> shared = std::make_shared<node_shared>();
 
+  /// Where received long-broadcast segments go (the transport's payload sink).
+  struct receive_buffers {
+    /// Idle message buffers kept per node: one 64 MiB message and change.
+    static constexpr std::size_t max_idle_bytes = 160u << 20;
+    /// Largest message received in place (its buffer is allocated when its first
+    /// segment arrives, so this bounds what a peer's announced total can make us
+    /// allocate ahead of the data: at most 8 such messages at once). Larger ones take
+    /// the copying path.
+    static constexpr std::size_t max_message = std::size_t{256} << 20;
+    buffer_pool pool{max_idle_bytes};
+    segment_placement placement{pool, max_message};
+  };
+
   enum class phase { fresh, running, stopped };
   std::mutex stop_mtx;    // one stop at a time
   mutable std::mutex mtx; // guards the members below
@@ -169,6 +185,15 @@ struct node::impl {
     tc.secret = cfg.secret;
     tc.shaper = cfg.shaper;
     tc.busy_poll = cfg.busy_poll;
+    // Receive-in-place: long broadcasts' segments are read straight into their message's
+    // buffer (reused through a pool), on the loop thread (docs/transport.md).
+    auto placement = std::make_shared<receive_buffers>();
+    tc.payload_sink = [placement](const schema::payload_head& h) -> std::optional<schema::payload_place> {
+      auto slot = placement->placement.place(h.op, h.index, h.count, h.total, h.length);
+      if (!slot)
+        return std::nullopt;
+      return schema::payload_place{std::move(slot->region), slot->dest};
+    };
     // The callbacks run on the loop thread, which starts after `core` is made and is
     // joined (transport->stop) before `core` goes.
     transport = std::make_shared<net::tcp_transport>(

@@ -101,6 +101,7 @@ std::string version_mismatch(std::uint16_t theirs) {
 connection* new_connection(tcp_impl* owner, uv_loop_t* loop, connection::role r,
                            std::size_t max_frame) {
   auto* c = new connection(owner, r, max_frame);
+  c->decoder.set_sink(owner->payload_sink());
   uv_tcp_init(loop, &c->tcp);
   c->tcp.data = c;
   uv_timer_init(loop, &c->timer);

@@ -243,6 +243,10 @@ public:
   void close_conn(connection* c, transport_event::kind kind, const std::string& why);
   void on_handle_closed(connection* c);
   std::string describe(const connection* c) const;
+  /// What each connection's decoder asks where large payloads go (null: no sink).
+  const schema::payload_sink* payload_sink() const {
+    return cfg_.payload_sink ? &cfg_.payload_sink : nullptr;
+  }
 
   // --- configuration and callbacks (immutable after construction) ---------------------
   const tcp_config cfg_;

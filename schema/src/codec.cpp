@@ -608,6 +608,17 @@ std::optional<error> check_length(std::size_t n, std::size_t max_frame) {
   return std::nullopt;
 }
 
+// The frame in `reader`; throws what decode_words() catches.
+expected<schema::frame> read_frame(capnp::MessageReader& reader) {
+  auto frame = reader.getRoot<cs::Frame>();
+  if (frame.getVersion() != protocol_version)
+    return make_error(errc::version_mismatch,
+                      "peer speaks protocol version " + std::to_string(frame.getVersion()) +
+                          ", this processor " + std::to_string(protocol_version));
+  return schema::frame{wire::envelope{frame.getFrom(), frame.getTo(), read_body(frame.getBody())},
+                       frame.getReturned()};
+}
+
 // Decodes a body already in word-aligned storage. Length checks are the caller's.
 expected<schema::frame> decode_words(const std::uint64_t* words, std::size_t count) {
   try {
@@ -619,13 +630,23 @@ expected<schema::frame> decode_words(const std::uint64_t* words, std::size_t cou
     capnp::FlatArrayMessageReader reader(array, options);
     if (reader.getEnd() != array.end())
       return malformed("bytes left over after the message");
-    auto frame = reader.getRoot<cs::Frame>();
-    if (frame.getVersion() != protocol_version)
-      return make_error(errc::version_mismatch,
-                        "peer speaks protocol version " + std::to_string(frame.getVersion()) +
-                            ", this processor " + std::to_string(protocol_version));
-    return schema::frame{wire::envelope{frame.getFrom(), frame.getTo(), read_body(frame.getBody())},
-                         frame.getReturned()};
+    return read_frame(reader);
+  } catch (const rejection& r) {
+    return malformed(r.what);
+  } catch (const kj::Exception& x) {
+    return malformed(std::string(x.getDescription().cStr()));
+  }
+}
+
+// Decodes a message given as its segments (the sink path of frame_decoder), `words` in all.
+expected<schema::frame> decode_segments(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments,
+                                        std::size_t words) {
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = traversal_factor * words + traversal_slack_words;
+    options.nestingLimit = nesting_limit;
+    capnp::SegmentArrayMessageReader reader(segments, options);
+    return read_frame(reader);
   } catch (const rejection& r) {
     return malformed(r.what);
   } catch (const kj::Exception& x) {
@@ -748,6 +769,11 @@ void frame_decoder::reset_frame() {
   prefix_len_ = 0;
   frame_len_ = 0;
   body_len_ = 0;
+  mode_ = mode::plain;
+  stage_ = 0;
+  want_ = 0;
+  head_bytes_ = 0;
+  place_ = {};
   // The buffer is kept (up to a size) with its size: growing it for the next frame then
   // zero-fills only what is new, not every frame's worth of bytes again.
   if (body_.capacity() > retained_buffer_words)
@@ -767,7 +793,24 @@ expected<std::vector<wire::envelope>> frame_decoder::feed(const std::uint8_t* p,
 
 bool frame_decoder::finish_frame(std::vector<frame>& out) {
   expected<frame> e = make_error(errc::malformed_frame, "");
-  if (large()) {
+  if (mode_ == mode::sunk) {
+    // The head's segments from `head_`, the payload (the last segment) from the sink's place.
+    const std::size_t n = seg_words_.size();
+    std::vector<kj::ArrayPtr<const capnp::word>> segments;
+    segments.reserve(n);
+    const auto* w = reinterpret_cast<const capnp::word*>(head_.data()) + (n / 2 + 1);
+    for (std::size_t i = 0; i + 1 < n; ++i) {
+      segments.emplace_back(w, seg_words_[i]);
+      w += seg_words_[i];
+    }
+    segments.emplace_back(reinterpret_cast<const capnp::word*>(place_.dest), seg_words_[n - 1]);
+    const shared_bytes region = place_.region;
+    backing = &region;
+    e = decode_segments(kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>>(segments.data(),
+                                                                            segments.size()),
+                        frame_len_ / sizeof(capnp::word));
+    backing = nullptr;
+  } else if (large()) {
     // The envelope keeps the buffer: payloads are slices of it. Cap'n Proto needs word
     // alignment, which operator new gives; were it missing, the words are copied.
     big_.resize(frame_len_);
@@ -803,20 +846,128 @@ void frame_decoder::grow_big(std::size_t n) {
     big_.resize(n);
 }
 
+std::pair<std::uint8_t*, std::size_t> frame_decoder::target(std::size_t at_least) {
+  switch (mode_) {
+    case mode::probe: {
+      const std::size_t words = (want_ + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t);
+      if (head_.size() < words)
+        head_.resize(words);
+      return {reinterpret_cast<std::uint8_t*>(head_.data()) + body_len_, want_ - body_len_};
+    }
+    case mode::sunk:
+      return {place_.dest + (body_len_ - head_bytes_), frame_len_ - body_len_};
+    case mode::plain:
+      break;
+  }
+  if (large()) {
+    grow_big(std::min(frame_len_, std::max(body_len_ + at_least, body_len_ + 1)));
+    return {big_.data() + body_len_, big_.size() - body_len_};
+  }
+  const std::size_t words =
+      (std::min(frame_len_, body_len_ + at_least) + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t);
+  if (body_.size() < words)
+    body_.resize(words);
+  return {reinterpret_cast<std::uint8_t*>(body_.data()) + body_len_,
+          words * sizeof(std::uint64_t) - body_len_};
+}
+
+void frame_decoder::to_plain() {
+  mode_ = mode::plain;
+  grow_big(body_len_);
+  std::memcpy(big_.data(), head_.data(), body_len_);
+}
+
+void frame_decoder::look() {
+  const auto* b = reinterpret_cast<const std::uint8_t*>(head_.data());
+  if (stage_ == 0) {
+    const std::size_t n = std::size_t{get_le32(b)} + 1;
+    const std::size_t table = (n / 2 + 1) * sizeof(capnp::word);
+    if (n < 2 || n > max_sink_segments || table >= frame_len_)
+      return to_plain();
+    seg_words_.assign(n, 0);
+    stage_ = 1;
+    want_ = table;
+    return;
+  }
+  if (stage_ == 1) {
+    const std::size_t n = seg_words_.size();
+    std::size_t head = want_;
+    for (std::size_t i = 0; i < n; ++i) {
+      seg_words_[i] = get_le32(b + 4 * (i + 1));
+      if (i + 1 < n)
+        head += std::size_t{seg_words_[i]} * sizeof(capnp::word);
+    }
+    const std::size_t last = std::size_t{seg_words_[n - 1]} * sizeof(capnp::word);
+    if (head > max_sink_head || last < external_min_bytes || head + last != frame_len_)
+      return to_plain();
+    stage_ = 2;
+    want_ = head;
+    return;
+  }
+  // The head is in: what does it say? (The payload's segment is not there yet, so the
+  // reader gets only the others; the payload is not read.)
+  const std::size_t n = seg_words_.size();
+  std::vector<kj::ArrayPtr<const capnp::word>> segments;
+  const auto* w = reinterpret_cast<const capnp::word*>(head_.data()) + (n / 2 + 1);
+  for (std::size_t i = 0; i + 1 < n; ++i) {
+    segments.emplace_back(w, seg_words_[i]);
+    w += seg_words_[i];
+  }
+  payload_head h;
+  h.length = std::size_t{seg_words_[n - 1]} * sizeof(capnp::word);
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = traversal_factor * (want_ / sizeof(capnp::word)) + traversal_slack_words;
+    options.nestingLimit = nesting_limit;
+    capnp::SegmentArrayMessageReader reader(
+        kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>>(segments.data(), segments.size()),
+        options);
+    auto f = reader.getRoot<cs::Frame>();
+    if (f.getVersion() != protocol_version || f.getReturned()
+        || f.getBody().which() != cs::Frame::Body::BCAST_SEGMENT)
+      return to_plain();
+    auto r = f.getBody().getBcastSegment();
+    h.from = f.getFrom();
+    h.to = f.getTo();
+    h.op = wire::collective_id{r.getOrigin(), r.getSeq()};
+    h.index = r.getIndex();
+    h.count = r.getCount();
+    h.total = r.getTotal();
+  } catch (const kj::Exception&) {
+    return to_plain(); // the full decode reports it
+  }
+  auto place = (*sink_)(h);
+  if (!place || place->region.size() != h.length || place->dest == nullptr
+      || place->dest != place->region.data()
+      || reinterpret_cast<std::uintptr_t>(place->dest) % alignof(capnp::word) != 0)
+    return to_plain();
+  place_ = std::move(*place);
+  head_bytes_ = want_;
+  mode_ = mode::sunk;
+}
+
+bool frame_decoder::wrote(std::size_t n, std::vector<frame>& out) {
+  body_len_ += n;
+  while (mode_ == mode::probe && body_len_ == want_)
+    look();
+  if (body_len_ == frame_len_)
+    return finish_frame(out);
+  return true;
+}
+
 std::pair<std::uint8_t*, std::size_t> frame_decoder::direct_buffer() {
   if (failure_ || prefix_len_ < frame_prefix_bytes || !large() || body_len_ >= frame_len_)
     return {nullptr, 0};
-  grow_big(std::min(frame_len_, std::max(2 * body_len_, body_len_ + zero_copy_min)));
-  return {big_.data() + body_len_, big_.size() - body_len_};
+  // Grow with the bytes that arrive (at most doubling), at least zero_copy_min per read.
+  return target(std::max(body_len_, zero_copy_min));
 }
 
 expected<std::vector<frame>> frame_decoder::commit_direct(std::size_t n) {
   if (failure_)
     return *failure_;
   std::vector<frame> out;
-  assert(large() && body_len_ + n <= big_.size());
-  body_len_ += n;
-  if (body_len_ == frame_len_ && !finish_frame(out))
+  assert(large() && body_len_ + n <= frame_len_);
+  if (!wrote(n, out))
     return *failure_;
   return out;
 }
@@ -839,27 +990,19 @@ expected<std::vector<frame>> frame_decoder::feed_frames(const std::uint8_t* p, s
         failure_ = std::move(*e);
         return *failure_;
       }
+      if (large() && sink_ != nullptr && *sink_) {
+        mode_ = mode::probe;
+        want_ = sizeof(capnp::word);
+      }
       continue;
     }
     // Grow with the bytes that actually arrived (vector growth is geometric).
-    const std::size_t take = std::min(frame_len_ - body_len_, n);
-    std::uint8_t* into = nullptr;
-    if (large()) {
-      grow_big(body_len_ + take);
-      into = big_.data();
-    } else {
-      const std::size_t words = (body_len_ + take + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t);
-      if (body_.size() < words)
-        body_.resize(words);
-      into = reinterpret_cast<std::uint8_t*>(body_.data());
-    }
-    std::memcpy(into + body_len_, p, take);
-    body_len_ += take;
+    auto [into, room] = target(n);
+    const std::size_t take = std::min(room, n);
+    std::memcpy(into, p, take);
     p += take;
     n -= take;
-    if (body_len_ < frame_len_)
-      break;
-    if (!finish_frame(out))
+    if (!wrote(take, out))
       return *failure_;
   }
   return out;

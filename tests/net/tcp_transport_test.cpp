@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "banyan/core/buffer_pool.hpp"
+#include "banyan/core/segment_placement.hpp"
 #include "banyan/net/tcp_transport.hpp"
 #include "banyan/schema/codec.hpp"
 #include "banyan/schema/handshake.hpp"
@@ -494,6 +496,58 @@ BOOST_AUTO_TEST_CASE(large_frames_arrive_whole_and_in_order) {
       BOOST_TEST(r->padding == sizes[i / 2]);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_payload_sink_receives_long_broadcast_segments_in_place) {
+  // b places segments into one buffer per message (as a node does); a sends a 4-segment
+  // message, out of order, with small frames between.
+  banyan::buffer_pool pool(64u << 20);
+  banyan::segment_placement placement(pool, 64u << 20);
+  std::atomic<int> asked{0};
+  auto cfg = config(2);
+  cfg.payload_sink = [&](const bs::payload_head& h) -> std::optional<bs::payload_place> {
+    ++asked;
+    auto slot = placement.place(h.op, h.index, h.count, h.total, h.length);
+    if (!slot)
+      return std::nullopt;
+    return bs::payload_place{slot->region, slot->dest};
+  };
+  auto b = make_node(2, cfg);
+  auto a = make_node(1);
+  a->t().add_peer(2, b->address());
+  constexpr std::size_t seg = 1u << 20;
+  std::vector<std::uint8_t> message(4 * seg - 4096);
+  for (std::size_t i = 0; i < message.size(); ++i)
+    message[i] = static_cast<std::uint8_t>(i * 7 + i / 4096);
+  const banyan::shared_bytes whole(message);
+  std::uint64_t seq = 0;
+  for (std::uint32_t index : {1u, 0u, 3u, 2u}) {
+    wire::bcast_segment s;
+    s.op = wire::collective_id{1, 42};
+    s.kind = banyan::tree_kind::bandwidth;
+    s.vnodes = banyan::vnode_set::range(0, 7);
+    s.first = index == 1;
+    s.index = index;
+    s.count = 4;
+    s.total = message.size();
+    s.payload = whole.slice(index * seg, std::min(seg, message.size() - index * seg));
+    BOOST_TEST_REQUIRE(a->t().send({banyan::no_proc, 2, s}) == net::send_status::queued);
+    BOOST_TEST_REQUIRE(a->t().send(ping_to(2, seq++)) == net::send_status::queued);
+  }
+  BOOST_TEST_REQUIRE(b->wait_received(8));
+  const auto inbox = b->inbox();
+  std::vector<banyan::shared_bytes> parts(4);
+  for (auto& e : inbox)
+    if (auto* s = std::get_if<wire::bcast_segment>(&e.body))
+      parts[s->index] = s->payload;
+  banyan::shared_bytes joined = parts[0];
+  for (std::size_t k = 1; k < 4; ++k)
+    BOOST_TEST(joined.extend(parts[k])); // one buffer, in place: no copy needed
+  BOOST_TEST(joined.size() == message.size());
+  BOOST_TEST((joined == whole));
+  BOOST_TEST(joined.data() != whole.data()); // received, not the sender's memory
+  BOOST_TEST(asked.load() == 4);
+  BOOST_TEST(pool.counters().allocated == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(wrong_secret_is_rejected_and_good_peers_are_still_served) {

@@ -24,6 +24,10 @@ public:
   explicit shared_bytes(std::vector<std::uint8_t> bytes)
     : buf_(std::make_shared<const std::vector<std::uint8_t>>(std::move(bytes))),
       size_(buf_->size()) {}
+  /// Shares `buf` (all of it), e.g. a buffer that goes back to a `buffer_pool` when the
+  /// last slice of it goes. Null: no bytes.
+  explicit shared_bytes(std::shared_ptr<const std::vector<std::uint8_t>> buf)
+    : buf_(std::move(buf)), size_(buf_ ? buf_->size() : 0) {}
   /// Copies `n` bytes from `p`.
   static shared_bytes copy_of(const std::uint8_t* p, std::size_t n) {
     return shared_bytes(std::vector<std::uint8_t>(p, p + n));

@@ -34,6 +34,7 @@
 #include "banyan/core/messages.hpp"
 #include "banyan/core/types.hpp"
 #include "banyan/schema/handshake.hpp"
+#include "banyan/schema/payload_sink.hpp"
 
 namespace banyan::net {
 
@@ -70,6 +71,10 @@ struct tcp_config {
   /// frame is taken without a wake-up, as MPI libraries poll. Costs CPU while it polls;
   /// 0 (the default): the loop always sleeps in the kernel until there is work.
   duration busy_poll{0};
+  /// Receive-in-place (docs/transport.md, "Receiving"): asked, on the loop thread, where
+  /// the payload of an incoming large broadcast segment goes before it is read. Empty:
+  /// every large frame gets a buffer of its own.
+  schema::payload_sink payload_sink;
 };
 
 /// What `tcp_transport::send` did with an envelope.

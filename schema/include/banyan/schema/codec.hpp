@@ -17,6 +17,7 @@
 
 #include "banyan/core/error.hpp"
 #include "banyan/core/messages.hpp"
+#include "banyan/schema/payload_sink.hpp"
 
 namespace banyan::schema {
 
@@ -89,6 +90,14 @@ expected<frame> decode_frame_body(const std::uint8_t* p, std::size_t n,
 ///
 ///     socket --read--> direct_buffer() --commit_direct(n)--> envelope (payload slices it)
 ///
+/// With a `payload_sink` (set_sink), a large frame whose last Cap'n Proto segment is a
+/// broadcast segment's payload (as `encode_frame` sends it) is read in two steps: its
+/// head (segment table and the other segments, at most `max_sink_head` bytes) into the
+/// decoder's own storage, then, if the sink gives a place, the payload straight into it:
+/// the decoded segment's payload is then the sink's `region`. Anything else about the
+/// frame (another message, other segment layout, a sink that declines) takes the path
+/// above; errors are the same either way.
+///
 /// Errors are sticky: after the first one, every `feed` returns it again, because the
 /// stream has lost its framing. The owner should close the connection.
 class frame_decoder {
@@ -114,6 +123,10 @@ public:
   /// Returns the frame they completed, if any, or the error (as `feed_frames`).
   expected<std::vector<frame>> commit_direct(std::size_t n);
 
+  /// Asks `sink` (may be null or empty: none) where large broadcast payloads go; it must
+  /// outlive the decoder. Takes effect from the next frame.
+  void set_sink(const payload_sink* sink) noexcept { sink_ = sink; }
+
   /// Bytes held for the frame in progress (prefix and body).
   std::size_t buffered() const noexcept { return prefix_len_ + body_len_; }
 
@@ -122,6 +135,11 @@ public:
 
   /// Bodies at least this long are decoded in place (see above).
   static constexpr std::size_t zero_copy_min = 16u << 10;
+  /// Largest head (segment table and the segments before the payload) read ahead of a
+  /// payload to ask the sink; a larger one takes the plain path.
+  static constexpr std::size_t max_sink_head = 64u << 10;
+  /// Most Cap'n Proto segments such a frame may have.
+  static constexpr std::size_t max_sink_segments = 16;
 
 private:
   void reset_frame();
@@ -130,6 +148,30 @@ private:
   bool large() const noexcept { return frame_len_ >= zero_copy_min; }
   /// Makes `big_` hold at least `n` bytes (n <= frame_len_) without moving them later.
   void grow_big(std::size_t n);
+  /// Where the body's next bytes go, and how many may go there before the decoder must
+  /// look at them (the rest of the body, or of the head being probed).
+  std::pair<std::uint8_t*, std::size_t> target(std::size_t at_least);
+  /// `n` bytes were written at `target()`: counts them, probes the head, finishes the
+  /// frame. False on error (recorded).
+  bool wrote(std::size_t n, std::vector<frame>& out);
+  /// The head read so far is complete up to `want_`: reads the table, or asks the sink.
+  void look();
+  /// Gives up on the sink for this frame: the head read so far moves to `big_`.
+  void to_plain();
+
+  enum class mode : std::uint8_t {
+    plain, ///< small frames, and large ones into `big_`
+    probe, ///< reading a large frame's head into `head_`
+    sunk,  ///< the head is in `head_`, the payload goes to `place_`
+  };
+  const payload_sink* sink_ = nullptr;
+  mode mode_ = mode::plain;
+  int stage_ = 0;            // probe: 0 the first word, 1 the segment table, 2 the head
+  std::size_t want_ = 0;     // probe: the head bytes needed before the next look
+  std::size_t head_bytes_ = 0; // sunk: where the payload begins in the body
+  std::vector<std::uint32_t> seg_words_; // probe/sunk: the segments' sizes in words
+  std::vector<std::uint64_t> head_;      // probe/sunk: the body's first bytes, aligned
+  payload_place place_;
 
   std::size_t max_frame_;
   std::uint8_t prefix_[frame_prefix_bytes] = {};
