@@ -128,6 +128,26 @@ public:
     notify_rider(p);
   }
 
+  /// Processor p crashes: it stops at once, without a handover (its vnodes stay named
+  /// as its own until someone adopts them).
+  void crash(proc_id p) {
+    if (trace_ >= 0) std::fprintf(stderr, "t=%.3f CRASH %u\n", to_ms(now_), p);
+    sups_[p].reset();
+    riders_[p].reset();
+  }
+
+  /// Processor `at` is told that `p` is unreachable (a refused connection), now.
+  void suspect(proc_id at, proc_id p) {
+    outbox out;
+    sups_[at]->on_unreachable(now_, p, out);
+    carry_out(at, out);
+    notify_rider(at);
+  }
+
+  /// Crash-related supervisor events (crash_detected, adopted, disowned), with the
+  /// processor that reported each, in order.
+  const std::vector<std::pair<proc_id, tree_event>>& crash_events() const { return crash_events_; }
+
   /// Runs until nothing is left to do or `limit` events were processed.
   std::size_t run(std::size_t limit = 10'000'000) {
     std::size_t n = 0;
@@ -312,6 +332,10 @@ private:
       envelopes_[id] = e;
       queue_.push({at, order_++, e.to, false, 0, id});
     }
+    for (auto& ev : out.events)
+      if (ev.what == tree_event::kind::crash_detected || ev.what == tree_event::kind::adopted ||
+          ev.what == tree_event::kind::disowned)
+        crash_events_.emplace_back(p, ev);
     // A timer belongs to the incarnation that set it (as a delayed message belongs
     // to its actor): it is dropped if the processor has been replaced meanwhile.
     for (auto& t : out.timers)
@@ -446,6 +470,7 @@ private:
   long trace_ = std::getenv("BANYAN_TRACE_PROC") ? std::atol(std::getenv("BANYAN_TRACE_PROC")) : -1;
   std::map<std::pair<vnode_id, std::uint64_t>, proc_id> ledger_;
   std::vector<std::string> conflicts_;
+  std::vector<std::pair<proc_id, tree_event>> crash_events_;
   std::map<vnode_id, std::string> history_;
 };
 
