@@ -409,6 +409,14 @@ void reduce_engine::settle(timestamp now, const vnode_set& vs, std::uint64_t don
   done_[std::max(done, last_started_)] |= vs;
 }
 
+void reduce_engine::adopt(timestamp now, const vnode_set& vnodes, reduce_outbox& out) {
+  view_.refresh();
+  if (!view_.participating())
+    return;
+  auto orphans = (vnodes & view_.own_vnodes()) - settled();
+  settle(now, orphans, last_started_, out);
+}
+
 // --- events ---------------------------------------------------------------------------
 
 bool reduce_engine::on_message(timestamp now, proc_id from, const wire::message& m,

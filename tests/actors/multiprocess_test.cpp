@@ -3,7 +3,8 @@
 // a SIGKILLed one is found unreachable and the others heal; a wrong secret is refused;
 // bad arguments exit with 2. Through the control protocol (`--control`, docs/cluster.md):
 // broadcasts short and long, point-to-point, acks, reductions, leave and rejoin, every
-// delivery exactly once; a process SIGKILLed mid-broadcast hangs nobody. `banyan cluster`
+// delivery exactly once; a process SIGKILLed mid-broadcast hangs nobody, and its vnodes
+// are adopted: later broadcasts reach them exactly once and a reduction completes. `banyan cluster`
 // runs its workloads and tears everything down, also on SIGINT; in network namespaces
 // where the machine allows them. Every wait has a deadline, and every child is killed at
 // the end of its test case, also when the test fails.
@@ -670,9 +671,33 @@ BOOST_FIXTURE_TEST_CASE(a_process_killed_mid_broadcast_hangs_nobody, ctl_fixture
                           }),
                           "node " << k << " still counts the dead one: " << slurp(c.log));
   }
-  op = broadcast(nodes[3], 65536, 3);
-  for (auto& [id, d] : deliveries(op))
-    BOOST_TEST(d.first == 1u);
+  // Node 3, the next member after 2, adopts its vnode: it owns vnodes 2 and 3.
+  BOOST_REQUIRE_MESSAGE(until(20s, [&] {
+                          auto had = events(nodes[3], "status").size();
+                          send(nodes[3], "status");
+                          return wait_event(nodes[3], "status", had, 5s).at("vnodes").get<std::string>() == "2-3";
+                        }),
+                        "node 3 did not adopt the dead node's vnode: " << slurp(nodes[3].log));
+  BOOST_TEST(slurp(nodes[3].log).find("adopted from crashed processor 2") != std::string::npos,
+             "no log line for the adoption: " << slurp(nodes[3].log));
+  // The cut broadcast: still at most once per vnode (node 3 may have got vnode 2's part).
+  {
+    auto d = deliveries(events(n0, "bcast")[0].at("op").get<std::string>());
+    BOOST_TEST(d[3].first <= 2u);
+  }
+  // The survivors' next broadcasts reach every vnode, the adopted one too, exactly once.
+  op = broadcast(nodes[3], 65536, 4);
+  BOOST_TEST(deliveries(op)[3].first == 2u);
+  op = broadcast(n0, 1u << 20, 4);
+  BOOST_TEST(deliveries(op)[3].first == 2u);
+  // A reduction completes, counting the adopted vnode once, with the right value.
+  for (proc_id k : {0u, 1u, 3u})
+    send(nodes[k], "reduce 1 0 1000 sum int32");
+  BOOST_REQUIRE_MESSAGE(until(20s, [&] { return !events(n0, "reduced", "seq", 1).empty(); }),
+                        "no result of the reduction after the crash: " << slurp(n0.log));
+  auto r = events(n0, "reduced", "seq", 1)[0];
+  BOOST_TEST(r.at("ok").get<bool>());
+  BOOST_TEST(r.at("vnodes").get<std::size_t>() == 4u);
   for (proc_id k : {0u, 1u, 3u})
     BOOST_TEST(quit(nodes[k]) == 0);
 }

@@ -185,6 +185,14 @@ public:
   /// that are gone, and flushes everything once the processor no longer takes part.
   void on_view_change(timestamp now, reduce_outbox& out);
 
+  /// `vnodes` (owned here now) were adopted from a crashed processor: their history went
+  /// down with it and no handoff will come. They settle here as accounted for up to the
+  /// last reduction started here, so they count in every reduction started after this,
+  /// exactly once. A reduction already under way counts them only if the crashed
+  /// processor's partial got out before it died (else it does not complete here; the
+  /// runtime's timeout reports it): contributing for it again could count them twice.
+  void adopt(timestamp now, const vnode_set& vnodes, reduce_outbox& out);
+
   /// Holds partial results or frames that must still go somewhere.
   bool holding() const;
   /// Holds nothing and has sent nothing for `drain_linger`.

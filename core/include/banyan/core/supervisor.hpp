@@ -191,6 +191,13 @@ public:
   /// the crashed owner's, and the higher epoch wins everywhere (epochs carry the
   /// issuer's id in their low bits, so two claims never tie).
   proc_id adopter_of(proc_id dead) const;
+  /// A frame for another state machine (a collective engine) came from `p`: it shows p
+  /// alive to the crash watch as much as a supervisor message would (its pongs may queue
+  /// behind long streams). Produces nothing.
+  void heard_from(timestamp now, proc_id p) {
+    if (p == watched_)
+      heard_ = now;
+  }
 
   // --- inspection ----------------------------------------------------------
   proc_id self() const noexcept { return self_; }
