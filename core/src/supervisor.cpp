@@ -591,7 +591,11 @@ void supervisor::watch(timestamp now, outbox& out) {
     watched_ = no_proc;
     return;
   }
-  if (succ != watched_) {
+  // A tick long overdue means that we ourselves did not run (the process was stopped or
+  // starved): the silence we saw is ours, not the successor's. Give it a fresh period.
+  const bool we_slept = now - last_watch_ > cfg_.crash_timeout / 2;
+  last_watch_ = now;
+  if (succ != watched_ || we_slept) {
     watched_ = succ;
     heard_ = now;
   } else if (now - heard_ >= cfg_.crash_timeout) {

@@ -702,6 +702,66 @@ BOOST_FIXTURE_TEST_CASE(a_process_killed_mid_broadcast_hangs_nobody, ctl_fixture
     BOOST_TEST(quit(nodes[k]) == 0);
 }
 
+// A node that goes silent without closing its connections (SIGSTOP: as a power loss or a
+// partition looks) is found by its predecessor's watch within --crash-timeout, and its
+// successor adopts its vnode; woken up (SIGCONT), it learns it was buried, gives the vnode
+// up and comes back as a new incarnation: one owner per vnode throughout.
+BOOST_FIXTURE_TEST_CASE(a_silent_node_is_taken_for_crashed_and_yields_its_vnodes_on_waking, ctl_fixture) {
+  const std::vector<std::string> fast{"--crash-timeout", "1000"};
+  auto with = [&](std::vector<std::string> a) {
+    a.insert(a.end(), fast.begin(), fast.end());
+    return a;
+  };
+  auto& n0 = start(0, with({"--vnodes", "0-3"}));
+  const auto contact = "0@127.0.0.1:" + std::to_string(n0.port);
+  for (proc_id k = 1; k < 4; ++k)
+    start(k, with({"--join", contact, "--vnodes", std::to_string(k)}));
+  auto status_of = [&](proc_id k) {
+    auto& c = nodes[k];
+    auto had = events(c, "status").size();
+    send(c, "status");
+    return wait_event(c, "status", had, 5s);
+  };
+  auto all_see = [&](std::vector<proc_id> who, std::size_t members) {
+    return until(20s, [&] {
+      for (auto k : who)
+        if (status_of(k).at("members").size() != members)
+          return false;
+      return true;
+    });
+  };
+  BOOST_REQUIRE(all_see({0, 1, 2, 3}, 4));
+  BOOST_REQUIRE(::kill(nodes[1].pid, SIGSTOP) == 0);
+  // Node 0 watches node 1; node 2, the next member after it, adopts vnode 1.
+  BOOST_REQUIRE_MESSAGE(until(20s, [&] { return status_of(2).at("vnodes").get<std::string>() == "1-2"; }),
+                        "node 2 did not adopt the silent node's vnode: " << slurp(nodes[2].log));
+  BOOST_TEST(slurp(n0.log).find("member_crashed: processor 1") != std::string::npos, slurp(n0.log));
+  BOOST_TEST(slurp(nodes[2].log).find("adopted from crashed processor 1") != std::string::npos);
+  BOOST_REQUIRE(all_see({0, 2, 3}, 3));
+  auto op = broadcast(nodes[3], 1000, 4);
+  BOOST_TEST(deliveries(op)[2].first == 2u);
+  // Awake again: it hears the crash notice, yields vnode 1 and rejoins without vnodes.
+  BOOST_REQUIRE(::kill(nodes[1].pid, SIGCONT) == 0);
+  BOOST_REQUIRE_MESSAGE(until(20s, [&] { return status_of(1).at("vnodes").get<std::string>().empty(); }),
+                        "node 1 still claims vnodes: " << slurp(nodes[1].log));
+  BOOST_TEST(slurp(nodes[1].log).find("vnodes_disowned") != std::string::npos, slurp(nodes[1].log));
+  BOOST_REQUIRE(all_see({0, 1, 2, 3}, 4));
+  BOOST_TEST(status_of(2).at("vnodes").get<std::string>() == "1-2");
+  // Every vnode exactly once, none at node 1; a reduction counts each once.
+  op = broadcast(n0, 1u << 20, 4);
+  BOOST_TEST(deliveries(op)[1].first == 0u);
+  BOOST_TEST(deliveries(op)[2].first == 2u);
+  for (auto& [id, c] : nodes)
+    send(c, "reduce 1 3 100 sum int64");
+  BOOST_REQUIRE_MESSAGE(until(20s, [&] { return !events(nodes[3], "reduced", "seq", 1).empty(); }),
+                        "no result of the reduction: " << slurp(nodes[3].log));
+  auto r = events(nodes[3], "reduced", "seq", 1)[0];
+  BOOST_TEST(r.at("ok").get<bool>());
+  BOOST_TEST(r.at("vnodes").get<std::size_t>() == 4u);
+  for (auto& [id, c] : nodes)
+    BOOST_TEST(quit(c) == 0, "node " << id << ": " << slurp(c.log));
+}
+
 namespace {
 
 /// Runs `banyan cluster ARGS` with stdout and stderr in `log`; its exit code within `limit`.

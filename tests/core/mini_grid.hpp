@@ -136,6 +136,10 @@ public:
     riders_[p].reset();
   }
 
+  /// Processor p does not run for `d` (a stopped process): everything due for it
+  /// (messages, timers) waits until then, in order; the others' connections stay open.
+  void freeze(proc_id p, duration d) { frozen_[p] = now_ + d; }
+
   /// Processor `at` is told that `p` is unreachable (a refused connection), now.
   void suspect(proc_id at, proc_id p) {
     outbox out;
@@ -154,6 +158,12 @@ public:
     while (!queue_.empty() && n < limit) {
       auto ev = queue_.top();
       queue_.pop();
+      if (auto f = frozen_.find(ev.to); f != frozen_.end() && ev.at < f->second) {
+        ev.at = f->second; // popped in time order: re-queued in the same order
+        ev.order = order_++;
+        queue_.push(ev);
+        continue;
+      }
       now_ = ev.at;
       ++n;
       auto& s = sups_[ev.to];
@@ -471,6 +481,7 @@ private:
   std::map<std::pair<vnode_id, std::uint64_t>, proc_id> ledger_;
   std::vector<std::string> conflicts_;
   std::vector<std::pair<proc_id, tree_event>> crash_events_;
+  std::map<proc_id, timestamp> frozen_; ///< freeze(): until when
   std::map<vnode_id, std::string> history_;
 };
 

@@ -422,3 +422,24 @@ BOOST_AUTO_TEST_CASE(a_wrongly_suspected_processor_learns_it_lost_its_vnodes) {
   check_routing(g, 32);
   check_trees(g);
 }
+
+BOOST_AUTO_TEST_CASE(a_watcher_that_did_not_run_does_not_bury_its_successor) {
+  // Processor 2 is frozen (SIGSTOP) for 10 s, far beyond crash_timeout: its own watch of
+  // 3 fires late, and must not take 3's silence, which was its own, for a crash.
+  mini_grid g{tiny(), 14, crash_cfg()};
+  g.start(0, 4);
+  // Watch ticks of 2 fall on multiples of 500 ms here: freeze it between two, after the
+  // answer to the last ping came, so that the late tick comes before anything from 3.
+  g.run_for(std::chrono::milliseconds(30250));
+  g.freeze(2, std::chrono::seconds(10));
+  g.run_for(std::chrono::seconds(20));
+  for (auto& [p, e] : crash_events(g, tree_event::kind::crash_detected))
+    BOOST_TEST(e.peer == 2u, "processor " << p << " took " << e.peer << " for crashed");
+  for (auto& [p, e] : crash_events(g, tree_event::kind::adopted))
+    BOOST_TEST(e.peer == 2u);
+  // 2 itself was taken for crashed by 1, and yielded when it woke.
+  BOOST_TEST(crash_events(g, tree_event::kind::disowned).size() == 1u);
+  BOOST_TEST(g.sup(2)->own_vnodes().empty());
+  BOOST_TEST((g.sup(3)->own_vnodes() == vnode_set::range(8, 16)));
+  check_routing(g, 32);
+}

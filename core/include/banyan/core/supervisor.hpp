@@ -402,6 +402,7 @@ private:
   /// from it, and the generation of the watch timer.
   proc_id watched_ = no_proc;
   timestamp heard_{0};
+  timestamp last_watch_{0}; ///< the last watch tick (a late one: we did not run)
   std::uint64_t watch_gen_ = 0;
   bool watching_ = false;
   void start_watch(outbox& out);
