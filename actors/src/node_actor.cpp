@@ -598,7 +598,9 @@ void on_tree_event(node_ptr self, const tree_event& e) {
     break;
   case k::disowned:
     emit(self, {node_event::kind::vnodes_disowned, {}, no_proc, no_proc, e.peer,
-                "taken for crashed by processor " + std::to_string(e.peer) + ": vnodes "
+                "taken for crashed by "
+                  + (e.peer == no_proc ? std::string("a member") : "processor " + std::to_string(e.peer))
+                  + ": vnodes "
                   + e.vnodes.to_string() + " are no longer ours (rejoined as a new incarnation)",
                 e.vnodes});
     break;

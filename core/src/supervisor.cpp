@@ -540,7 +540,7 @@ void supervisor::refute(timestamp now, proc_id by, outbox& out) {
 void supervisor::adopt_orphans(timestamp now, outbox& out) {
   if (orphans_.empty() || status_ != status::member)
     return;
-  bool claimed = false;
+  std::map<proc_id, vnode_set> due; // ours to claim now, by crashed owner: one claim each
   for (auto i = orphans_.begin(); i != orphans_.end();) {
     auto& o = i->route;
     // The part still named as the crashed owner's at the recorded epoch.
@@ -558,23 +558,25 @@ void supervisor::adopt_orphans(timestamp now, outbox& out) {
       ++i;
       continue;
     }
-    wire::route_entry entry{still, self_, next_epoch(still)};
+    due[o.owner] |= still;
+    i = orphans_.erase(i);
+  }
+  for (auto& [dead, vnodes] : due) {
+    wire::route_entry entry{vnodes, self_, next_epoch(vnodes)};
     apply_routes({entry});
     for (auto m : members_)
       if (m != self_)
         send(out, m, wire::routing_update{{entry}});
-    if (!is_member(o.owner))
-      send(out, o.owner, wire::routing_update{{entry}}); // alive after all? it learns
+    if (!is_member(dead))
+      send(out, dead, wire::routing_update{{entry}}); // alive after all? it learns
     tree_event e;
     e.what = tree_event::kind::adopted;
     e.at = now;
-    e.peer = o.owner;
-    e.vnodes = std::move(still);
+    e.peer = dead;
+    e.vnodes = vnodes;
     out.events.push_back(std::move(e));
-    claimed = true;
-    i = orphans_.erase(i);
   }
-  if (claimed)
+  if (!due.empty())
     flush(out);
 }
 
