@@ -43,6 +43,8 @@ public:
     virtual void on_timer(timestamp now, std::uint64_t token, outbox& out) = 0;
     /// After every event its supervisor handled (the supervisor's sends go first).
     virtual void after_supervisor(timestamp now, outbox& out) = 0;
+    /// Then the events that handling reported (crash recovery: `adopted`).
+    virtual void on_supervisor_events(timestamp, const std::vector<tree_event>&, outbox&) {}
     /// `m`, sent by this rider to `to`, could not be delivered.
     virtual void on_undeliverable(timestamp now, proc_id to, const wire::message& m, outbox& out) = 0;
     /// Still has work: keeps the processor reachable after its supervisor has left.
@@ -342,6 +344,9 @@ private:
       envelopes_[id] = e;
       queue_.push({at, order_++, e.to, false, 0, id});
     }
+    if (riders_[p])
+      for (auto& ev : out.events)
+        rider_events_[p].push_back(ev);
     for (auto& ev : out.events)
       if (ev.what == tree_event::kind::crash_detected || ev.what == tree_event::kind::adopted ||
           ev.what == tree_event::kind::disowned)
@@ -372,6 +377,11 @@ private:
       return;
     outbox out;
     riders_[p]->after_supervisor(now_, out);
+    if (auto i = rider_events_.find(p); i != rider_events_.end()) {
+      auto events = std::move(i->second);
+      rider_events_.erase(i);
+      riders_[p]->on_supervisor_events(now_, events, out);
+    }
     carry_out_rider(p, out);
   }
 
@@ -482,6 +492,7 @@ private:
   std::vector<std::string> conflicts_;
   std::vector<std::pair<proc_id, tree_event>> crash_events_;
   std::map<proc_id, timestamp> frozen_; ///< freeze(): until when
+  std::map<proc_id, std::vector<tree_event>> rider_events_; ///< for the rider, not yet seen
   std::map<vnode_id, std::string> history_;
 };
 

@@ -191,6 +191,8 @@ public:
   /// exactly once. A reduction already under way counts them only if the crashed
   /// processor's partial got out before it died (else it does not complete here; the
   /// runtime's timeout reports it): contributing for it again could count them twice.
+  /// Should the old owner have been alive after all, the history it hands over later
+  /// wins where it is ahead (the later `done` is kept).
   void adopt(timestamp now, const vnode_set& vnodes, reduce_outbox& out);
 
   /// Holds partial results or frames that must still go somewhere.
@@ -262,6 +264,9 @@ private:
   const reduce_op_table& ops_table_;
   reduce_config cfg_;
   std::map<std::uint64_t, vnode_set> done_; ///< done -> vnodes settled here with it
+  /// Settled by `adopt`: a history that turns up for them later (their owner was alive
+  /// after all) is reconciled, not reported as a double history.
+  vnode_set adopted_;
   std::map<std::uint64_t, op_state> ops_;
   std::uint64_t last_started_ = 0;
   std::uint64_t next_token_ = 1;
