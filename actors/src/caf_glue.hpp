@@ -25,6 +25,8 @@ using found_atom = caf::atom_constant<caf::atom("bfound")>;
 using join_atom = caf::atom_constant<caf::atom("bjoin")>;
 using leave_atom = caf::atom_constant<caf::atom("bleave")>;
 using unreachable_atom = caf::atom_constant<caf::atom("bunreach")>;
+/// A processor stops at once, as if its process were killed (emulation only).
+using crash_atom = caf::atom_constant<caf::atom("bcrash")>;
 
 /// What a founding member starts with.
 struct found_args {

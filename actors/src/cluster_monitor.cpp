@@ -56,6 +56,10 @@ void cluster_monitor::on_event(proc_id who, const tree_event& e) {
         --measuring_count_;
       }
       break;
+    case k::crash_detected:
+    case k::adopted:
+    case k::disowned:
+      break; // membership and ownership are not the monitor's
   }
 }
 

@@ -286,6 +286,21 @@ std::optional<error> emulated_cluster::leave(proc_id p, proc_id recipient) {
   return std::nullopt;
 }
 
+std::optional<error> emulated_cluster::crash(proc_id p) {
+  auto& d = *impl_;
+  if (p >= d.procs.size() || !d.procs[p])
+    return make_error(errc::invalid_argument, "processor " + std::to_string(p) + " is not running");
+  caf::anon_send(d.procs[p], crash_atom::value);
+  d.procs[p] = nullptr;
+  d.sups[p] = nullptr;
+  // For the monitor's trees, a crashed processor is gone as one that left.
+  tree_event gone;
+  gone.what = tree_event::kind::left;
+  gone.at = d.now();
+  d.mon.on_event(p, gone);
+  return std::nullopt;
+}
+
 duration emulated_cluster::elapsed() const {
   return impl_->now() - impl_->t0;
 }

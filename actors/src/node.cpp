@@ -67,6 +67,12 @@ const char* to_string(node_event::kind k) {
     return "member_joined";
   case node_event::kind::member_left:
     return "member_left";
+  case node_event::kind::member_crashed:
+    return "member_crashed";
+  case node_event::kind::vnodes_adopted:
+    return "vnodes_adopted";
+  case node_event::kind::vnodes_disowned:
+    return "vnodes_disowned";
   case node_event::kind::parent_changed:
     return "parent_changed";
   case node_event::kind::cycle_broken:

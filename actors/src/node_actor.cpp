@@ -138,6 +138,7 @@ struct node_state {
   node_request_ptr leaving;
   std::map<proc_id, std::string> complaints; ///< the last refusal or error, per peer
   std::vector<node_event> pending_events;    ///< handed to the handler after each step
+  vnode_set adopted; ///< adopted from crashed members, for the reduction engine
   std::vector<std::pair<node_request_ptr, node::result>> answers; ///< given after each step
 };
 
@@ -225,7 +226,7 @@ void try_next_contact(node_ptr self) {
   auto& j = *st.joining;
   if (j.next >= j.req->contacts.size()) {
     auto err = join_error(j.reasons);
-    emit(self, {node_event::kind::join_failed, {}, no_proc, no_proc, no_proc, err.message});
+    emit(self, {node_event::kind::join_failed, {}, no_proc, no_proc, no_proc, err.message, {}});
     finish_join(self, err);
     return;
   }
@@ -296,12 +297,12 @@ void sync_members(node_ptr self) {
     }
     st.departed.erase(p);
     if (!std::binary_search(st.members.begin(), st.members.end(), p))
-      emit(self, {node_event::kind::member_joined, {}, no_proc, no_proc, p, addr});
+      emit(self, {node_event::kind::member_joined, {}, no_proc, no_proc, p, addr, {}});
   }
   for (auto p : st.members) {
     if (p == me || std::binary_search(now.begin(), now.end(), p))
       continue;
-    emit(self, {node_event::kind::member_left, {}, no_proc, no_proc, p, {}});
+    emit(self, {node_event::kind::member_left, {}, no_proc, no_proc, p, {}, {}});
     if (st.unreachable_peers.count(p) != 0) {
       forget_peer(self, p); // nothing runs there: what is queued comes back now
     } else if (st.peers.count(p) != 0 && st.departed.count(p) == 0) {
@@ -433,7 +434,7 @@ void run_engines(node_ptr self) {
       if (it == st.reductions.end()) {
         emit(self, {node_event::kind::collective, {}, no_proc, no_proc, no_proc,
                     "reduction " + std::to_string(r.op)
-                        + " completed here after this node's part was answered; result dropped"});
+                        + " completed here after this node's part was answered; result dropped", {}});
         continue;
       }
       it->second.req->answer(expected<reduce_result>(std::move(r)));
@@ -442,7 +443,7 @@ void run_engines(node_ptr self) {
     for (auto& p : ro.problems)
       emit(self, {node_event::kind::collective, {}, no_proc, no_proc, no_proc,
                   "reduction " + std::to_string(p.op) + ": problem with vnodes "
-                      + p.vnodes.to_string() + ": " + p.detail});
+                      + p.vnodes.to_string() + ": " + p.detail, {}});
     for (auto* sends : {&bo.sends, &ro.sends})
       for (auto& e : *sends) {
         if (auto* p = std::get_if<wire::reduce_partial>(&e.body))
@@ -461,6 +462,11 @@ void view_changed(node_ptr self) {
   auto now = now_of();
   st.bcast->on_view_change(now, st.bo);
   st.red->on_view_change(now, st.ro);
+  if (!st.adopted.empty()) {
+    // Adopted from a crashed member: their history went down with it.
+    st.red->adopt(now, st.adopted, st.ro);
+    st.adopted.clear();
+  }
   run_engines(self);
 }
 
@@ -539,26 +545,26 @@ void on_tree_event(node_ptr self, const tree_event& e) {
   using k = tree_event::kind;
   switch (e.what) {
   case k::parent_changed:
-    emit(self, {node_event::kind::parent_changed, e.tree, e.old_parent, e.new_parent, no_proc, {}});
+    emit(self, {node_event::kind::parent_changed, e.tree, e.old_parent, e.new_parent, no_proc, {}, {}});
     break;
   case k::cycle_broken:
-    emit(self, {node_event::kind::cycle_broken, e.tree, e.old_parent, no_proc, no_proc, {}});
+    emit(self, {node_event::kind::cycle_broken, e.tree, e.old_parent, no_proc, no_proc, {}, {}});
     break;
   case k::busy:
-    emit(self, {node_event::kind::busy, {}, no_proc, no_proc, no_proc, {}});
+    emit(self, {node_event::kind::busy, {}, no_proc, no_proc, no_proc, {}, {}});
     break;
   case k::idle:
-    emit(self, {node_event::kind::idle, {}, no_proc, no_proc, no_proc, {}});
+    emit(self, {node_event::kind::idle, {}, no_proc, no_proc, no_proc, {}, {}});
     break;
   case k::joined:
     if (st.joining) {
       auto& c = st.joining->current;
       emit(self, {node_event::kind::joined, {}, no_proc, no_proc, c.id,
-                  "through " + c.address + " (processor " + std::to_string(c.id) + ")"});
+                  "through " + c.address + " (processor " + std::to_string(c.id) + ")", {}});
       finish_join(self, std::nullopt);
     } else {
       emit(self, {node_event::kind::joined, {}, no_proc, no_proc, no_proc,
-                  "founded the computation with vnodes " + st.sup->own_vnodes().to_string()});
+                  "founded the computation with vnodes " + st.sup->own_vnodes().to_string(), {}});
     }
     break;
   case k::join_failed:
@@ -576,8 +582,27 @@ void on_tree_event(node_ptr self, const tree_event& e) {
     }
     break;
   case k::left:
-    emit(self, {node_event::kind::left, {}, no_proc, no_proc, no_proc, {}});
+    emit(self, {node_event::kind::left, {}, no_proc, no_proc, no_proc, {}, {}});
     complete(self, st.leaving, std::nullopt);
+    break;
+  case k::crash_detected:
+    emit(self, {node_event::kind::member_crashed, {}, no_proc, no_proc, e.peer,
+                "processor " + std::to_string(e.peer) + " taken to have crashed (unreachable, "
+                "or silent for the crash timeout); its vnodes go to its successor", {}});
+    break;
+  case k::adopted:
+    st.adopted |= e.vnodes;
+    emit(self, {node_event::kind::vnodes_adopted, {}, no_proc, no_proc, e.peer,
+                "now owns vnodes " + e.vnodes.to_string() + ", adopted from crashed processor "
+                  + std::to_string(e.peer), e.vnodes});
+    break;
+  case k::disowned:
+    emit(self, {node_event::kind::vnodes_disowned, {}, no_proc, no_proc, e.peer,
+                "taken for crashed by "
+                  + (e.peer == no_proc ? std::string("a member") : "processor " + std::to_string(e.peer))
+                  + ": vnodes "
+                  + e.vnodes.to_string() + " are no longer ours (rejoined as a new incarnation)",
+                e.vnodes});
     break;
   }
 }
@@ -702,7 +727,7 @@ void on_net_event(node_ptr self, const net::transport_event& ev) {
     for (auto& e : ev.returned)
       bounce_to_engine(self, e.to, e.body);
     if (ev.peer != discovery_id)
-      emit(self, {node_event::kind::transport, {}, no_proc, no_proc, ev.peer, net::to_string(ev)});
+      emit(self, {node_event::kind::transport, {}, no_proc, no_proc, ev.peer, net::to_string(ev), {}});
     after(self, false, false);
     return;
   }
@@ -713,9 +738,9 @@ void on_net_event(node_ptr self, const net::transport_event& ev) {
     auto id = "to " + std::to_string(discovery_id) + " at ";
     if (auto at = line.find(id); at != std::string::npos)
       line.replace(at, id.size(), "to the contact at ");
-    emit(self, {node_event::kind::transport, {}, no_proc, no_proc, no_proc, line});
+    emit(self, {node_event::kind::transport, {}, no_proc, no_proc, no_proc, line, {}});
   } else {
-    emit(self, {node_event::kind::transport, {}, no_proc, no_proc, ev.peer, net::to_string(ev)});
+    emit(self, {node_event::kind::transport, {}, no_proc, no_proc, ev.peer, net::to_string(ev), {}});
   }
   if (st.joining && st.joining->discovering && ev.peer == discovery_id) {
     if (failed) {
@@ -824,7 +849,7 @@ void refuse(node_ptr self, const wire::envelope& e) {
   if (sent != net::send_status::queued && sent != net::send_status::stopped)
     emit(self, {node_event::kind::collective, {}, no_proc, no_proc, e.from,
                 std::string("cannot hand a refused frame back to processor ")
-                    + std::to_string(e.from) + ": " + net::to_string(sent)});
+                    + std::to_string(e.from) + ": " + net::to_string(sent), {}});
 }
 
 void on_deliver(node_ptr self, const wire::envelope& e) {
@@ -832,6 +857,7 @@ void on_deliver(node_ptr self, const wire::envelope& e) {
   const bool bcast = broadcast_engine::handles(e.body);
   if (bcast || reduce_engine::handles(e.body)) {
     auto now = now_of();
+    st.sup->heard_from(now, e.from);
     bool taken = false;
     if (st.bcast)
       taken = bcast ? st.bcast->on_message(now, e.from, e.body, st.bo)
@@ -991,6 +1017,7 @@ node_core::node_core(caf::actor_system& sys, const node_config& cfg, std::uint64
   init.discover_timeout = 3 * cfg.sup.probe_timeout;
   // A fixed seed must not make this life's incarnations those of an earlier one.
   auto sup_cfg = cfg.sup;
+  sup_cfg.crash_timeout = cfg.crash_timeout;
   sup_cfg.incarnation_salt = (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()
                              ^ static_cast<std::uint64_t>(
                                  std::chrono::steady_clock::now().time_since_epoch().count());

@@ -252,10 +252,13 @@ void carry_out(processor_ptr self) {
   for (auto& t : st.out.timers)
     self->delayed_send(self, t.after, timer_atom::value, t.token);
   bool left = false;
+  vnode_set adopted;
   for (auto& e : st.out.events) {
     if (st.mon)
       st.mon->on_event(st.sup->self(), e);
     left = left || e.what == tree_event::kind::left;
+    if (e.what == tree_event::kind::adopted)
+      adopted |= e.vnodes;
   }
   st.out.clear();
   auto now = now_of(self);
@@ -263,6 +266,9 @@ void carry_out(processor_ptr self) {
   carry_out_bcast(self, false);
   if (st.reduce) {
     st.reduce->on_view_change(now, st.ro);
+    // Adopted from a crashed processor: their history went down with it.
+    if (!adopted.empty())
+      st.reduce->adopt(now, adopted, st.ro);
     carry_out_reduce(self, false);
   }
   start_pending(self);
@@ -296,6 +302,7 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
     [=](deliver_atom, const wire::envelope& e) {
       auto& st = self->state;
       auto now = now_of(self);
+      st.sup->heard_from(now, e.from);
       if (scatter_allgather_engine::handles(e.body)) {
         // A static baseline without recovery: a frame it cannot take is counted there
         // (malformed) and dropped, nobody would resend it.
@@ -474,6 +481,11 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
                                                     vnode_set{});
       st.sup->join(now_of(self), contact, wanted, st.out);
       carry_out(self);
+    },
+    [=](crash_atom) {
+      // Killed: no handover, no draining; the network stops delivering here.
+      self->state.pending.clear();
+      stop(self);
     },
     [=](leave_atom, proc_id recipient) {
       auto err = self->state.sup->leave(now_of(self), recipient, self->state.out);

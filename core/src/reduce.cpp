@@ -374,6 +374,21 @@ void reduce_engine::handle_handoff(timestamp now, const wire::reduce_handoff& m,
   std::vector<wire::reduce_record> rest;
   for (auto& r : m.records) {
     auto mine = r.vnodes & own;
+    if (auto back = mine & here & adopted_; !back.empty()) {
+      // Adopted from a processor taken for crashed that was alive after all: its history
+      // is the true one. Keep the later of the two, so that no reduction it counted them
+      // in counts them again here (one this engine has already counted them in stays so).
+      adopted_ -= back;
+      for (auto d = done_.begin(); d != done_.end();) {
+        auto part = d->second & back;
+        if (!part.empty() && d->first < r.done) {
+          d->second -= part;
+          done_[r.done] |= part;
+        }
+        d = d->second.empty() ? done_.erase(d) : std::next(d);
+      }
+      mine -= back;
+    }
     if (auto dup = mine & here; !dup.empty()) {
       out.problems.push_back(problem(reduce_problem::kind::double_history, r.done, dup,
                                      "a history for vnodes settled here already"));
@@ -407,6 +422,15 @@ void reduce_engine::settle(timestamp now, const vnode_set& vs, std::uint64_t don
                                    std::to_string(last_started_ - done - open) +
                                      " reductions owed are closed here"));
   done_[std::max(done, last_started_)] |= vs;
+}
+
+void reduce_engine::adopt(timestamp now, const vnode_set& vnodes, reduce_outbox& out) {
+  view_.refresh();
+  if (!view_.participating())
+    return;
+  auto orphans = (vnodes & view_.own_vnodes()) - settled();
+  settle(now, orphans, last_started_, out);
+  adopted_ |= orphans;
 }
 
 // --- events ---------------------------------------------------------------------------

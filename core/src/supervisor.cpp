@@ -9,13 +9,19 @@ namespace banyan {
 
 namespace {
 
-// Timer tokens: sequence number times 4 plus what the timer is for.
+// Timer tokens: sequence number times 8 plus what the timer is for.
 constexpr std::uint64_t token_timeout = 0;
 constexpr std::uint64_t token_start = 1;
 constexpr std::uint64_t token_offer = 2;
 constexpr std::uint64_t token_flush = 3; // also joins: seq 1 is a flush, the join seq >= 2
+constexpr std::uint64_t token_watch = 4; // seq: the watch generation
+constexpr std::uint64_t token_adopt = 5; // orphans may be due for adoption
+constexpr std::uint64_t token_kinds = 8;
 
-std::uint64_t token_for(std::uint64_t seq, std::uint64_t what) { return seq * 4 + what; }
+std::uint64_t token_for(std::uint64_t seq, std::uint64_t what) { return seq * token_kinds + what; }
+
+// The ping a member sends the successor it watches (probes are numbered from 1).
+constexpr std::uint64_t watch_seq = 0;
 
 constexpr tree_kind kinds[] = {tree_kind::latency, tree_kind::bandwidth};
 
@@ -118,8 +124,19 @@ bool supervisor::depart(timestamp now, proc_id who, std::uint64_t inc, outbox& o
   if (who == self_)
     return false;
   bool news = tombstones_[who].insert(inc).second;
-  if (is_member(who) && member_info_[who].incarnation == inc)
+  if (is_member(who) && member_info_[who].incarnation == inc) {
+    // Whatever routes still name it now were not handed over (a leaver's handover is
+    // applied before its departure): orphans, unless news of a move arrives first.
+    bool any = false;
+    for (auto& r : routes_.runs())
+      if (r.owner == who) {
+        orphans_.push_back({{vnode_set::range(r.lo, r.hi), who, r.epoch}, now});
+        any = true;
+      }
+    if (any)
+      out.timers.push_back({cfg_.adopt_delay, token_for(0, token_adopt)});
     remove_member(now, who, out);
+  }
   return news;
 }
 
@@ -229,10 +246,12 @@ vnode_set supervisor::share_of_own() const {
   return give;
 }
 
-void supervisor::offer(const vnode_set& vnodes, proc_id to, bool leaving, outbox& out) {
+std::uint64_t supervisor::next_epoch(const vnode_set& vnodes) {
   std::uint64_t epoch = 0;
-  vnodes.for_each([&](vnode_id v) { epoch = std::max(epoch, routes_.epoch(v)); });
-  // Every offer gets a higher epoch than any before it (should an earlier recipient
+  for (auto& r : routes_.runs())
+    if (vnodes.intersects(vnode_set::range(r.lo, r.hi)))
+      epoch = std::max(epoch, r.epoch);
+  // Every move gets a higher epoch than any before it (should an earlier recipient
   // take vnodes after we gave up on it, the later move still wins), and an epoch
   // nobody else can issue: a counter above, our id in the low bits. So two
   // processors that both believe they own a vnode can never announce the same
@@ -240,6 +259,11 @@ void supervisor::offer(const vnode_set& vnodes, proc_id to, bool leaving, outbox
   auto base = std::max(epoch, last_offer_epoch_);
   last_offer_epoch_ = (((base >> epoch_id_bits) + 1) << epoch_id_bits)
                       | (static_cast<std::uint64_t>(self_) & epoch_id_mask);
+  return last_offer_epoch_;
+}
+
+void supervisor::offer(const vnode_set& vnodes, proc_id to, bool leaving, outbox& out) {
+  next_epoch(vnodes);
   auto seq = ++offer_seq_;
   offers_[seq] = vnode_offer{vnodes, to, last_offer_epoch_, leaving};
   send(out, to, wire::vnode_handover{{vnodes, to, last_offer_epoch_}});
@@ -395,7 +419,13 @@ void supervisor::send(outbox& out, proc_id to, wire::message m) {
 
 void supervisor::event(outbox& out, tree_event::kind what, timestamp now, tree_key k,
                        proc_id old_parent, proc_id new_parent) {
-  out.events.push_back(tree_event{what, k, old_parent, new_parent, now});
+  tree_event e;
+  e.what = what;
+  e.tree = k;
+  e.old_parent = old_parent;
+  e.new_parent = new_parent;
+  e.at = now;
+  out.events.push_back(std::move(e));
 }
 
 // --- API: every entry point ends by reporting busy/idle -------------------------
@@ -403,42 +433,180 @@ void supervisor::event(outbox& out, tree_event::kind what, timestamp now, tree_k
 void supervisor::found(timestamp now, const std::vector<wire::member>& members,
                        const routing_table& routes, outbox& out) {
   do_found(now, members, routes, out);
+  adopt_orphans(now, out);
   report_busy(now, out);
 }
 
 void supervisor::join(timestamp now, proc_id contact, const vnode_set& wanted, outbox& out) {
   do_join(now, contact, wanted, out);
+  adopt_orphans(now, out);
   report_busy(now, out);
 }
 
 std::optional<error> supervisor::leave(timestamp now, proc_id recipient, outbox& out) {
   auto result = do_leave(now, recipient, out);
+  adopt_orphans(now, out);
   report_busy(now, out);
   return result;
 }
 
 void supervisor::on_message(timestamp now, proc_id from, const wire::message& m, outbox& out) {
   do_message(now, from, m, out);
+  adopt_orphans(now, out);
   report_busy(now, out);
 }
 
 void supervisor::on_timer(timestamp now, std::uint64_t token, outbox& out) {
   do_timer(now, token, out);
+  adopt_orphans(now, out);
   report_busy(now, out);
 }
 
 void supervisor::on_unreachable(timestamp now, proc_id p, outbox& out) {
   if ((status_ == status::member || status_ == status::leaving) && is_member(p)) {
-    depart(now, p, member_info_[p].incarnation, out);
-    // A leave waiting on an offer to p goes on at once.
-    for (auto& [seq, o] : offers_)
-      if (o.to == p) {
-        offer_resolved(now, seq, false, out);
-        break;
-      }
+    declare_crashed(now, p, out);
     flush(out);
   }
+  adopt_orphans(now, out);
   report_busy(now, out);
+}
+
+proc_id supervisor::adopter_of(proc_id dead) const {
+  auto i = std::upper_bound(members_.begin(), members_.end(), dead);
+  for (std::size_t n = 0; n < members_.size(); ++n, ++i) {
+    if (i == members_.end())
+      i = members_.begin();
+    if (*i != dead)
+      return *i;
+  }
+  return no_proc;
+}
+
+void supervisor::declare_crashed(timestamp now, proc_id p, outbox& out) {
+  if (p == self_ || !is_member(p))
+    return;
+  auto inc = member_info_[p].incarnation;
+  tree_event e;
+  e.what = tree_event::kind::crash_detected;
+  e.at = now;
+  e.peer = p;
+  out.events.push_back(std::move(e));
+  // Everybody hears it from us (a member_left sent by a third party, without routes):
+  // the adopter among them claims p's vnodes; and p, should it be alive after all, learns
+  // that it lost them.
+  for (auto m : members_)
+    if (m != self_ && m != p)
+      send(out, m, wire::member_left{p, {}, inc});
+  send(out, p, wire::member_left{p, {}, inc});
+  depart(now, p, inc, out);
+  // A leave waiting on an offer to p goes on at once.
+  for (auto& [seq, o] : offers_)
+    if (o.to == p) {
+      offer_resolved(now, seq, false, out);
+      break;
+    }
+}
+
+void supervisor::refute(timestamp now, proc_id by, outbox& out) {
+  // Come back as a new incarnation, which nobody has buried.
+  me_.incarnation = (rng_() ^ cfg_.incarnation_salt) | 1;
+  add_member(me_);
+  for (auto p : members_)
+    if (p != self_)
+      send(out, p, wire::member_joined{me_});
+  // Our vnodes are the adopter's now (its claim has a higher epoch than ours): stop
+  // taking them for ours at once; the claim itself reaches us as a routing_update.
+  auto lost = own_;
+  std::vector<routing_table::run> mine;
+  for (auto& r : routes_.runs())
+    if (r.owner == self_)
+      mine.push_back(r);
+  for (auto& r : mine)
+    routes_.assign(vnode_set::range(r.lo, r.hi), no_proc, r.epoch);
+  set_own(routes_.owned_by(self_));
+  if (!lost.empty()) {
+    tree_event e;
+    e.what = tree_event::kind::disowned;
+    e.at = now;
+    e.peer = by;
+    e.vnodes = std::move(lost);
+    out.events.push_back(std::move(e));
+  }
+  // Whoever buried us dropped us as parent and child: start over in every tree.
+  leave_all_trees(now, out);
+  trigger(now, out);
+}
+
+void supervisor::adopt_orphans(timestamp now, outbox& out) {
+  if (orphans_.empty() || status_ != status::member)
+    return;
+  std::map<proc_id, vnode_set> due; // ours to claim now, by crashed owner: one claim each
+  for (auto i = orphans_.begin(); i != orphans_.end();) {
+    auto& o = i->route;
+    // The part still named as the crashed owner's at the recorded epoch.
+    std::vector<vnode_set::interval> xs;
+    for (auto& r : routes_.runs())
+      if (r.owner == o.owner && r.epoch == o.epoch)
+        xs.push_back({r.lo, r.hi});
+    auto still = o.vnodes & vnode_set::from_intervals(std::move(xs));
+    if (still.empty()) {
+      i = orphans_.erase(i); // moved on: claimed by the adopter, or handed over before
+      continue;
+    }
+    if (now - i->since < cfg_.adopt_delay || adopter_of(o.owner) != self_) {
+      i->route.vnodes = std::move(still);
+      ++i;
+      continue;
+    }
+    due[o.owner] |= still;
+    i = orphans_.erase(i);
+  }
+  for (auto& [dead, vnodes] : due) {
+    wire::route_entry entry{vnodes, self_, next_epoch(vnodes)};
+    apply_routes({entry});
+    for (auto m : members_)
+      if (m != self_)
+        send(out, m, wire::routing_update{{entry}});
+    if (!is_member(dead))
+      send(out, dead, wire::routing_update{{entry}}); // alive after all? it learns
+    tree_event e;
+    e.what = tree_event::kind::adopted;
+    e.at = now;
+    e.peer = dead;
+    e.vnodes = vnodes;
+    out.events.push_back(std::move(e));
+  }
+  if (!due.empty())
+    flush(out);
+}
+
+void supervisor::start_watch(outbox& out) {
+  if (cfg_.crash_timeout.count() <= 0 || watching_)
+    return;
+  watching_ = true;
+  out.timers.push_back({cfg_.crash_timeout / 4, token_for(++watch_gen_, token_watch)});
+}
+
+void supervisor::watch(timestamp now, outbox& out) {
+  auto succ = adopter_of(self_); // the next member after us, wrapping around
+  if (succ == self_ || succ == no_proc) {
+    watched_ = no_proc;
+    return;
+  }
+  // A tick long overdue means that we ourselves did not run (the process was stopped or
+  // starved): the silence we saw is ours, not the successor's. Give it a fresh period.
+  const bool we_slept = now - last_watch_ > cfg_.crash_timeout / 2;
+  last_watch_ = now;
+  if (succ != watched_ || we_slept) {
+    watched_ = succ;
+    heard_ = now;
+  } else if (now - heard_ >= cfg_.crash_timeout) {
+    watched_ = no_proc;
+    declare_crashed(now, succ, out);
+    flush(out);
+    return;
+  }
+  send(out, succ, wire::ping{watch_seq});
 }
 
 
@@ -455,6 +623,7 @@ void supervisor::do_found(timestamp now, const std::vector<wire::member>& member
   status_ = status::member;
   set_own(routes_.owned_by(self_));
   event(out, tree_event::kind::joined, now);
+  start_watch(out);
   trigger(now, out);
   flush(out);
 }
@@ -576,14 +745,16 @@ void supervisor::finish_leave(timestamp now, std::vector<wire::route_entry> rout
   refused_.clear();
   offers_.clear();
   offered_to_ = no_proc;
+  orphans_.clear();
+  watched_ = no_proc;
   event(out, tree_event::kind::left, now);
 }
 
 // --- events ------------------------------------------------------------------
 
 void supervisor::do_timer(timestamp now, std::uint64_t token, outbox& out) {
-  if (token % 4 == token_flush && token / 4 >= 2) { // a join attempt timed out
-    if (status_ != status::joining || token / 4 != static_cast<std::uint64_t>(1 + join_attempts_))
+  if (token % token_kinds == token_flush && token / token_kinds >= 2) { // a join attempt timed out
+    if (status_ != status::joining || token / token_kinds != static_cast<std::uint64_t>(1 + join_attempts_))
       return;
     if (join_attempts_ < 3) {
       ++join_attempts_;
@@ -598,21 +769,33 @@ void supervisor::do_timer(timestamp now, std::uint64_t token, outbox& out) {
     }
     return;
   }
-  if (token % 4 == token_flush) {
+  if (token % token_kinds == token_flush) {
     flush_pending_ = false;
     if (status_ == status::member || status_ == status::leaving)
       flush_now(out);
     return;
   }
-  if (token % 4 == token_offer) {
+  if (token % token_kinds == token_watch) {
+    if (token / token_kinds != watch_gen_)
+      return;
+    watching_ = false;
+    if (status_ == status::member) {
+      watch(now, out);
+      start_watch(out);
+    }
+    return;
+  }
+  if (token % token_kinds == token_adopt)
+    return; // adopt_orphans runs after every timer
+  if (token % token_kinds == token_offer) {
     // The recipient of an offer did not answer: as good as a refusal.
-    offer_resolved(now, token / 4, false, out);
+    offer_resolved(now, token / token_kinds, false, out);
     flush(out);
     return;
   }
-  if (!probe_ || token / 4 != probe_->seq)
+  if (!probe_ || token / token_kinds != probe_->seq)
     return; // belongs to a probe that already ended
-  if (token % 4 == token_start) {
+  if (token % token_kinds == token_start) {
     if (probe_->at == probe::phase::pause)
       start_probe(now, out);
   } else {
@@ -622,7 +805,7 @@ void supervisor::do_timer(timestamp now, std::uint64_t token, outbox& out) {
       strikes_.erase(cand);
       probe_.reset();
       ++probes_abandoned_;
-      depart(now, cand, member_info_[cand].incarnation, out); // may finish the probe
+      declare_crashed(now, cand, out); // may finish the probe
       maybe_probe(now, out);
     } else {
       finish_probe(now, false, out);
@@ -632,6 +815,8 @@ void supervisor::do_timer(timestamp now, std::uint64_t token, outbox& out) {
 }
 
 void supervisor::do_message(timestamp now, proc_id from, const wire::message& m, outbox& out) {
+  if (from == watched_)
+    heard_ = now; // anything at all shows the watched successor alive
   if (status_ == status::left || status_ == status::idle)
     return;
   if (status_ == status::leaving && (std::holds_alternative<wire::adopt_request>(m)
@@ -694,6 +879,13 @@ void supervisor::do_message(timestamp now, proc_id from, const wire::message& m,
       } else if constexpr (std::is_same_v<T, wire::member_joined>) {
         on_member_joined(now, from, msg.who, out);
       } else if constexpr (std::is_same_v<T, wire::member_left>) {
+        if (msg.who == self_) {
+          // Somebody took us for crashed: refute it (a notice about an earlier
+          // incarnation of ours is stale and changes nothing).
+          if (from != self_ && msg.incarnation == me_.incarnation && status_ == status::member)
+            refute(now, from, out);
+          return;
+        }
         apply_routes(msg.routes);
         if (depart(now, msg.who, msg.incarnation, out))
           for (auto s : sponsored(now))
@@ -920,16 +1112,8 @@ void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& 
 void supervisor::merge_view(timestamp now, const wire::bw_reply& m, outbox& out) {
   for (auto& d : m.departed) {
     if (d.id == self_ && d.incarnation == me_.incarnation && status_ == status::member) {
-      // Taken for gone (a bounce meant for an earlier incarnation, or a silence):
-      // refute it as a new incarnation, which nobody has buried.
-      me_.incarnation = (rng_() ^ cfg_.incarnation_salt) | 1;
-      add_member(me_);
-      for (auto p : members_)
-        if (p != self_)
-          send(out, p, wire::member_joined{me_});
-      // Whoever buried us dropped us as parent and child: start over in every tree.
-      leave_all_trees(now, out);
-      trigger(now, out);
+      // Taken for gone (a bounce meant for an earlier incarnation, or a silence).
+      refute(now, no_proc, out);
       continue;
     }
     depart(now, d.id, d.incarnation, out);
@@ -1132,6 +1316,7 @@ void supervisor::on_join_accept(timestamp now, proc_id from, const wire::join_ac
         send(out, owner, wire::handover_request{vs, self_});
   }
   event(out, tree_event::kind::joined, now);
+  start_watch(out);
   trigger(now, out);
 }
 

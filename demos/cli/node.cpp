@@ -317,6 +317,9 @@ int run_node(const node_options& opt) {
   auto leave_ms = parse_uint(opt.leave_timeout_ms, 3600 * 1000);
   if (!leave_ms)
     return bad("bad --leave-timeout \"" + opt.leave_timeout_ms + "\" (milliseconds)");
+  auto crash_ms = parse_uint(opt.crash_timeout_ms, 3600 * 1000);
+  if (!crash_ms)
+    return bad("bad --crash-timeout \"" + opt.crash_timeout_ms + "\" (milliseconds; 0: off)");
 
   node_config cfg;
   cfg.id = static_cast<proc_id>(*id);
@@ -326,6 +329,7 @@ int run_node(const node_options& opt) {
   cfg.seed = *seed;
   cfg.threads = static_cast<std::size_t>(*threads);
   cfg.busy_poll = std::chrono::microseconds(*poll_us);
+  cfg.crash_timeout = std::chrono::milliseconds(*crash_ms);
   if (!opt.topology.empty()) {
     auto t = load_topology(opt.topology);
     if (!t)
@@ -481,6 +485,8 @@ void add_node_command(CLI::App& app, std::function<int()>& action) {
                   "after activity, poll the sockets this long before sleeping, as MPI does (0: never; costs CPU)");
   cmd->add_option("--seed", opt->seed, "seeds the supervisor's randomness (0: random)");
   cmd->add_option("--leave-timeout", opt->leave_timeout_ms, "ms to finish a graceful leave (10000)");
+  cmd->add_option("--crash-timeout", opt->crash_timeout_ms,
+                  "ms a member may stay silent before it is taken to have crashed and its vnodes are adopted (10000; 0: only refused connections)");
   cmd->add_flag("-v,--verbose", opt->verbose, "log every parent change and connection");
   cmd->add_flag("--control", opt->control,
                 "take commands on stdin, answer in JSON lines on stdout (docs/cluster.md)");

@@ -33,6 +33,7 @@ struct node_options {
   std::string site;
   std::string json_status;
   std::string leave_timeout_ms = "10000";
+  std::string crash_timeout_ms = "10000";
   std::string seed = "0"; ///< the supervisor's randomness; 0: random
   std::string threads = "2"; ///< CAF worker threads
   std::string busy_poll_us = "0"; ///< net::tcp_config::busy_poll

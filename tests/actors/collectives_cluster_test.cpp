@@ -324,4 +324,72 @@ BOOST_AUTO_TEST_CASE(collectives_exactly_once_under_churn) {
   }
 }
 
+// A processor crashes (no handover) while a long broadcast passes through the trees: its
+// successor adopts its vnodes, the broadcast reaches every vnode at most once, and every
+// later broadcast reaches every vnode exactly once, and a reduction started after the
+// crash counts every vnode once, with the true value.
+BOOST_AUTO_TEST_CASE(a_crashed_processor_s_vnodes_are_adopted_and_collectives_go_on) {
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      cluster_config cfg;
+      cfg.topo = require_topology("tiny-2c8");
+      cfg.seed = seed;
+      cfg.vnodes_per_proc = 2;
+      emulated_cluster c{cfg};
+      c.start();
+      BOOST_REQUIRE(c.run_until_quiet(600s));
+      const auto n = static_cast<vnode_id>(c.vnode_count());
+      auto cut = c.broadcast(0, 400 * 1024);
+      BOOST_REQUIRE(cut.has_value());
+      c.run_until(c.elapsed() + std::chrono::milliseconds(2 * seed));
+      BOOST_REQUIRE(!c.crash(5)); // vnodes 10 and 11
+      BOOST_TEST(c.crash(5).has_value()); // not running any more
+      // Later broadcasts (short and long, from both clusters): every vnode exactly once.
+      std::vector<wire::collective_id> later;
+      for (proc_id from : {proc_id{0}, proc_id{7}, proc_id{6}})
+        for (std::size_t bytes : {std::size_t{64}, std::size_t{300 * 1024}}) {
+          auto id = c.broadcast(from, bytes);
+          BOOST_REQUIRE(id.has_value());
+          later.push_back(*id);
+        }
+      for (auto& id : later) {
+        BOOST_REQUIRE_MESSAGE(c.run_until_delivered(id, 120s), "a broadcast after the crash never completed");
+        auto r = c.deliveries(id);
+        BOOST_TEST(r.delivered.size() == n);
+        for (auto& [v, times] : r.delivered)
+          BOOST_TEST(times.size() == 1u, "vnode " << v << ": " << times.size() << " deliveries");
+      }
+      // Processor 6, the next member after 5, owns 5's vnodes now, as every table says.
+      auto* adopter = c.inspect(6);
+      BOOST_REQUIRE(adopter);
+      BOOST_TEST((adopter->own_vnodes() == vnode_set::range(10, 14)));
+      for (auto p : c.running_procs()) {
+        BOOST_TEST(!c.inspect(p)->is_member(5));
+        for (vnode_id v = 10; v < 12; ++v)
+          BOOST_TEST(c.inspect(p)->routes().owner(v) == 6u, "processor " << p << ", vnode " << v);
+      }
+      // The broadcast cut by the crash: at most once everywhere; the survivors' own
+      // vnodes all have it (5's may have had it before it crashed, lost with it).
+      auto r = c.deliveries(*cut);
+      for (auto& [v, times] : r.delivered)
+        BOOST_TEST(times.size() == 1u, "vnode " << v << ": " << times.size() << " deliveries");
+      for (vnode_id v = 0; v < n; ++v)
+        if (v < 10 || v >= 12)
+          BOOST_TEST(r.delivered.count(v) == 1u, "vnode " << v << " missed the cut broadcast");
+      // A reduction started after the crash: every vnode once, the true sum.
+      reduction_args a;
+      const std::uint64_t salt = 77 + seed;
+      a.root = 11; // one of the adopted vnodes
+      a.fn = {reduce_kind::sum, element_type::int64};
+      a.count = 32;
+      a.values = values_of<std::int64_t>(a.count, salt);
+      auto op = c.reduce(a);
+      auto got = finish(c, op);
+      BOOST_TEST(same(got, truth<std::int64_t>(reduce_kind::sum, n, a.count, salt)));
+      BOOST_TEST(c.reduction(*op).results.at(0).at == 6u); // the root vnode's new owner
+      BOOST_TEST(c.bad_payloads() == 0u);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,7 +3,8 @@
 // a SIGKILLed one is found unreachable and the others heal; a wrong secret is refused;
 // bad arguments exit with 2. Through the control protocol (`--control`, docs/cluster.md):
 // broadcasts short and long, point-to-point, acks, reductions, leave and rejoin, every
-// delivery exactly once; a process SIGKILLed mid-broadcast hangs nobody. `banyan cluster`
+// delivery exactly once; a process SIGKILLed mid-broadcast hangs nobody, and its vnodes
+// are adopted: later broadcasts reach them exactly once and a reduction completes. `banyan cluster`
 // runs its workloads and tears everything down, also on SIGINT; in network namespaces
 // where the machine allows them. Every wait has a deadline, and every child is killed at
 // the end of its test case, also when the test fails.
@@ -670,11 +671,95 @@ BOOST_FIXTURE_TEST_CASE(a_process_killed_mid_broadcast_hangs_nobody, ctl_fixture
                           }),
                           "node " << k << " still counts the dead one: " << slurp(c.log));
   }
-  op = broadcast(nodes[3], 65536, 3);
-  for (auto& [id, d] : deliveries(op))
-    BOOST_TEST(d.first == 1u);
+  // Node 3, the next member after 2, adopts its vnode: it owns vnodes 2 and 3.
+  BOOST_REQUIRE_MESSAGE(until(20s, [&] {
+                          auto had = events(nodes[3], "status").size();
+                          send(nodes[3], "status");
+                          return wait_event(nodes[3], "status", had, 5s).at("vnodes").get<std::string>() == "2-3";
+                        }),
+                        "node 3 did not adopt the dead node's vnode: " << slurp(nodes[3].log));
+  BOOST_TEST(slurp(nodes[3].log).find("adopted from crashed processor 2") != std::string::npos,
+             "no log line for the adoption: " << slurp(nodes[3].log));
+  // The cut broadcast: still at most once per vnode (node 3 may have got vnode 2's part).
+  {
+    auto d = deliveries(events(n0, "bcast")[0].at("op").get<std::string>());
+    BOOST_TEST(d[3].first <= 2u);
+  }
+  // The survivors' next broadcasts reach every vnode, the adopted one too, exactly once.
+  op = broadcast(nodes[3], 65536, 4);
+  BOOST_TEST(deliveries(op)[3].first == 2u);
+  op = broadcast(n0, 1u << 20, 4);
+  BOOST_TEST(deliveries(op)[3].first == 2u);
+  // A reduction completes, counting the adopted vnode once, with the right value.
+  for (proc_id k : {0u, 1u, 3u})
+    send(nodes[k], "reduce 1 0 1000 sum int32");
+  BOOST_REQUIRE_MESSAGE(until(20s, [&] { return !events(n0, "reduced", "seq", 1).empty(); }),
+                        "no result of the reduction after the crash: " << slurp(n0.log));
+  auto r = events(n0, "reduced", "seq", 1)[0];
+  BOOST_TEST(r.at("ok").get<bool>());
+  BOOST_TEST(r.at("vnodes").get<std::size_t>() == 4u);
   for (proc_id k : {0u, 1u, 3u})
     BOOST_TEST(quit(nodes[k]) == 0);
+}
+
+// A node that goes silent without closing its connections (SIGSTOP: as a power loss or a
+// partition looks) is found by its predecessor's watch within --crash-timeout, and its
+// successor adopts its vnode; woken up (SIGCONT), it learns it was buried, gives the vnode
+// up and comes back as a new incarnation: one owner per vnode throughout.
+BOOST_FIXTURE_TEST_CASE(a_silent_node_is_taken_for_crashed_and_yields_its_vnodes_on_waking, ctl_fixture) {
+  const std::vector<std::string> fast{"--crash-timeout", "1000"};
+  auto with = [&](std::vector<std::string> a) {
+    a.insert(a.end(), fast.begin(), fast.end());
+    return a;
+  };
+  auto& n0 = start(0, with({"--vnodes", "0-3"}));
+  const auto contact = "0@127.0.0.1:" + std::to_string(n0.port);
+  for (proc_id k = 1; k < 4; ++k)
+    start(k, with({"--join", contact, "--vnodes", std::to_string(k)}));
+  auto status_of = [&](proc_id k) {
+    auto& c = nodes[k];
+    auto had = events(c, "status").size();
+    send(c, "status");
+    return wait_event(c, "status", had, 5s);
+  };
+  auto all_see = [&](std::vector<proc_id> who, std::size_t members) {
+    return until(20s, [&] {
+      for (auto k : who)
+        if (status_of(k).at("members").size() != members)
+          return false;
+      return true;
+    });
+  };
+  BOOST_REQUIRE(all_see({0, 1, 2, 3}, 4));
+  BOOST_REQUIRE(::kill(nodes[1].pid, SIGSTOP) == 0);
+  // Node 0 watches node 1; node 2, the next member after it, adopts vnode 1.
+  BOOST_REQUIRE_MESSAGE(until(20s, [&] { return status_of(2).at("vnodes").get<std::string>() == "1-2"; }),
+                        "node 2 did not adopt the silent node's vnode: " << slurp(nodes[2].log));
+  BOOST_TEST(slurp(n0.log).find("member_crashed: processor 1") != std::string::npos, slurp(n0.log));
+  BOOST_TEST(slurp(nodes[2].log).find("adopted from crashed processor 1") != std::string::npos);
+  BOOST_REQUIRE(all_see({0, 2, 3}, 3));
+  auto op = broadcast(nodes[3], 1000, 4);
+  BOOST_TEST(deliveries(op)[2].first == 2u);
+  // Awake again: it hears the crash notice, yields vnode 1 and rejoins without vnodes.
+  BOOST_REQUIRE(::kill(nodes[1].pid, SIGCONT) == 0);
+  BOOST_REQUIRE_MESSAGE(until(20s, [&] { return status_of(1).at("vnodes").get<std::string>().empty(); }),
+                        "node 1 still claims vnodes: " << slurp(nodes[1].log));
+  BOOST_TEST(slurp(nodes[1].log).find("vnodes_disowned") != std::string::npos, slurp(nodes[1].log));
+  BOOST_REQUIRE(all_see({0, 1, 2, 3}, 4));
+  BOOST_TEST(status_of(2).at("vnodes").get<std::string>() == "1-2");
+  // Every vnode exactly once, none at node 1; a reduction counts each once.
+  op = broadcast(n0, 1u << 20, 4);
+  BOOST_TEST(deliveries(op)[1].first == 0u);
+  BOOST_TEST(deliveries(op)[2].first == 2u);
+  for (auto& [id, c] : nodes)
+    send(c, "reduce 1 3 100 sum int64");
+  BOOST_REQUIRE_MESSAGE(until(20s, [&] { return !events(nodes[3], "reduced", "seq", 1).empty(); }),
+                        "no result of the reduction: " << slurp(nodes[3].log));
+  auto r = events(nodes[3], "reduced", "seq", 1)[0];
+  BOOST_TEST(r.at("ok").get<bool>());
+  BOOST_TEST(r.at("vnodes").get<std::size_t>() == 4u);
+  for (auto& [id, c] : nodes)
+    BOOST_TEST(quit(c) == 0, "node " << id << ": " << slurp(c.log));
 }
 
 namespace {

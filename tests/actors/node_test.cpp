@@ -628,7 +628,18 @@ BOOST_AUTO_TEST_CASE(collectives_while_a_node_leaves_rejoins_and_another_crashes
   }
 
   // d stops abruptly (as if killed) in the middle of a long broadcast: nobody hangs,
-  // the rest find it gone, and the next broadcast reaches every vnode still owned.
+  // the rest find it gone, a (the next member after d, ids wrapping around) adopts d's
+  // vnodes and is told so, and the next broadcast and reduction cover every vnode.
+  const auto vd = d.own_vnodes();
+  BOOST_REQUIRE(!vd.empty());
+  std::mutex adoptions_mtx;
+  std::vector<node_event> adoptions;
+  a.on_event([&](const node_event& e) {
+    if (e.what == node_event::kind::vnodes_adopted) {
+      std::lock_guard<std::mutex> guard{adoptions_mtx};
+      adoptions.push_back(e);
+    }
+  });
   auto lost = a.broadcast(pattern(4u << 20, 24));
   started(lost);
   d.stop();
@@ -638,15 +649,32 @@ BOOST_AUTO_TEST_CASE(collectives_while_a_node_leaves_rejoins_and_another_crashes
         return false;
     return true;
   }));
-  vnode_set owned;
-  for (auto* n : {&a, &b, &c})
-    owned |= n->own_vnodes();
+  BOOST_REQUIRE(poll_until(10s, [&] {
+    std::lock_guard<std::mutex> guard{adoptions_mtx};
+    return !adoptions.empty();
+  }));
+  {
+    std::lock_guard<std::mutex> guard{adoptions_mtx};
+    BOOST_TEST(adoptions.size() == 1u);
+    BOOST_TEST(adoptions[0].peer == 3u);
+    BOOST_TEST(adoptions[0].vnodes.to_string() == vd.to_string());
+  }
+  BOOST_TEST(((a.own_vnodes() & vd) == vd));
   auto after_crash = c.broadcast(pattern(3000, 25));
   auto ac_op = started(after_crash);
-  BOOST_REQUIRE_MESSAGE(poll_until(15s, [&] { return ledger.once(ac_op, owned) == owned.size(); }),
-                        "after the crash: " << ledger.once(ac_op, owned) << " of " << owned.size());
+  BOOST_REQUIRE_MESSAGE(poll_until(15s, [&] { return ledger.once(ac_op, all) == all.size(); }),
+                        "after the crash: " << ledger.once(ac_op, all) << " of " << all.size());
   BOOST_TEST(ledger.payloads_match(ac_op, 3000, 25));
   BOOST_TEST(ledger.duplicates() == 0);
+  r.seq = 4;
+  r.values = values_for(4);
+  auto fs4 = reduce_all({&a, &b, &c}, r);
+  auto res4 = gather(fs4, 20s);
+  BOOST_TEST(res4.vnodes.to_string() == all.to_string());
+  auto got4 = from_bytes<std::int64_t>(res4.value);
+  BOOST_REQUIRE_EQUAL(got4.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i)
+    BOOST_TEST(got4[i] == true_sum(4, i));
   auto t0 = std::chrono::steady_clock::now();
   for (auto* n : {&a, &b, &c})
     n->stop();

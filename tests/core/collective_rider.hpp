@@ -207,6 +207,17 @@ public:
       take(ro, out);
     }
   }
+  void on_supervisor_events(timestamp now, const std::vector<tree_event>& events,
+                            outbox& out) override {
+    if (!reduce_)
+      return;
+    for (auto& e : events)
+      if (e.what == tree_event::kind::adopted) { // as the runtimes do
+        reduce_outbox ro;
+        reduce_->adopt(now, e.vnodes, ro);
+        take(ro, out);
+      }
+  }
   void on_undeliverable(timestamp now, proc_id to, const wire::message& m, outbox& out) override {
     if (broadcast_engine::handles(m)) {
       broadcast_outbox bo;

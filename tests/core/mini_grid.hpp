@@ -43,6 +43,8 @@ public:
     virtual void on_timer(timestamp now, std::uint64_t token, outbox& out) = 0;
     /// After every event its supervisor handled (the supervisor's sends go first).
     virtual void after_supervisor(timestamp now, outbox& out) = 0;
+    /// Then the events that handling reported (crash recovery: `adopted`).
+    virtual void on_supervisor_events(timestamp, const std::vector<tree_event>&, outbox&) {}
     /// `m`, sent by this rider to `to`, could not be delivered.
     virtual void on_undeliverable(timestamp now, proc_id to, const wire::message& m, outbox& out) = 0;
     /// Still has work: keeps the processor reachable after its supervisor has left.
@@ -128,12 +130,42 @@ public:
     notify_rider(p);
   }
 
+  /// Processor p crashes: it stops at once, without a handover (its vnodes stay named
+  /// as its own until someone adopts them).
+  void crash(proc_id p) {
+    if (trace_ >= 0) std::fprintf(stderr, "t=%.3f CRASH %u\n", to_ms(now_), p);
+    sups_[p].reset();
+    riders_[p].reset();
+  }
+
+  /// Processor p does not run for `d` (a stopped process): everything due for it
+  /// (messages, timers) waits until then, in order; the others' connections stay open.
+  void freeze(proc_id p, duration d) { frozen_[p] = now_ + d; }
+
+  /// Processor `at` is told that `p` is unreachable (a refused connection), now.
+  void suspect(proc_id at, proc_id p) {
+    outbox out;
+    sups_[at]->on_unreachable(now_, p, out);
+    carry_out(at, out);
+    notify_rider(at);
+  }
+
+  /// Crash-related supervisor events (crash_detected, adopted, disowned), with the
+  /// processor that reported each, in order.
+  const std::vector<std::pair<proc_id, tree_event>>& crash_events() const { return crash_events_; }
+
   /// Runs until nothing is left to do or `limit` events were processed.
   std::size_t run(std::size_t limit = 10'000'000) {
     std::size_t n = 0;
     while (!queue_.empty() && n < limit) {
       auto ev = queue_.top();
       queue_.pop();
+      if (auto f = frozen_.find(ev.to); f != frozen_.end() && ev.at < f->second) {
+        ev.at = f->second; // popped in time order: re-queued in the same order
+        ev.order = order_++;
+        queue_.push(ev);
+        continue;
+      }
       now_ = ev.at;
       ++n;
       auto& s = sups_[ev.to];
@@ -312,6 +344,13 @@ private:
       envelopes_[id] = e;
       queue_.push({at, order_++, e.to, false, 0, id});
     }
+    if (riders_[p])
+      for (auto& ev : out.events)
+        rider_events_[p].push_back(ev);
+    for (auto& ev : out.events)
+      if (ev.what == tree_event::kind::crash_detected || ev.what == tree_event::kind::adopted ||
+          ev.what == tree_event::kind::disowned)
+        crash_events_.emplace_back(p, ev);
     // A timer belongs to the incarnation that set it (as a delayed message belongs
     // to its actor): it is dropped if the processor has been replaced meanwhile.
     for (auto& t : out.timers)
@@ -338,6 +377,11 @@ private:
       return;
     outbox out;
     riders_[p]->after_supervisor(now_, out);
+    if (auto i = rider_events_.find(p); i != rider_events_.end()) {
+      auto events = std::move(i->second);
+      rider_events_.erase(i);
+      riders_[p]->on_supervisor_events(now_, events, out);
+    }
     carry_out_rider(p, out);
   }
 
@@ -446,6 +490,9 @@ private:
   long trace_ = std::getenv("BANYAN_TRACE_PROC") ? std::atol(std::getenv("BANYAN_TRACE_PROC")) : -1;
   std::map<std::pair<vnode_id, std::uint64_t>, proc_id> ledger_;
   std::vector<std::string> conflicts_;
+  std::vector<std::pair<proc_id, tree_event>> crash_events_;
+  std::map<proc_id, timestamp> frozen_; ///< freeze(): until when
+  std::map<proc_id, std::vector<tree_event>> rider_events_; ///< for the rider, not yet seen
   std::map<vnode_id, std::string> history_;
 };
 

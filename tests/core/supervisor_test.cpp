@@ -309,3 +309,137 @@ BOOST_AUTO_TEST_CASE(racing_joins_without_wanted_vnodes_each_get_a_share) {
     BOOST_TEST(owned == 64u); // each once
   }
 }
+
+// --- crash recovery ------------------------------------------------------------------
+
+namespace {
+
+supervisor_config crash_cfg() {
+  supervisor_config cfg;
+  cfg.crash_timeout = std::chrono::seconds(2);
+  return cfg;
+}
+
+/// The crash events of kind `k` reported so far.
+std::vector<std::pair<proc_id, tree_event>> crash_events(const mini_grid& g, tree_event::kind k) {
+  std::vector<std::pair<proc_id, tree_event>> r;
+  for (auto& e : g.crash_events())
+    if (e.second.what == k)
+      r.push_back(e);
+  return r;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_silent_crash_is_detected_and_the_successor_adopts_its_vnodes) {
+  // Nobody sends to the crashed processor: only the watch of its predecessor finds it.
+  mini_grid g{tiny(), 11, crash_cfg()};
+  g.start(0, 4);
+  g.run_for(std::chrono::seconds(30));
+  BOOST_TEST_REQUIRE(crash_events(g, tree_event::kind::crash_detected).empty());
+  const auto crashed_at = g.now();
+  g.crash(3);
+  g.run_for(std::chrono::seconds(10));
+  auto detected = crash_events(g, tree_event::kind::crash_detected);
+  BOOST_TEST_REQUIRE(!detected.empty());
+  BOOST_TEST(detected.front().first == 2u); // its predecessor watches it
+  BOOST_TEST(detected.front().second.peer == 3u);
+  auto adopted = crash_events(g, tree_event::kind::adopted);
+  BOOST_TEST_REQUIRE(adopted.size() == 1u);
+  BOOST_TEST(adopted[0].first == 4u); // the next member after 3
+  BOOST_TEST(adopted[0].second.peer == 3u);
+  BOOST_TEST((adopted[0].second.vnodes == vnode_set::range(12, 16)));
+  // Bounded: the timeout, one watch period, the adoption delay, and a few WAN trips.
+  auto cfg = crash_cfg();
+  BOOST_TEST((adopted[0].second.at - crashed_at
+              <= cfg.crash_timeout + cfg.crash_timeout / 4 + cfg.adopt_delay +
+                   std::chrono::milliseconds(500)));
+  for (proc_id p = 0; p < 8; ++p)
+    if (p != 3)
+      BOOST_TEST(!g.sup(p)->is_member(3));
+  check_routing(g, 32);
+  BOOST_TEST((g.sup(4)->own_vnodes() == vnode_set::range(12, 20)));
+}
+
+BOOST_AUTO_TEST_CASE(concurrent_detections_converge_to_one_owner) {
+  // Every member finds processor 5 unreachable at the same moment (each sends the notice
+  // to all): one adoption, and every table names the same owner.
+  mini_grid g{tiny(), 12};
+  g.start(0, 4);
+  g.run();
+  g.crash(5);
+  for (proc_id p = 0; p < 8; ++p)
+    if (p != 5)
+      g.suspect(p, 5);
+  g.run();
+  BOOST_TEST(crash_events(g, tree_event::kind::crash_detected).size() == 7u);
+  auto adopted = crash_events(g, tree_event::kind::adopted);
+  BOOST_TEST_REQUIRE(adopted.size() == 1u);
+  BOOST_TEST(adopted[0].first == 6u);
+  check_routing(g, 32);
+  check_trees(g);
+}
+
+BOOST_AUTO_TEST_CASE(members_with_different_views_claim_and_the_higher_epoch_wins) {
+  // 3 and 4 crash together; 2 learns of 4 first, 6 only of 3: each computes a different
+  // adopter for 3 at first (5 and 4), the claims may race, and the tables converge.
+  for (std::uint64_t seed = 20; seed < 25; ++seed) {
+    mini_grid g{tiny(), seed};
+    g.start(0, 4);
+    g.run();
+    g.crash(3);
+    g.crash(4);
+    g.suspect(2, 4);
+    g.suspect(6, 3);
+    g.suspect(0, 3);
+    g.run();
+    BOOST_TEST_REQUIRE(!crash_events(g, tree_event::kind::adopted).empty());
+    check_routing(g, 32);
+    check_trees(g);
+    // 3's and 4's vnodes ended with 5, the next live member after both.
+    BOOST_TEST((g.sup(5)->own_vnodes() == vnode_set::range(12, 24)), "seed " << seed);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_wrongly_suspected_processor_learns_it_lost_its_vnodes) {
+  // 2 takes 3 for crashed although it runs: 3 hears it, comes back as a new incarnation
+  // without vnodes (a `disowned` event), 4 adopts them, and nobody owns them twice.
+  mini_grid g{tiny(), 13};
+  g.start(0, 4);
+  g.run();
+  g.suspect(2, 3);
+  g.run();
+  auto disowned = crash_events(g, tree_event::kind::disowned);
+  BOOST_TEST_REQUIRE(disowned.size() == 1u);
+  BOOST_TEST(disowned[0].first == 3u);
+  BOOST_TEST((disowned[0].second.vnodes == vnode_set::range(12, 16)));
+  auto adopted = crash_events(g, tree_event::kind::adopted);
+  BOOST_TEST_REQUIRE(adopted.size() == 1u);
+  BOOST_TEST(adopted[0].first == 4u);
+  for (proc_id p = 0; p < 8; ++p)
+    BOOST_TEST(g.sup(p)->is_member(3), "processor " << p << " lost 3");
+  BOOST_TEST(g.sup(3)->own_vnodes().empty());
+  check_routing(g, 32);
+  check_trees(g);
+}
+
+BOOST_AUTO_TEST_CASE(a_watcher_that_did_not_run_does_not_bury_its_successor) {
+  // Processor 2 is frozen (SIGSTOP) for 10 s, far beyond crash_timeout: its own watch of
+  // 3 fires late, and must not take 3's silence, which was its own, for a crash.
+  mini_grid g{tiny(), 14, crash_cfg()};
+  g.start(0, 4);
+  // Watch ticks of 2 fall on multiples of 500 ms here: freeze it between two, after the
+  // answer to the last ping came, so that the late tick comes before anything from 3.
+  g.run_for(std::chrono::milliseconds(30250));
+  g.freeze(2, std::chrono::seconds(10));
+  g.run_for(std::chrono::seconds(20));
+  for (auto& [p, e] : crash_events(g, tree_event::kind::crash_detected))
+    BOOST_TEST(e.peer == 2u, "processor " << p << " took " << e.peer << " for crashed");
+  for (auto& [p, e] : crash_events(g, tree_event::kind::adopted))
+    BOOST_TEST(e.peer == 2u);
+  // 2 itself was taken for crashed by 1, and yielded when it woke.
+  BOOST_TEST(crash_events(g, tree_event::kind::disowned).size() == 1u);
+  BOOST_TEST(g.sup(2)->own_vnodes().empty());
+  BOOST_TEST((g.sup(3)->own_vnodes() == vnode_set::range(8, 16)));
+  check_routing(g, 32);
+}

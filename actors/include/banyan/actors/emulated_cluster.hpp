@@ -110,6 +110,12 @@ public:
   std::optional<error> join(proc_id p, proc_id contact, const vnode_set& wanted = {});
   /// Processor `p` hands its vnodes to `recipient` (no_proc: its nearest member) and stops.
   std::optional<error> leave(proc_id p, proc_id recipient = no_proc);
+  /// Processor `p` crashes: it stops at once, without a handover, and everything it held
+  /// (frames it had not sent yet, its engines' state) is lost; what it had already sent
+  /// is still delivered. The others find out as over TCP (frames to it come back
+  /// undeliverable; with `supervisor_config::crash_timeout` also when nobody sends it
+  /// anything), and its successor adopts its vnodes (docs/architecture.md).
+  std::optional<error> crash(proc_id p);
 
   /// Emulated time since `start()`.
   duration elapsed() const;

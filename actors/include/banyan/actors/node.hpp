@@ -95,6 +95,12 @@ struct node_config {
   /// to drain (they hold nothing and sent nothing for `drain_linger`), so that frames
   /// bounced back to them still find them.
   duration linger_timeout = std::chrono::seconds(5);
+  /// A member that sends nothing at all for this long is taken to have crashed and its
+  /// vnodes are adopted (it replaces `sup.crash_timeout`; 0: only connections that
+  /// cannot be made count). A process that dies is usually found sooner: its
+  /// connections close, and reconnecting is refused. Keep it well above the longest a
+  /// live node can go unheard (its pings queue behind the frames sent to us).
+  duration crash_timeout = std::chrono::seconds(10);
 };
 
 /// A message delivered to vnodes of this node.
@@ -124,7 +130,10 @@ struct node_event {
     join_failed,    ///< a join was given up (`detail` says why)
     left,           ///< handed its vnodes over and left
     member_joined,  ///< `peer` became a member (as far as this node knows)
-    member_left,    ///< `peer` left, or was found unreachable
+    member_left,    ///< `peer` left, or was taken to have crashed
+    member_crashed, ///< `peer` was taken to have crashed (unreachable, or silent for `crash_timeout`)
+    vnodes_adopted, ///< this node now owns `vnodes`, adopted from the crashed `peer`
+    vnodes_disowned, ///< `peer` took this node for crashed: `vnodes` are no longer its own
     parent_changed, ///< in `tree`, from `old_parent` to `new_parent`
     cycle_broken,   ///< left `old_parent` in `tree` to break a cycle
     busy,           ///< started measuring, joining or leaving
@@ -138,6 +147,7 @@ struct node_event {
   proc_id new_parent = no_proc;
   proc_id peer = no_proc;
   std::string detail;
+  vnode_set vnodes; ///< vnodes_adopted, vnodes_disowned
 };
 
 const char* to_string(node_event::kind k);

@@ -185,6 +185,16 @@ public:
   /// that are gone, and flushes everything once the processor no longer takes part.
   void on_view_change(timestamp now, reduce_outbox& out);
 
+  /// `vnodes` (owned here now) were adopted from a crashed processor: their history went
+  /// down with it and no handoff will come. They settle here as accounted for up to the
+  /// last reduction started here, so they count in every reduction started after this,
+  /// exactly once. A reduction already under way counts them only if the crashed
+  /// processor's partial got out before it died (else it does not complete here; the
+  /// runtime's timeout reports it): contributing for it again could count them twice.
+  /// Should the old owner have been alive after all, the history it hands over later
+  /// wins where it is ahead (the later `done` is kept).
+  void adopt(timestamp now, const vnode_set& vnodes, reduce_outbox& out);
+
   /// Holds partial results or frames that must still go somewhere.
   bool holding() const;
   /// Holds nothing and has sent nothing for `drain_linger`.
@@ -254,6 +264,9 @@ private:
   const reduce_op_table& ops_table_;
   reduce_config cfg_;
   std::map<std::uint64_t, vnode_set> done_; ///< done -> vnodes settled here with it
+  /// Settled by `adopt`: a history that turns up for them later (their owner was alive
+  /// after all) is reconciled, not reported as a double history.
+  vnode_set adopted_;
   std::map<std::uint64_t, op_state> ops_;
   std::uint64_t last_started_ = 0;
   std::uint64_t next_token_ = 1;

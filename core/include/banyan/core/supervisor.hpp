@@ -100,6 +100,15 @@ struct supervisor_config {
   int probe_strikes = 3;
   /// How long a contact relays membership and routing news to a newcomer it let in.
   duration sponsor_window = std::chrono::seconds(5);
+  /// Crash detection of a silent peer (0: off). Every member watches its successor in
+  /// id order (the ring of members): it pings it every `crash_timeout / 4`, and takes it
+  /// to have crashed when nothing at all came from it for `crash_timeout`. A refused
+  /// connection (`on_unreachable`) and `probe_strikes` need no timeout.
+  duration crash_timeout{0};
+  /// How long after learning of a crash the adopter waits before it claims the
+  /// crashed processor's vnodes: routing news already on its way (a handover the
+  /// crashed processor made just before) lands first and is not overridden.
+  duration adopt_delay = std::chrono::milliseconds(100);
 };
 
 /// Something worth reporting to a monitor.
@@ -112,12 +121,17 @@ struct tree_event {
     joined,            ///< became a member
     join_failed,       ///< the contact never answered: back to idle
     left,              ///< handed its vnodes over and stopped
+    crash_detected,    ///< peer: taken to have crashed (unreachable, silent, strikes)
+    adopted,           ///< vnodes: now owned here, adopted from the crashed `peer`
+    disowned,          ///< vnodes: no longer ours, `peer` took us for crashed
   };
   kind what = kind::parent_changed;
   tree_key tree;
   proc_id old_parent = no_proc;
   proc_id new_parent = no_proc;
   timestamp at{0};
+  proc_id peer = no_proc; ///< crash_detected, adopted, disowned
+  vnode_set vnodes;       ///< adopted, disowned
 };
 
 struct timer_request {
@@ -166,8 +180,24 @@ public:
   void on_timer(timestamp now, std::uint64_t token, outbox& out);
   /// The network could not deliver to `p`: no processor runs there (a refused
   /// connection, or the emulated network's equivalent). The incarnation of `p` we
-  /// know is taken to have left.
+  /// know is taken to have crashed: every member is told (a `member_left` sent by a
+  /// third party, without routes), and its vnodes are adopted (see `adopter_of`).
   void on_unreachable(timestamp now, proc_id p, outbox& out);
+
+  /// The member that adopts the vnodes a crashed processor `dead` left owning: the first
+  /// member after `dead` in id order, wrapping around (not `dead` itself). Every member
+  /// computes it from its own member list, so members that agree on the membership
+  /// agree on the adopter; when they do not, each claimant issues a higher epoch than
+  /// the crashed owner's, and the higher epoch wins everywhere (epochs carry the
+  /// issuer's id in their low bits, so two claims never tie).
+  proc_id adopter_of(proc_id dead) const;
+  /// A frame for another state machine (a collective engine) came from `p`: it shows p
+  /// alive to the crash watch as much as a supervisor message would (its pongs may queue
+  /// behind long streams). Produces nothing.
+  void heard_from(timestamp now, proc_id p) {
+    if (p == watched_)
+      heard_ = now;
+  }
 
   // --- inspection ----------------------------------------------------------
   proc_id self() const noexcept { return self_; }
@@ -249,6 +279,19 @@ private:
   /// An offer was answered (or timed out: not accepted).
   void offer_resolved(timestamp now, std::uint64_t seq, bool accepted, outbox& out);
   void lose_parent(timestamp now, tree_state& t, outbox& out);
+  /// Takes member p for crashed: tells every member, departs it (its vnodes become
+  /// orphans, see depart).
+  void declare_crashed(timestamp now, proc_id p, outbox& out);
+  /// We were taken for crashed (a notice or a tombstone naming our incarnation): come
+  /// back as a new incarnation, and give up our vnodes, which the adopter claims.
+  void refute(timestamp now, proc_id by, outbox& out);
+  /// Claims, as the adopter, the orphans whose `adopt_delay` has passed and whose
+  /// entries still name the crashed owner at the recorded epoch; forgets resolved ones.
+  void adopt_orphans(timestamp now, outbox& out);
+  /// The epoch of a new move of `vnodes` by this processor (above all before it).
+  std::uint64_t next_epoch(const vnode_set& vnodes);
+  /// Pings the watched successor, or takes it for crashed (crash_timeout).
+  void watch(timestamp now, outbox& out);
   /// Releases every parent and orphans every child (after being taken for gone).
   void leave_all_trees(timestamp now, outbox& out);
   void trigger(timestamp now, outbox& out);
@@ -348,6 +391,21 @@ private:
   int join_attempts_ = 0;
   std::uint64_t probes_completed_ = 0;
   std::uint64_t probes_abandoned_ = 0;
+  /// Route entries a crashed processor held when it departed, and when we learned of
+  /// it: claimed by the adopter, forgotten once the entries have moved on.
+  struct orphan_entry {
+    wire::route_entry route;
+    timestamp since{0};
+  };
+  std::vector<orphan_entry> orphans_;
+  /// Crash detection of a silent successor (crash_timeout): who, when we last heard
+  /// from it, and the generation of the watch timer.
+  proc_id watched_ = no_proc;
+  timestamp heard_{0};
+  timestamp last_watch_{0}; ///< the last watch tick (a late one: we did not run)
+  std::uint64_t watch_gen_ = 0;
+  bool watching_ = false;
+  void start_watch(outbox& out);
 };
 
 } // namespace banyan
