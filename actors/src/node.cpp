@@ -425,4 +425,14 @@ proc_id node::parent(tree_key k) const {
   return no_proc;
 }
 
+proc_id node::owner_of(vnode_id v) const {
+  std::lock_guard<std::mutex> lk(impl_->shared->mtx);
+  return impl_->shared->status.routes.owner(v);
+}
+
+vnode_set node::vnodes_of(proc_id p) const {
+  std::lock_guard<std::mutex> lk(impl_->shared->mtx);
+  return impl_->shared->status.routes.owned_by(p);
+}
+
 } // namespace banyan

@@ -630,6 +630,8 @@ void publish(node_ptr self) {
     }
   }
   s.own_vnodes = sup.own_vnodes();
+  if (in)
+    s.routes = sup.routes();
   s.all_parented = in && sup.all_parented();
   s.busy = sup.busy();
   s.probes_completed = sup.probes_completed();

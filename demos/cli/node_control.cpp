@@ -605,12 +605,15 @@ void control_session::on_delivery(const node_delivery& d) {
       if (!r.acked && r.vnodes.includes(n_.own_vnodes())) {
         r.acked = true;
         auto t = ack_to_.find(d.op.origin);
+        if (t == ack_to_.end()) // no target given: one of the origin's vnodes, as we know them
+          if (auto vs = n_.vnodes_of(d.op.origin); !vs.empty())
+            t = ack_to_.emplace(d.op.origin, vs.front()).first;
         if (t != ack_to_.end())
           ack_to = t->second;
         else
           emit_({{"ev", "error"},
-                 {"detail", "acks: no vnode known for processor " + std::to_string(d.op.origin)
-                              + " (acks on PROC:VNODE ...)"}});
+                 {"detail", "acks: processor " + std::to_string(d.op.origin)
+                              + " owns no vnode this node knows of (acks on PROC:VNODE ...)"}});
       }
     }
   }

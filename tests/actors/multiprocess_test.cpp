@@ -551,7 +551,28 @@ BOOST_FIXTURE_TEST_CASE(control_protocol_broadcast_send_reduce_leave_rejoin, ctl
   for (auto* c : {&n0, &n1, &n3})
     BOOST_TEST(events(*c, "delivered", "op", msg).empty());
 
-  // Acks: the origin hears from the three others.
+  // Acks without targets: each node acks to a vnode its routing table gives the origin.
+  std::map<proc_id, std::size_t> errors_before;
+  for (auto& [id, c] : nodes)
+    errors_before[id] = events(c, "error").size();
+  for (auto& [id, c] : nodes) {
+    auto had = events(c, "status").size();
+    send(c, "acks on");
+    send(c, "status");
+    wait_event(c, "status", had, 5s);
+  }
+  {
+    auto op2 = broadcast(n2, 10, 40);
+    auto acked2 = wait_event(n2, "acked", 0, 10s);
+    BOOST_TEST(acked2.at("op").get<std::string>() == op2);
+    BOOST_TEST(acked2.at("acks").get<int>() == 3);
+    for (auto& [id, c] : nodes)
+      BOOST_TEST(events(c, "error").size() == errors_before[id], "node " << id << ": " << slurp(c.log));
+    for (auto& [id, c] : nodes)
+      send(c, "acks off");
+  }
+
+  // Acks with targets: the origin hears from the three others.
   for (auto& [id, c] : nodes) { // "status" answered: "acks" taken before the broadcast
     auto had = events(c, "status").size();
     send(c, "acks on 0:0 1:10 2:20 3:30");

@@ -128,6 +128,16 @@ BOOST_AUTO_TEST_CASE(three_nodes_join_form_trees_and_one_leaves) {
     BOOST_TEST((b.parent({r, tree_kind::latency}) == no_proc) == (r == 1));
   auto members = c.members();
   BOOST_TEST(members == (std::vector<proc_id>{0, 1, 2}));
+  // Every node's routing table names the owner every node claims to be.
+  auto routes_agree = [&](std::vector<node*> ns) {
+    for (auto* x : ns)
+      for (auto* y : ns)
+        if (x->vnodes_of(y->id()) != y->own_vnodes() || x->owner_of(y->own_vnodes().front()) != y->id())
+          return false;
+    return true;
+  };
+  BOOST_TEST(poll_until(5s, [&] { return routes_agree({&a, &b, &c}); }));
+  BOOST_TEST(a.owner_of(300) == no_proc);
 
   // A second join or found while a member is refused.
   auto again = b.join({{a.address()}});
@@ -145,6 +155,8 @@ BOOST_AUTO_TEST_CASE(three_nodes_join_form_trees_and_one_leaves) {
   BOOST_TEST(rb.count(node_event::kind::left) == 1u);
   require_converged({&a, &c}, &all, 10s);
   BOOST_TEST(ra.count(node_event::kind::member_left, 1) == 1u);
+  BOOST_TEST(poll_until(5s, [&] { return routes_agree({&a, &c}); }));
+  BOOST_TEST(a.vnodes_of(1).empty());
   b.stop();
 
   // c stops without leaving (as if it crashed): a finds it unreachable at once.

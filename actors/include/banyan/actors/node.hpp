@@ -45,6 +45,7 @@
 #include "banyan/core/messages.hpp"
 #include "banyan/core/reduce.hpp"
 #include "banyan/core/reduce_op.hpp"
+#include "banyan/core/routing_table.hpp"
 #include "banyan/core/shared_bytes.hpp"
 #include "banyan/core/supervisor.hpp"
 #include "banyan/core/types.hpp"
@@ -168,6 +169,7 @@ struct node_status {
   supervisor::status state = supervisor::status::idle;
   std::vector<wire::member> members; ///< by id, this node included
   vnode_set own_vnodes;
+  routing_table routes; ///< who owns each vnode, as this node knows it now
   std::vector<node_tree> trees; ///< two per member (latency, bandwidth), by root
   bool all_parented = false;    ///< every tree rooted elsewhere has a parent here
   bool busy = false;            ///< measuring, holding updates, joining or leaving
@@ -251,6 +253,11 @@ public:
   vnode_set own_vnodes() const;
   /// Our parent in `k` (no_proc: none, or no such tree).
   proc_id parent(tree_key k) const;
+  /// Who owns vnode `v`, as this node knows it now (no_proc: unknown). Ownership moves
+  /// with joins, leaves and crash adoptions; a `send` to `v` follows it wherever it goes.
+  proc_id owner_of(vnode_id v) const;
+  /// The vnodes `p` owns, as this node knows it now (empty: none, or not a member).
+  vnode_set vnodes_of(proc_id p) const;
 
 private:
   struct impl;
