@@ -1063,11 +1063,12 @@ void supervisor::do_message(timestamp now, proc_id from, const wire::message& m,
           else
             unhinted = true;
         }
-        // Measuring waits for the step-parents' answers (on_step_reply), unless some
-        // tree has none to ask.
+        // Measuring starts at once too (cfg_.measure_during_repair; probes leave the
+        // trees a step-parent is asked in alone), else once the step-parents answered
+        // (on_step_reply), unless some tree has none to ask.
         if (hinted)
           ask_step_parents(out);
-        if (unhinted)
+        if (unhinted || (hinted && cfg_.measure_during_repair))
           trigger(now, out);
       } else if constexpr (std::is_same_v<T, wire::tree_update>) {
         on_tree_update(now, from, msg, out);

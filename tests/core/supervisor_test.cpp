@@ -321,6 +321,7 @@ namespace {
 supervisor_config no_extra_measurements() {
   supervisor_config cfg;
   cfg.extra_measurements = 0;
+  cfg.measure_during_repair = false;
   return cfg;
 }
 
