@@ -128,6 +128,9 @@ struct AdoptVerdict {
   }
   accepted @2 :Bool;
   info @3 :TreeInfo;        # the candidate's current place in the tree
+  redirect @4 :UInt32 = 0xffffffff;
+  # When refused by a processor that is leaving or has left: where to ask instead (its
+  # own parent or step-parent in that tree; 0xffffffff: nowhere, measure).
 }
 
 struct AdoptReply {
@@ -142,8 +145,13 @@ struct Release {
 }
 
 struct Orphan {
-  # Parent -> child: I dropped you in these trees (a cycle was broken); find a parent.
+  # Parent -> child: I dropped you in these trees (a cycle was broken, or I leave);
+  # find a parent.
   trees @0 :List(TreeKey);
+  steps @1 :List(List(UInt32));
+  # Empty, or one list per tree: the step-parents to ask, in order, before measuring.
+  # A leaving parent ranks its children; each is sent to the children ranked before it
+  # (the heir first), then to the leaver's own parent and the next ancestors.
 }
 
 struct TreeUpdate {

@@ -63,10 +63,10 @@ constexpr shape pong_shape{1, 0};
 constexpr shape bw_request_shape{1, 0};
 constexpr shape bw_reply_shape{1, 5};
 constexpr shape adopt_request_shape{1, 1};
-constexpr shape adopt_verdict_shape{1, 1};
+constexpr shape adopt_verdict_shape{2, 1};
 constexpr shape adopt_reply_shape{1, 1};
 constexpr shape release_shape{0, 1};
-constexpr shape orphan_shape{0, 1};
+constexpr shape orphan_shape{0, 2};
 constexpr shape tree_update_shape{0, 1};
 constexpr shape subtree_update_shape{0, 1};
 constexpr shape join_request_shape{0, 2};
@@ -138,7 +138,10 @@ std::size_t body_words(const release& m) {
   return release_shape.words() + list_words(m.trees, tree_key_shape);
 }
 std::size_t body_words(const orphan& m) {
-  return orphan_shape.words() + list_words(m.trees, tree_key_shape);
+  std::size_t steps = m.steps.empty() ? 0 : m.steps.size(); // a pointer per tree
+  for (auto& s : m.steps)
+    steps += u32_list_words(s.size());
+  return orphan_shape.words() + list_words(m.trees, tree_key_shape) + steps;
 }
 std::size_t body_words(const tree_update& m) {
   return tree_update_shape.words() + list_words(m.trees, tree_info_shape);

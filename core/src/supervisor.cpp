@@ -1,6 +1,7 @@
 #include "banyan/core/supervisor.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 #include "banyan/core/bandwidth_rule.hpp"
 #include "banyan/core/latency_rule.hpp"
@@ -17,6 +18,7 @@ constexpr std::uint64_t token_flush = 3; // also joins: seq 1 is a flush, the jo
 constexpr std::uint64_t token_watch = 4; // seq: the watch generation
 constexpr std::uint64_t token_adopt = 5; // orphans may be due for adoption
 constexpr std::uint64_t token_kinds = 8;
+constexpr int giver_wait_attempt = 9;    // a joiner waiting for its givers (seq 10)
 
 std::uint64_t token_for(std::uint64_t seq, std::uint64_t what) { return seq * token_kinds + what; }
 
@@ -184,8 +186,34 @@ void supervisor::remove_member(timestamp now, proc_id p, outbox& out) {
       orphaned = true;
     }
   }
+  bool dropped_hint = false;
+  std::vector<tree_key> failed;
+  for (auto i = steps_.begin(); i != steps_.end();) {
+    if (i->first.root == p) {
+      i = steps_.erase(i);
+      dropped_hint = true;
+      continue;
+    }
+    if (i->second.to == p)
+      failed.push_back(i->first);
+    ++i;
+  }
+  for (auto k : failed)
+    next_step(k); // gone: ask the next step-parent
+  dropped_hint = dropped_hint || !failed.empty();
+  remeasure_.erase(std::remove(remeasure_.begin(), remeasure_.end(), p), remeasure_.end());
+  deferred_.erase(std::remove_if(deferred_.begin(), deferred_.end(),
+                                 [&](auto& d) { return d.from == p; }),
+                  deferred_.end());
+  for (auto i = asks_.begin(); i != asks_.end();)
+    i = i->second.cand == p ? asks_.erase(i) : std::next(i);
   if (probe_ && probe_->cand == p)
     finish_probe(now, false, out);
+  if (dropped_hint) {
+    answer_deferred(out);
+    ask_step_parents(out);
+    after_steps(now, out);
+  }
   if (orphaned)
     trigger(now, out);
 }
@@ -296,6 +324,294 @@ void supervisor::offer_resolved(timestamp now, std::uint64_t seq, bool accepted,
   if (!o.leaving && status_ == status::leaving
       && std::none_of(offers_.begin(), offers_.end(), [](auto& x) { return x.second.leaving; }))
     offer_vnodes(now, out);
+}
+
+// --- structure-preserving repair ------------------------------------------------
+
+bool supervisor::hint(tree_state& t, std::vector<proc_id> candidates, duration rtt, rate bw,
+                      int hops) {
+  if (t.connected() || t.is_root())
+    return false;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    auto to = candidates[i];
+    if (to == no_proc || to == self_ || !is_member(to))
+      continue;
+    steps_[t.key()] = step_hint{to, rtt, bw, hops, 0,
+                                std::vector<proc_id>(candidates.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                                                     candidates.end())};
+    return true;
+  }
+  steps_.erase(t.key());
+  return false;
+}
+
+void supervisor::next_step(tree_key k) {
+  auto s = steps_.find(k);
+  auto t = find_tree(k);
+  if (s == steps_.end())
+    return;
+  if (!t) {
+    steps_.erase(s);
+    return;
+  }
+  auto h = s->second;
+  hint(*t, h.next, h.rtt, h.bw, h.hops); // erases the hint when nobody is left
+}
+
+proc_id supervisor::effective_parent(const tree_state& t) const {
+  if (t.parent() != no_proc)
+    return t.parent();
+  auto i = steps_.find(t.key());
+  return i == steps_.end() ? no_proc : i->second.to;
+}
+
+std::vector<proc_id> supervisor::heirs(const tree_state& t) const {
+  // The child that replaces us under our parent: a LAN child first (the WAN edge we
+  // had to our parent is then replaced by one WAN edge from the same LAN), then the
+  // best measured (bandwidth trees: widest; latency trees: nearest), then the largest
+  // subtree, then the smallest id.
+  auto key = [&](proc_id c, const vnode_set& vs) {
+    auto bw = measured_bw(c).value_or(0);
+    auto rtt = measured_rtt(c).value_or(duration::max());
+    double fig = t.key().kind == tree_kind::bandwidth ? bw : -static_cast<double>(rtt.count());
+    bool measured = t.key().kind == tree_kind::bandwidth ? bw > 0 : rtt != duration::max();
+    return std::make_tuple(is_local(c), measured, fig, vs.size());
+  };
+  std::vector<proc_id> ranked;
+  for (auto& [c, vs] : t.children())
+    ranked.push_back(c);
+  std::stable_sort(ranked.begin(), ranked.end(), [&](proc_id a, proc_id b) {
+    return key(a, t.children().at(a)) > key(b, t.children().at(b));
+  });
+  return ranked;
+}
+
+void supervisor::hand_over_trees(outbox& out) {
+  // Every child of every tree is told where to go (orphan with a step-parent): the heir
+  // to our parent, the other children to the heir. The heir's subtree holds none of its
+  // siblings and our parent is not below the heir, so no cycle is made; concurrent
+  // changes are caught by the usual checks (adopt_request, tree_update paths).
+  farewell_trees_.clear();
+  std::map<proc_id, wire::orphan> orphans;
+  for (auto& t : trees_) {
+    if (!t || t->is_root())
+      continue; // trees rooted here vanish with us
+    auto up = effective_parent(*t);
+    farewell_trees_[t->key()] = up;
+    if (t->children().empty())
+      continue;
+    if (up == no_proc) {
+      for (auto& [c, vs] : t->children()) {
+        orphans[c].trees.push_back(t->key());
+        orphans[c].steps.emplace_back();
+      }
+      continue;
+    }
+    // Ancestors to fall back on: our parent (or step-parent), then its own, up the path
+    // (when many leave at once, whole stretches of it may be gone).
+    constexpr std::size_t max_ancestors = 8;
+    std::vector<proc_id> ancestors{up};
+    if (t->parent() != no_proc) {
+      auto path = t->path();
+      for (std::size_t i = 1; i < path.size() && ancestors.size() < max_ancestors; ++i)
+        ancestors.push_back(path[i]);
+    } else if (auto s = steps_.find(t->key()); s != steps_.end()) {
+      for (auto a : s->second.next)
+        if (ancestors.size() < max_ancestors)
+          ancestors.push_back(a);
+    }
+    auto ranked = heirs(*t);
+    for (std::size_t r = 0; r < ranked.size(); ++r) {
+      auto c = ranked[r];
+      std::vector<proc_id> steps(ranked.begin(),
+                                 ranked.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(r, 2)));
+      steps.insert(steps.end(), ancestors.begin(), ancestors.end());
+      auto& o = orphans[c];
+      o.trees.push_back(t->key());
+      o.steps.push_back(std::move(steps));
+    }
+  }
+  for (auto& [c, o] : orphans)
+    send(out, c, std::move(o));
+}
+
+void supervisor::refuse_adoption(proc_id from, const wire::adopt_request& m, outbox& out) {
+  // A leaving or left processor never adopts: it points the asker to where it would
+  // send a child of its own (its parent or step-parent in that tree).
+  wire::adopt_reply no{m.seq, {}};
+  for (auto& e : m.trees) {
+    proc_id to = no_proc;
+    if (status_ == status::left) {
+      if (auto i = farewell_trees_.find(e.tree); i != farewell_trees_.end())
+        to = i->second;
+    } else if (auto t = find_tree(e.tree)) {
+      to = effective_parent(*t);
+    }
+    no.verdicts.push_back({e.tree, false, {}, to == from ? no_proc : to});
+  }
+  send(out, from, std::move(no));
+}
+
+void supervisor::answer_deferred(outbox& out) {
+  auto held = std::move(deferred_);
+  deferred_.clear();
+  for (auto& h : held) {
+    wire::adopt_reply reply{h.seq, {}};
+    held_request still{h.from, h.seq, {}};
+    for (auto& e : h.trees) {
+      if (status_ != status::member) {
+        proc_id to = no_proc;
+        if (auto i = farewell_trees_.find(e.tree); i != farewell_trees_.end())
+          to = i->second;
+        else if (auto t = find_tree(e.tree))
+          to = effective_parent(*t);
+        reply.verdicts.push_back({e.tree, false, {}, to == h.from ? no_proc : to});
+      } else if (auto t = find_tree(e.tree); t && !t->connected() && steps_.count(e.tree)) {
+        still.trees.push_back(e); // ours is still pending
+      } else {
+        reply.verdicts.push_back(judge(h.from, e));
+      }
+    }
+    if (!reply.verdicts.empty())
+      send(out, h.from, std::move(reply));
+    if (!still.trees.empty())
+      deferred_.push_back(std::move(still));
+  }
+}
+
+void supervisor::ask_step_parents(outbox& out) {
+  if (status_ != status::member)
+    return;
+  std::map<proc_id, std::vector<wire::subtree_entry>> wanted;
+  std::map<proc_id, std::uint64_t> seqs;
+  for (auto i = steps_.begin(); i != steps_.end();) {
+    auto t = find_tree(i->first);
+    if (!t || t->connected()) {
+      i = steps_.erase(i);
+      continue;
+    }
+    auto& h = i->second;
+    if (h.asked == 0) {
+      // One request per candidate in flight: a candidate already asked for other trees
+      // is asked again for these once it has answered.
+      bool busy_cand = std::any_of(asks_.begin(), asks_.end(),
+                                   [&](auto& a) { return a.second.cand == h.to; });
+      if (!busy_cand || seqs.count(h.to)) {
+        auto& seq = seqs[h.to];
+        if (seq == 0)
+          seq = next_seq_++;
+        h.asked = seq;
+        wanted[h.to].push_back({i->first, t->subtree(own_)});
+      }
+    }
+    ++i;
+  }
+  for (auto& [cand, entries] : wanted) {
+    auto seq = seqs[cand];
+    step_ask a{cand, {}, {}};
+    for (auto& e : entries) {
+      a.trees.push_back(e.tree);
+      a.offered[e.tree] = e.vnodes;
+    }
+    asks_[seq] = std::move(a);
+    ++hinted_adoptions_;
+    send(out, cand, wire::adopt_request{seq, std::move(entries)});
+    out.timers.push_back({cfg_.probe_timeout, token_for(seq, token_timeout)});
+  }
+}
+
+void supervisor::on_step_reply(timestamp now, std::uint64_t seq, const wire::adopt_reply* m,
+                               outbox& out) {
+  auto a = asks_.find(seq);
+  if (a == asks_.end())
+    return;
+  auto cand = a->second.cand;
+  std::vector<tree_key> answered;
+  bool any = false;
+  std::map<proc_id, wire::release> releases;
+  auto verdict_for = [&](tree_key k) -> const wire::adopt_verdict* {
+    if (!m)
+      return nullptr;
+    for (auto& v : m->verdicts)
+      if (v.tree == k)
+        return &v;
+    return nullptr;
+  };
+  for (auto k : a->second.trees) {
+    auto v = verdict_for(k);
+    if (m && !v)
+      continue; // answered later (the candidate waits for its own step-parent)
+    answered.push_back(k);
+    auto s = steps_.find(k);
+    auto t = find_tree(k);
+    bool ours = s != steps_.end() && s->second.asked == seq;
+    if (v && v->accepted) {
+      if (!ours || !t || t->connected()) {
+        // Found a parent meanwhile (undo this adoption), unless it is this very one (an
+        // earlier answer to a repeated request).
+        if (!t || t->parent() != cand)
+          releases[cand].trees.push_back(k);
+        if (ours)
+          steps_.erase(s);
+        continue;
+      }
+      t->set_parent(cand, s->second.rtt, s->second.bw, v->info);
+      t->set_reported(a->second.offered[k]); // what the parent now holds for us
+      mark_info(*t);
+      mark_subtree(*t);
+      event(out, tree_event::kind::parent_changed, now, k, no_proc, cand);
+      steps_.erase(s);
+      any = true;
+      continue;
+    }
+    if (!ours)
+      continue;
+    constexpr int max_redirects = 4;
+    auto& h = s->second;
+    if (v && t && v->redirect != cand && h.hops < max_redirects) {
+      auto then = h.next;
+      then.insert(then.begin(), v->redirect);
+      if (hint(*t, std::move(then), h.rtt, h.bw, h.hops + 1))
+        continue; // ask where the refusal pointed
+    }
+    next_step(k); // the next step-parent; with none left, measure as usual
+  }
+  auto& left = a->second.trees;
+  left.erase(std::remove_if(left.begin(), left.end(),
+                            [&](tree_key k) {
+                              return std::find(answered.begin(), answered.end(), k)
+                                     != answered.end();
+                            }),
+             left.end());
+  if (left.empty())
+    asks_.erase(a);
+  for (auto& [p, r] : releases)
+    send(out, p, std::move(r));
+  if (any) {
+    schedule_.progress(cfg_.until_stable);
+    if (std::find(remeasure_.begin(), remeasure_.end(), cand) == remeasure_.end())
+      remeasure_.push_back(cand); // adopted without a measurement: measure it next
+  }
+  if (any)
+    repaired_ = true;
+  answer_deferred(out);
+  ask_step_parents(out);
+  after_steps(now, out);
+}
+
+void supervisor::after_steps(timestamp now, outbox& out) {
+  // A tree left without parent or step-parent calls for measuring at once; once every
+  // step-parent has answered, measuring improves what the repair made (the new parents
+  // are measured first: remeasure_).
+  bool lost = std::any_of(trees_.begin(), trees_.end(), [&](auto& t) {
+    return t && !t->connected() && !steps_.count(t->key());
+  });
+  if (lost || (steps_.empty() && repaired_)) {
+    repaired_ = false;
+    trigger(now, out);
+  } else {
+    maybe_probe(now, out);
+  }
 }
 
 void supervisor::leave_all_trees(timestamp now, outbox& out) {
@@ -633,6 +949,13 @@ void supervisor::do_join(timestamp now, proc_id contact, const vnode_set& wanted
     return;
   status_ = status::joining;
   figures_.clear(); // kept after a leave, for the engines (measured_rtt)
+  steps_.clear();
+  deferred_.clear();
+  asks_.clear();
+  remeasure_.clear();
+  farewell_trees_.clear();
+  givers_.clear();
+  await_giver_ = false;
   me_.id = self_;
   me_.incarnation = (rng_() ^ cfg_.incarnation_salt) | 1; // a new one every join (0: founders)
   add_member(me_);
@@ -702,12 +1025,33 @@ void supervisor::offer_vnodes(timestamp now, outbox& out) {
   offer(own_, to, true, out);
 }
 
-void supervisor::on_vnode_handover(proc_id from, const wire::vnode_handover& m, outbox& out) {
+void supervisor::on_vnode_handover(timestamp now, proc_id from, const wire::vnode_handover& m,
+                                   outbox& out) {
   // Take the vnodes only while staying: a leaving processor would lose them.
   bool take = status_ == status::member && m.route.owner == self_;
   if (take)
     apply_routes({m.route});
   send(out, from, wire::vnode_handover_ack{m.route.epoch, take});
+  auto asked = std::find(givers_.begin(), givers_.end(), from);
+  if (!take || asked == givers_.end())
+    return;
+  givers_.erase(asked);
+  bool waited = await_giver_;
+  await_giver_ = false;
+  // A joiner first attaches under the member that gave it vnodes, in every tree still
+  // without a parent: a LAN edge (it held our vnodes while we were away, or is our
+  // contact), no change to the rest of the tree; the vnodes move down one edge by the
+  // usual subtree updates. Measurements improve the place later.
+  auto rtt = measured_rtt(from).value_or(duration{0});
+  auto bw = measured_bw(from).value_or(0);
+  bool any = false;
+  for (auto& t : trees_)
+    if (t && !steps_.count(t->key()))
+      any = hint(*t, {from}, rtt, bw) || any;
+  if (any)
+    ask_step_parents(out);
+  else if (waited)
+    trigger(now, out);
 }
 
 void supervisor::on_vnode_handover_ack(timestamp now, proc_id from,
@@ -721,6 +1065,9 @@ void supervisor::on_vnode_handover_ack(timestamp now, proc_id from,
 
 void supervisor::finish_leave(timestamp now, std::vector<wire::route_entry> routes,
                               outbox& out) {
+  // Children first (messages between two processors arrive in order): they learn their
+  // step-parents before they hear that we left.
+  hand_over_trees(out);
   for (auto m : members_)
     if (m != self_)
       send(out, m, wire::member_left{self_, routes, me_.incarnation});
@@ -747,6 +1094,11 @@ void supervisor::finish_leave(timestamp now, std::vector<wire::route_entry> rout
   offered_to_ = no_proc;
   orphans_.clear();
   watched_ = no_proc;
+  steps_.clear();
+  asks_.clear();
+  remeasure_.clear();
+  givers_.clear();
+  answer_deferred(out); // refusals, pointing on (farewell_trees_)
   event(out, tree_event::kind::left, now);
 }
 
@@ -754,6 +1106,12 @@ void supervisor::finish_leave(timestamp now, std::vector<wire::route_entry> rout
 
 void supervisor::do_timer(timestamp now, std::uint64_t token, outbox& out) {
   if (token % token_kinds == token_flush && token / token_kinds >= 2) { // a join attempt timed out
+    if (status_ == status::member && await_giver_
+        && token / token_kinds == static_cast<std::uint64_t>(1 + giver_wait_attempt)) {
+      await_giver_ = false; // no giver placed us: measure
+      trigger(now, out);
+      return;
+    }
     if (status_ != status::joining || token / token_kinds != static_cast<std::uint64_t>(1 + join_attempts_))
       return;
     if (join_attempts_ < 3) {
@@ -793,6 +1151,11 @@ void supervisor::do_timer(timestamp now, std::uint64_t token, outbox& out) {
     flush(out);
     return;
   }
+  if (token % token_kinds == token_timeout && asks_.count(token / token_kinds)) {
+    on_step_reply(now, token / token_kinds, nullptr, out); // a step-parent did not answer
+    flush(out);
+    return;
+  }
   if (!probe_ || token / token_kinds != probe_->seq)
     return; // belongs to a probe that already ended
   if (token % token_kinds == token_start) {
@@ -817,16 +1180,28 @@ void supervisor::do_timer(timestamp now, std::uint64_t token, outbox& out) {
 void supervisor::do_message(timestamp now, proc_id from, const wire::message& m, outbox& out) {
   if (from == watched_)
     heard_ = now; // anything at all shows the watched successor alive
-  if (status_ == status::left || status_ == status::idle)
+  if (status_ == status::left) {
+    // Gone, but a step-parent hint may still name us: point the asker on.
+    if (auto* a = std::get_if<wire::adopt_request>(&m)) {
+      refuse_adoption(from, *a, out);
+    } else if (auto* h = std::get_if<wire::vnode_handover>(&m)) {
+      send(out, from, wire::vnode_handover_ack{h->route.epoch, false}); // cannot take them
+    } else if (auto* o = std::get_if<wire::orphan>(&m)) {
+      for (std::size_t i = 0; i < o->trees.size() && i < o->steps.size(); ++i)
+        if (auto f = farewell_trees_.find(o->trees[i]);
+            f != farewell_trees_.end() && f->second == from && !o->steps[i].empty()
+            && o->steps[i].front() != self_)
+          f->second = o->steps[i].front();
+    }
+    return;
+  }
+  if (status_ == status::idle)
     return;
   if (status_ == status::leaving && (std::holds_alternative<wire::adopt_request>(m)
                                      || std::holds_alternative<wire::bw_request>(m))) {
-    // Nobody should pick a leaving processor as parent: refuse quietly.
+    // Nobody should pick a leaving processor as parent: refuse, pointing on.
     if (auto* a = std::get_if<wire::adopt_request>(&m)) {
-      wire::adopt_reply no{a->seq, {}};
-      for (auto& e : a->trees)
-        no.verdicts.push_back({e.tree, false, {}});
-      send(out, from, std::move(no));
+      refuse_adoption(from, *a, out);
     } else {
       wire::bw_reply empty;
       empty.seq = std::get<wire::bw_request>(m).seq;
@@ -856,13 +1231,29 @@ void supervisor::do_message(timestamp now, proc_id from, const wire::message& m,
           if (auto t = find_tree(k); t && t->remove_child(from))
             mark_subtree(*t);
       } else if constexpr (std::is_same_v<T, wire::orphan>) {
-        bool lost = false;
-        for (auto k : msg.trees)
-          if (auto t = find_tree(k); t && t->parent() == from) {
-            lose_parent(now, *t, out);
-            lost = true;
-          }
-        if (lost)
+        bool unhinted = false, hinted = false;
+        for (std::size_t i = 0; i < msg.trees.size(); ++i) {
+          auto t = find_tree(msg.trees[i]);
+          if (!t || t->parent() != from)
+            continue;
+          // Until the step-parent is measured, assume the edge is like the one lost
+          // (the heir and its siblings share a LAN).
+          auto steps = i < msg.steps.size() ? msg.steps[i] : std::vector<proc_id>{};
+          auto first = steps.empty() ? no_proc : steps.front();
+          auto rtt = measured_rtt(first).value_or(t->rtt_parent());
+          auto bw = measured_bw(first).value_or(t->bw_parent());
+          lose_parent(now, *t, out);
+          if (hint(*t, std::move(steps), rtt, bw))
+            hinted = true;
+          else
+            unhinted = true;
+        }
+        // Measuring starts at once too (cfg_.measure_during_repair; probes leave the
+        // trees a step-parent is asked in alone), else once the step-parents answered
+        // (on_step_reply), unless some tree has none to ask.
+        if (hinted)
+          ask_step_parents(out);
+        if (unhinted || (hinted && cfg_.measure_during_repair))
           trigger(now, out);
       } else if constexpr (std::is_same_v<T, wire::tree_update>) {
         on_tree_update(now, from, msg, out);
@@ -896,7 +1287,7 @@ void supervisor::do_message(timestamp now, proc_id from, const wire::message& m,
         if (status_ == status::member && is_member(msg.to))
           hand_over(msg.vnodes.empty() ? share_of_own() : msg.vnodes & own_, msg.to, out);
       } else if constexpr (std::is_same_v<T, wire::vnode_handover>) {
-        on_vnode_handover(from, msg, out);
+        on_vnode_handover(now, from, msg, out);
       } else if constexpr (std::is_same_v<T, wire::vnode_handover_ack>) {
         on_vnode_handover_ack(now, from, msg, out);
       } else if constexpr (std::is_same_v<T, wire::routing_update>) {
@@ -915,6 +1306,7 @@ void supervisor::do_message(timestamp now, proc_id from, const wire::message& m,
 void supervisor::maybe_probe(timestamp now, outbox& out) {
   if (probe_ || status_ != status::member)
     return;
+
   if (members_.size() < 2 || !schedule_.next(all_parented())) {
     if (members_.size() < 2)
       schedule_ = measurement_schedule(cfg_.extra_measurements);
@@ -922,7 +1314,15 @@ void supervisor::maybe_probe(timestamp now, outbox& out) {
   }
   probe p;
   p.seq = next_seq_++;
-  p.cand = pick_candidate();
+  p.cand = no_proc;
+  while (!remeasure_.empty() && p.cand == no_proc) {
+    auto r = remeasure_.front();
+    remeasure_.erase(remeasure_.begin());
+    if (is_member(r) && r != self_)
+      p.cand = r; // adopted without a measurement: measure it now
+  }
+  if (p.cand == no_proc)
+    p.cand = pick_candidate();
   probe_ = std::move(p);
   auto pause = cfg_.probe_jitter.count() > 0
                  ? duration{std::uniform_int_distribution<duration::rep>(
@@ -1085,8 +1485,8 @@ void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& 
   std::vector<wire::subtree_entry> wanted;
   for (auto& info : m.trees) {
     auto t = find_tree(info.tree);
-    if (!t || t->is_root())
-      continue;
+    if (!t || t->is_root() || steps_.count(info.tree))
+      continue; // (a step-parent is being asked in that tree)
     auto v = info.tree.kind == tree_kind::latency
                ? latency_rule(*t, self_, from, rtt, info, ctx)
                : bandwidth_rule(*t, self_, from, bw, rtt, info, ctx);
@@ -1146,43 +1546,60 @@ std::vector<wire::route_entry> supervisor::foreign_routes(std::vector<wire::rout
   return result;
 }
 
-void supervisor::on_adopt_request(proc_id from, const wire::adopt_request& m, outbox& out) {
-  wire::adopt_reply reply;
-  reply.seq = m.seq;
-  for (auto& e : m.trees) {
-    wire::adopt_verdict v;
-    v.tree = e.tree;
-    auto t = find_tree(e.tree);
-    // Refuse trees where the asker is our ancestor (a cycle) or where we are not
-    // connected ourselves; also trees where our own adoption is in flight, so that
-    // two processors asking each other at once cannot both say yes.
-    bool pending_here = probe_ && probe_->at == probe::phase::adopt
-                        && std::any_of(probe_->requested.begin(), probe_->requested.end(),
-                                       [&](auto& r) { return r.tree == e.tree; });
-    if (t && is_member(from) && from != self_ && t->connected() && !t->has_ancestor(from)
-        && !pending_here) {
-      t->set_child(from, e.vnodes);
-      mark_subtree(*t);
-      v.accepted = true;
-      v.info = t->info();
-    } else if (t) {
-      v.info = t->info();
-    }
-    reply.verdicts.push_back(std::move(v));
+wire::adopt_verdict supervisor::judge(proc_id from, const wire::subtree_entry& e) {
+  wire::adopt_verdict v;
+  v.tree = e.tree;
+  auto t = find_tree(e.tree);
+  // Refuse trees where the asker is our ancestor (a cycle) or where we are not
+  // connected ourselves; also trees where our own adoption is in flight, so that
+  // two processors asking each other at once cannot both say yes.
+  bool pending_here = probe_ && probe_->at == probe::phase::adopt
+                      && std::any_of(probe_->requested.begin(), probe_->requested.end(),
+                                     [&](auto& r) { return r.tree == e.tree; });
+  if (t && is_member(from) && from != self_ && t->connected() && !t->has_ancestor(from)
+      && !pending_here) {
+    t->set_child(from, e.vnodes);
+    mark_subtree(*t);
+    v.accepted = true;
+    v.info = t->info();
+  } else if (t) {
+    v.info = t->info();
   }
-  send(out, from, std::move(reply));
+  return v;
+}
+
+void supervisor::on_adopt_request(proc_id from, const wire::adopt_request& m, outbox& out) {
+  // Trees in which our own step-parent has not answered yet (we are the heir a sibling
+  // was sent to, or lost our parent too) are answered once it has (answer_deferred), in
+  // a further adopt_reply with the same seq; the others at once.
+  wire::adopt_reply reply{m.seq, {}};
+  held_request held{from, m.seq, {}};
+  for (auto& e : m.trees) {
+    if (auto t = find_tree(e.tree); t && !t->connected() && steps_.count(e.tree))
+      held.trees.push_back(e);
+    else
+      reply.verdicts.push_back(judge(from, e));
+  }
+  if (!held.trees.empty())
+    deferred_.push_back(std::move(held));
+  if (!reply.verdicts.empty() || m.trees.empty())
+    send(out, from, std::move(reply));
 }
 
 void supervisor::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply& m,
                                 outbox& out) {
+  if (auto a = asks_.find(m.seq); a != asks_.end() && a->second.cand == from) {
+    on_step_reply(now, m.seq, &m, out);
+    return;
+  }
   if (!probe_ || probe_->seq != m.seq || probe_->cand != from
       || probe_->at != probe::phase::adopt) {
     // We gave up on this probe (timeout, or took the candidate for gone): undo
     // whatever it accepted, or it would count us as a child for ever.
     wire::release undo;
     for (auto& v : m.verdicts)
-      if (v.accepted)
-        undo.trees.push_back(v.tree);
+      if (auto t = find_tree(v.tree); v.accepted && (!t || t->parent() != from))
+        undo.trees.push_back(v.tree); // (not when it is our parent there by another request)
     if (!undo.trees.empty())
       send(out, from, std::move(undo));
     return;
@@ -1211,7 +1628,8 @@ void supervisor::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_r
   }
   for (auto& [p, r] : releases)
     send(out, p, std::move(r));
-  if (std::any_of(m.verdicts.begin(), m.verdicts.end(), [](auto& v) { return v.accepted; }))
+  bool any = std::any_of(m.verdicts.begin(), m.verdicts.end(), [](auto& v) { return v.accepted; });
+  if (any)
     schedule_.progress(cfg_.until_stable);
   finish_probe(now, true, out);
 }
@@ -1308,16 +1726,28 @@ void supervisor::on_join_accept(timestamp now, proc_id from, const wire::join_ac
       send(out, p, wire::member_joined{me_});
   // Now ask for vnodes (after the announcements: an owner must know us first, and
   // messages between two processors arrive in order).
+  givers_.clear();
   if (wanted_.empty()) {
     send(out, from, wire::handover_request{{}, self_}); // a share of the contact's
+    givers_.push_back(from);
   } else {
     for (auto& [owner, vs] : routes_.partition(wanted_))
-      if (owner != no_proc && owner != self_)
+      if (owner != no_proc && owner != self_) {
         send(out, owner, wire::handover_request{vs, self_});
+        givers_.push_back(owner);
+      }
   }
   event(out, tree_event::kind::joined, now);
   start_watch(out);
-  trigger(now, out);
+  if (givers_.empty()) {
+    trigger(now, out);
+  } else {
+    // Measuring starts once the givers have placed us (on_vnode_handover), or when
+    // none has after `probe_timeout`.
+    await_giver_ = true;
+    join_attempts_ = giver_wait_attempt;
+    out.timers.push_back({cfg_.probe_timeout, token_for(1 + join_attempts_, token_flush)});
+  }
 }
 
 void supervisor::on_member_joined(timestamp now, proc_id from, const wire::member& who,

@@ -109,6 +109,7 @@ void write(const wire::adopt_verdict& v, cs::AdoptVerdict::Builder b) {
   write_tree(v.tree, b.getTree());
   b.setAccepted(v.accepted);
   write(v.info, b.initInfo());
+  b.setRedirect(v.redirect);
 }
 
 void write(tree_key k, cs::TreeKey::Builder b) { write_tree(k, b); }
@@ -164,6 +165,16 @@ void write(const wire::release& m, body_builder b) {
 void write(const wire::orphan& m, body_builder b) {
   auto r = b.initOrphan();
   write_list(m.trees, [&](unsigned n) { return r.initTrees(n); });
+  if (!m.steps.empty()) {
+    auto steps = r.initSteps(list_size(m.steps.size()));
+    for (unsigned i = 0; i < steps.size(); ++i) {
+      if (m.steps[i].empty())
+        continue; // null
+      auto s = steps.init(i, list_size(m.steps[i].size()));
+      for (unsigned j = 0; j < s.size(); ++j)
+        s.set(j, m.steps[i][j]);
+    }
+  }
 }
 
 void write(const wire::tree_update& m, body_builder b) {
@@ -374,7 +385,8 @@ wire::member read(cs::Member::Reader r) {
 }
 
 wire::adopt_verdict read(cs::AdoptVerdict::Reader r) {
-  return wire::adopt_verdict{read_tree(r.getTree()), r.getAccepted(), read(r.getInfo())};
+  return wire::adopt_verdict{read_tree(r.getTree()), r.getAccepted(), read(r.getInfo()),
+                             r.getRedirect()};
 }
 
 tree_key read(cs::TreeKey::Reader r) { return read_tree(r); }
@@ -421,7 +433,15 @@ wire::adopt_reply read(cs::AdoptReply::Reader r) {
 }
 
 wire::release read(cs::Release::Reader r) { return wire::release{read_list(r.getTrees())}; }
-wire::orphan read(cs::Orphan::Reader r) { return wire::orphan{read_list(r.getTrees())}; }
+wire::orphan read(cs::Orphan::Reader r) {
+  wire::orphan m{read_list(r.getTrees()), {}};
+  for (auto s : r.getSteps()) {
+    m.steps.emplace_back();
+    for (proc_id p : s)
+      m.steps.back().push_back(p);
+  }
+  return m;
+}
 
 wire::tree_update read(cs::TreeUpdate::Reader r) {
   return wire::tree_update{read_list(r.getTrees())};

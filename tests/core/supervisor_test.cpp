@@ -1,5 +1,7 @@
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <optional>
 #include <random>
 
 #include "banyan/core/supervisor_view.hpp"
@@ -442,4 +444,172 @@ BOOST_AUTO_TEST_CASE(a_watcher_that_did_not_run_does_not_bury_its_successor) {
   BOOST_TEST(g.sup(2)->own_vnodes().empty());
   BOOST_TEST((g.sup(3)->own_vnodes() == vnode_set::range(8, 16)));
   check_routing(g, 32);
+}
+
+// --- structure-preserving repair (step-parents) -----------------------------------
+
+namespace {
+
+/// No measurement after the trees are whole: whatever parent a processor has at the
+/// end of a repair is the one the repair gave it.
+supervisor_config no_extra_measurements() {
+  supervisor_config cfg;
+  cfg.extra_measurements = 0;
+  cfg.measure_during_repair = false;
+  return cfg;
+}
+
+std::uint64_t probes_of(const supervisor& s) {
+  return s.probes_completed() + s.probes_abandoned();
+}
+
+/// A tree (root r, any kind) where a processor other than the root has a parent other
+/// than the root and at least `min_children` children: {key, leaver}.
+std::optional<std::pair<tree_key, proc_id>> inner_node(const mini_grid& g, std::size_t n,
+                                                       std::size_t min_children) {
+  for (proc_id r = 0; r < n; ++r)
+    for (auto k : {tree_kind::bandwidth, tree_kind::latency})
+      for (proc_id l = 0; l < n; ++l) {
+        auto t = g.sup(l)->tree({r, k});
+        if (l != r && t && t->parent() != no_proc && t->parent() != r
+            && t->children().size() >= min_children)
+          return std::make_pair(tree_key{r, k}, l);
+      }
+  return std::nullopt;
+}
+
+} // namespace
+
+// A leaving processor names step-parents: its heir goes to its own parent, the other
+// children under the heir. Every child is adopted at once, without a probe, and the
+// tree keeps its shape (the leaver's place taken by the heir).
+BOOST_AUTO_TEST_CASE(a_leaver_s_children_go_to_their_step_parents_without_probing) {
+  int checked = 0;
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      mini_grid g{tiny(), seed, no_extra_measurements()};
+      g.start();
+      g.run();
+      BOOST_TEST_REQUIRE(!g.busy());
+      auto found = inner_node(g, 8, 1);
+      if (!found)
+        continue;
+      auto [key, l] = *found;
+      auto up = g.sup(l)->parent(key);
+      std::vector<proc_id> kids;
+      for (auto& [c, vs] : g.sup(l)->tree(key)->children())
+        kids.push_back(c);
+      std::vector<std::uint64_t> probes(8), hinted(8);
+      for (proc_id p = 0; p < 8; ++p) {
+        probes[p] = probes_of(*g.sup(p));
+        hinted[p] = g.sup(p)->hinted_adoptions();
+      }
+      g.leave(l);
+      g.run();
+      BOOST_TEST(!g.busy());
+      check_trees(g); // spanning, no cycle
+      check_subtrees(g);
+      check_routing(g, 8);
+      // One child (the heir) is under the leaver's parent, the others under the heir.
+      proc_id heir = no_proc;
+      for (auto c : kids)
+        if (g.sup(c)->parent(key) == up)
+          heir = c;
+      BOOST_TEST_REQUIRE(heir != no_proc);
+      for (auto c : kids) {
+        BOOST_TEST(g.sup(c)->parent(key) == (c == heir ? up : heir));
+        BOOST_TEST(g.sup(c)->hinted_adoptions() > hinted[c]);
+        // Every orphan was adopted without a probe (no tree it lost was left to one).
+        BOOST_TEST(probes_of(*g.sup(c)) == probes[c]);
+      }
+      ++checked;
+    }
+  }
+  BOOST_TEST(checked >= 3);
+}
+
+// Many leave at the same moment: the leaver, its parent (a child's step-parent) and
+// all of its children but one (among them, unless the one is the heir, the heir). The
+// survivor is turned away by those leaving (each pointing on to where it would send a
+// child of its own) or finds them gone, and ends higher up the path, still without a
+// probe; no cycle, every tree spanning.
+BOOST_AUTO_TEST_CASE(step_parents_that_leave_at_the_same_moment_point_on) {
+  int checked = 0;
+  for (std::uint64_t seed = 1; seed <= 12 && checked < 4; ++seed) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      mini_grid g{tiny(), seed, no_extra_measurements()};
+      g.start();
+      g.run();
+      auto found = inner_node(g, 8, 2);
+      if (!found)
+        continue;
+      auto [key, l] = *found;
+      auto up = g.sup(l)->parent(key);
+      std::vector<proc_id> kids;
+      for (auto& [c, vs] : g.sup(l)->tree(key)->children())
+        kids.push_back(c);
+      for (auto survivor : {kids.front(), kids.back()}) {
+        mini_grid h{tiny(), seed, no_extra_measurements()};
+        h.start();
+        h.run();
+        auto probes = probes_of(*h.sup(survivor));
+        std::vector<proc_id> leaving{l, up};
+        for (auto c : kids)
+          if (c != survivor)
+            leaving.push_back(c);
+        if (std::count(leaving.begin(), leaving.end(), key.root) != 0)
+          continue; // the tree would vanish
+        for (auto p : leaving)
+          h.leave(p);
+        h.run();
+        BOOST_TEST(!h.busy());
+        check_trees(h);
+        check_subtrees(h);
+        check_routing(h, 8);
+        auto now = h.sup(survivor)->parent(key);
+        BOOST_TEST(now != no_proc);
+        BOOST_TEST(std::count(leaving.begin(), leaving.end(), now) == 0);
+        BOOST_TEST(probes_of(*h.sup(survivor)) == probes);
+        ++checked;
+      }
+    }
+  }
+  BOOST_TEST(checked >= 2);
+}
+
+// A joiner first attaches under the member that gives it vnodes, in every tree (a LAN
+// edge when the giver held them while it was away), before measuring anything.
+BOOST_AUTO_TEST_CASE(a_joiner_s_first_parent_is_its_giver) {
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      mini_grid g{tiny(), seed, no_extra_measurements()};
+      g.start();
+      g.run();
+      g.leave(3, 2); // processor 2 takes vnode 3
+      g.run();
+      g.join(3, 0, vnode_set{3}); // through 0, asking 2 for vnode 3 back
+      g.run();
+      BOOST_TEST(!g.busy());
+      check_trees(g);
+      check_subtrees(g);
+      check_routing(g, 8);
+      BOOST_TEST(g.sup(3)->own_vnodes().contains(3));
+      for (proc_id r = 0; r < 8; ++r)
+        for (auto k : {tree_kind::bandwidth, tree_kind::latency})
+          if (r != 3)
+            BOOST_TEST(g.sup(3)->parent({r, k}) == proc_id{2}, "tree " << r << " " << to_string(k));
+      // With the usual measurements afterwards, the trees still end whole.
+      mini_grid m{tiny(), seed};
+      m.start();
+      m.run();
+      m.leave(3, 2);
+      m.run();
+      m.join(3, 0, vnode_set{3});
+      m.run();
+      BOOST_TEST(!m.busy());
+      check_trees(m);
+      check_subtrees(m);
+      check_routing(m, 8);
+    }
+  }
 }

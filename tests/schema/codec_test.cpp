@@ -93,7 +93,7 @@ struct gen {
   wire::subtree_entry subtree() { return {key(), vnodes()}; }
   wire::route_entry route() { return {vnodes(), proc(), u64()}; }
   wire::member member() { return {proc(), text(), coin() ? 0 : u64()}; }
-  wire::adopt_verdict verdict() { return {key(), coin(), info()}; }
+  wire::adopt_verdict verdict() { return {key(), coin(), info(), coin() ? proc() : banyan::no_proc}; }
   wire::reduce_record record() { return {vnodes(), u64()}; }
 
   // Bytes of any length (word boundaries included), half the time a slice of a larger
@@ -150,7 +150,13 @@ struct gen {
       case 4: return wire::adopt_request{u64(), list([&] { return subtree(); })};
       case 5: return wire::adopt_reply{u64(), list([&] { return verdict(); })};
       case 6: return wire::release{list([&] { return key(); })};
-      case 7: return wire::orphan{list([&] { return key(); })};
+      case 7: {
+        wire::orphan o{list([&] { return key(); }), {}};
+        if (coin())
+          for (std::size_t i = 0; i < o.trees.size(); ++i)
+            o.steps.push_back(list([&] { return proc(); }));
+        return o;
+      }
       case 8: return wire::tree_update{list([&] { return info(); })};
       case 9: return wire::subtree_update{list([&] { return subtree(); })};
       case 10: return wire::join_request{member(), vnodes()};

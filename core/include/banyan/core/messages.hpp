@@ -102,8 +102,12 @@ struct adopt_verdict {
   tree_key tree;
   bool accepted = false;
   tree_info info; ///< the candidate's current place in the tree
+  /// A refusal from a processor that is leaving or has left: whom to ask instead (its
+  /// own parent or step-parent in that tree); no_proc: nobody, measure.
+  proc_id redirect = no_proc;
   friend bool operator==(const adopt_verdict& a, const adopt_verdict& b) {
-    return a.tree == b.tree && a.accepted == b.accepted && a.info == b.info;
+    return a.tree == b.tree && a.accepted == b.accepted && a.info == b.info
+           && a.redirect == b.redirect;
   }
 };
 /// Candidate -> child: which adoptions it accepted.
@@ -122,7 +126,15 @@ struct release {
 /// Parent -> child: I dropped you in these trees (a cycle was broken); find a parent.
 struct orphan {
   std::vector<tree_key> trees;
-  friend bool operator==(const orphan& a, const orphan& b) { return a.trees == b.trees; }
+  /// Empty, or one list per tree: the step-parents to ask for adoption at once, in
+  /// order (the next when one refuses or is gone), before measuring. A leaving parent
+  /// ranks its children: each is sent to those ranked before it (the heir first), then
+  /// to the leaver's own parent and ancestors; so the heir takes its place under its
+  /// parent, the others go under the heir, and the tree keeps its shape.
+  std::vector<std::vector<proc_id>> steps;
+  friend bool operator==(const orphan& a, const orphan& b) {
+    return a.trees == b.trees && a.steps == b.steps;
+  }
 };
 /// Parent -> child: my place in these trees changed (dist, est, children, path).
 struct tree_update {
