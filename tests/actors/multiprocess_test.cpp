@@ -551,41 +551,30 @@ BOOST_FIXTURE_TEST_CASE(control_protocol_broadcast_send_reduce_leave_rejoin, ctl
   for (auto* c : {&n0, &n1, &n3})
     BOOST_TEST(events(*c, "delivered", "op", msg).empty());
 
-  // Acks without targets: each node acks to a vnode its routing table gives the origin.
-  std::map<proc_id, std::size_t> errors_before;
-  for (auto& [id, c] : nodes)
-    errors_before[id] = events(c, "error").size();
-  for (auto& [id, c] : nodes) {
-    auto had = events(c, "status").size();
-    send(c, "acks on");
-    send(c, "status");
-    wait_event(c, "status", had, 5s);
-  }
-  {
-    auto op2 = broadcast(n2, 10, 40);
-    auto acked2 = wait_event(n2, "acked", 0, 10s);
-    BOOST_TEST(acked2.at("op").get<std::string>() == op2);
-    BOOST_TEST(acked2.at("acks").get<int>() == 3);
-    for (auto& [id, c] : nodes)
+  // Acks: with `command` taken by every node, a broadcast from `origin` is acked by the
+  // three others, and no node reports an error.
+  auto acks_round = [&](const std::string& command, ctl& origin) {
+    std::map<proc_id, std::size_t> errors_before;
+    for (auto& [id, c] : nodes) { // "status" answered: "acks" taken before the broadcast
+      errors_before[id] = events(c, "error").size();
+      auto had = events(c, "status").size();
+      send(c, command);
+      send(c, "status");
+      wait_event(c, "status", had, 5s);
+    }
+    auto op = broadcast(origin, 100, 40);
+    auto acked = wait_event(origin, "acked", 0, 10s);
+    BOOST_TEST(acked.at("op").get<std::string>() == op, command);
+    BOOST_TEST(acked.at("acks").get<int>() == 3, command);
+    BOOST_TEST(acked.at("t_us").get<std::int64_t>()
+               >= wait_event(origin, "bcast", 0, 1s).at("t_us").get<std::int64_t>());
+    for (auto& [id, c] : nodes) {
       BOOST_TEST(events(c, "error").size() == errors_before[id], "node " << id << ": " << slurp(c.log));
-    for (auto& [id, c] : nodes)
       send(c, "acks off");
-  }
-
-  // Acks with targets: the origin hears from the three others.
-  for (auto& [id, c] : nodes) { // "status" answered: "acks" taken before the broadcast
-    auto had = events(c, "status").size();
-    send(c, "acks on 0:0 1:10 2:20 3:30");
-    send(c, "status");
-    wait_event(c, "status", had, 5s);
-  }
-  auto op = broadcast(n1, 100, 40);
-  auto acked = wait_event(n1, "acked", 0, 10s);
-  BOOST_TEST(acked.at("op").get<std::string>() == op);
-  BOOST_TEST(acked.at("acks").get<int>() == 3);
-  BOOST_TEST(acked.at("t_us").get<std::int64_t>() >= wait_event(n1, "bcast", 0, 1s).at("t_us").get<std::int64_t>());
-  for (auto& [id, c] : nodes)
-    send(c, "acks off");
+    }
+  };
+  acks_round("acks on 0:0 1:10 2:20 3:30", n1);
+  acks_round("acks on", n2); // no targets: the vnode each node's routing table gives the origin
 
   // Reductions: every member gets the same commands in the same order.
   for (auto& [id, c] : nodes) {
@@ -624,7 +613,7 @@ BOOST_FIXTURE_TEST_CASE(control_protocol_broadcast_send_reduce_leave_rejoin, ctl
   // Node 3 leaves: its vnodes move, a broadcast still reaches all 40, none at node 3.
   send(n3, "leave");
   wait_event(n3, "left", 0, 15s);
-  op = broadcast(n0, 2000, 40);
+  auto op = broadcast(n0, 2000, 40);
   BOOST_TEST(deliveries(op).count(3) == 0u);
   // It rejoins asking for its vnodes back, and gets them.
   send(n3, "join " + contact);

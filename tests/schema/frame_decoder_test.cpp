@@ -11,67 +11,15 @@
 
 #include "banyan/schema/codec.hpp"
 
-namespace bs = banyan::schema;
-namespace wire = banyan::wire;
-using banyan::errc;
-using banyan::shared_bytes;
-using banyan::vnode_set;
-using bytes = std::vector<std::uint8_t>;
+#include "frame_test_support.hpp"
 
-// For Boost.Test's messages.
-namespace banyan {
-std::ostream& operator<<(std::ostream& os, errc e) { return os << to_string(e); }
-} // namespace banyan
+using frame_test::receive;
+using frame_test::segment;
 
 namespace {
 
 bool same(const wire::envelope& a, const wire::envelope& b) {
   return a.from == b.from && a.to == b.to && a.body == b.body;
-}
-
-wire::envelope segment(std::size_t payload_bytes, std::uint32_t index) {
-  wire::bcast_segment s;
-  s.op = wire::collective_id{3, 77};
-  s.kind = banyan::tree_kind::bandwidth;
-  s.vnodes = vnode_set::range(0, 63);
-  s.stream = 5;
-  s.first = index == 0;
-  s.index = index;
-  s.count = 4;
-  s.total = 4 * payload_bytes;
-  bytes p(payload_bytes);
-  for (std::size_t i = 0; i < p.size(); ++i)
-    p[i] = static_cast<std::uint8_t>(i * 31 + index);
-  s.payload = shared_bytes(std::move(p));
-  return {3, 9, s};
-}
-
-/// Feeds `stream` to `dec` the way the transport does: straight into the decoder's
-/// buffer when it offers one (at most `chunk` bytes per read), else through `feed`.
-std::vector<bs::frame> receive(bs::frame_decoder& dec, const bytes& stream, std::size_t chunk,
-                               std::vector<std::pair<const std::uint8_t*, std::size_t>>* direct = nullptr) {
-  std::vector<bs::frame> out;
-  std::size_t at = 0;
-  while (at < stream.size()) {
-    auto [p, n] = dec.direct_buffer();
-    const std::size_t take = std::min({chunk, stream.size() - at, n == 0 ? chunk : n});
-    if (n > 0) {
-      std::memcpy(p, stream.data() + at, take);
-      if (direct)
-        direct->emplace_back(p, take);
-      auto r = dec.commit_direct(take);
-      BOOST_REQUIRE(r.has_value());
-      for (auto& f : *r)
-        out.push_back(std::move(f));
-    } else {
-      auto r = dec.feed_frames(stream.data() + at, take);
-      BOOST_REQUIRE(r.has_value());
-      for (auto& f : *r)
-        out.push_back(std::move(f));
-    }
-    at += take;
-  }
-  return out;
 }
 
 } // namespace
@@ -116,7 +64,7 @@ BOOST_AUTO_TEST_CASE(large_frames_received_directly_decode_exactly) {
   for (std::size_t chunk : {std::size_t{1000}, std::size_t{16384}, std::size_t{65536}, std::size_t{1} << 20}) {
     bs::frame_decoder dec;
     std::vector<std::pair<const std::uint8_t*, std::size_t>> direct;
-    auto got = receive(dec, stream, chunk, &direct);
+    auto got = receive(dec, stream, chunk, 1, &direct);
     BOOST_REQUIRE(got.size() == sent.size());
     for (std::size_t k = 0; k < sent.size(); ++k) {
       BOOST_TEST(same(got[k].envelope, sent[k]));

@@ -14,37 +14,15 @@
 
 #include "banyan/schema/codec.hpp"
 
-namespace bs = banyan::schema;
-namespace wire = banyan::wire;
-using banyan::errc;
-using banyan::shared_bytes;
-using banyan::vnode_set;
-using bytes = std::vector<std::uint8_t>;
+#include "frame_test_support.hpp"
 
-namespace banyan {
-std::ostream& operator<<(std::ostream& os, errc e) { return os << to_string(e); }
-} // namespace banyan
+using frame_test::receive;
 
 namespace {
 
 constexpr std::size_t seg_bytes = 40000; // a multiple of 8: sent as the last segment
 
-wire::envelope segment(std::uint32_t index) {
-  wire::bcast_segment s;
-  s.op = wire::collective_id{3, 77};
-  s.kind = banyan::tree_kind::bandwidth;
-  s.vnodes = vnode_set::range(0, 63);
-  s.stream = 5;
-  s.first = index == 0;
-  s.index = index;
-  s.count = 3;
-  s.total = 3 * seg_bytes;
-  bytes p(seg_bytes);
-  for (std::size_t i = 0; i < p.size(); ++i)
-    p[i] = static_cast<std::uint8_t>(i * 13 + index);
-  s.payload = shared_bytes(std::move(p));
-  return {3, 9, s};
-}
+wire::envelope segment(std::uint32_t index) { return frame_test::segment(seg_bytes, index, 3); }
 
 /// What `encode_frame` puts on the wire: head, then the payload left in place.
 bytes wire_bytes(const wire::envelope& e) {
@@ -77,33 +55,6 @@ struct test_sink {
   }
 };
 
-/// As the transport reads: into the decoder's buffer when it offers one of at least
-/// 16 KiB, else `feed_frames` with at most `chunk` bytes.
-std::vector<bs::frame> receive(bs::frame_decoder& dec, const bytes& stream, std::size_t chunk) {
-  std::vector<bs::frame> out;
-  std::size_t at = 0;
-  while (at < stream.size()) {
-    auto [p, n] = dec.direct_buffer();
-    if (n >= (16u << 10)) {
-      const std::size_t take = std::min({chunk, stream.size() - at, n});
-      std::memcpy(p, stream.data() + at, take);
-      auto r = dec.commit_direct(take);
-      BOOST_REQUIRE(r.has_value());
-      for (auto& f : *r)
-        out.push_back(std::move(f));
-      at += take;
-    } else {
-      const std::size_t take = std::min(chunk, stream.size() - at);
-      auto r = dec.feed_frames(stream.data() + at, take);
-      BOOST_REQUIRE(r.has_value());
-      for (auto& f : *r)
-        out.push_back(std::move(f));
-      at += take;
-    }
-  }
-  return out;
-}
-
 } // namespace
 
 BOOST_AUTO_TEST_CASE(a_large_segment_lands_in_the_sinks_buffer) {
@@ -123,7 +74,7 @@ BOOST_AUTO_TEST_CASE(a_large_segment_lands_in_the_sinks_buffer) {
     const auto fn = sink.fn();
     bs::frame_decoder dec;
     dec.set_sink(&fn);
-    auto got = receive(dec, stream, chunk);
+    auto got = receive(dec, stream, chunk, 16u << 10);
     BOOST_REQUIRE(got.size() == sent.size());
     for (std::size_t k = 0; k < sent.size(); ++k)
       BOOST_TEST((got[k].envelope.body == sent[k].body));
@@ -159,7 +110,7 @@ BOOST_AUTO_TEST_CASE(a_declining_sink_leaves_the_frame_its_own_buffer) {
   bs::frame_decoder dec;
   dec.set_sink(&fn);
   const auto e = segment(1);
-  auto got = receive(dec, wire_bytes(e), 65536);
+  auto got = receive(dec, wire_bytes(e), 65536, 16u << 10);
   BOOST_REQUIRE(got.size() == 1u);
   BOOST_TEST((got[0].envelope.body == e.body));
   BOOST_TEST(sink.asked.size() == 1u);
@@ -185,7 +136,7 @@ BOOST_AUTO_TEST_CASE(frames_of_another_shape_are_not_offered) {
   bytes stream = single;
   stream.insert(stream.end(), rf.head.begin(), rf.head.end());
   stream.insert(stream.end(), rf.tail.begin(), rf.tail.end());
-  auto got = receive(dec, stream, 4096);
+  auto got = receive(dec, stream, 4096, 16u << 10);
   BOOST_REQUIRE(got.size() == 2u);
   BOOST_TEST((got[0].envelope.body == e.body));
   BOOST_TEST((got[1].envelope.body == re.body));
