@@ -57,9 +57,8 @@ std::optional<segment_slot> segment_placement::place(wire::collective_id op, std
   const std::uint64_t offset = last ? total - length : index * m.seg;
   m.placed[index] = true;
   segment_slot slot;
-  slot.region = shared_bytes(std::shared_ptr<const std::vector<std::uint8_t>>(m.buf))
-                    .slice(static_cast<std::size_t>(offset), length);
-  slot.dest = m.buf->data() + offset;
+  slot.region = m.buf.slice(static_cast<std::size_t>(offset), length);
+  slot.dest = m.buf.data() + offset;
   if (++m.placed_count == m.count)
     open_.erase(it); // the slices keep the buffer
   return slot;

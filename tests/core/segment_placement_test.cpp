@@ -3,11 +3,15 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <vector>
 
 #include "banyan/core/buffer_pool.hpp"
 #include "banyan/core/segment_placement.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 using namespace banyan;
 
@@ -72,18 +76,18 @@ BOOST_AUTO_TEST_CASE(released_buffers_are_reused) {
   const std::uint8_t* first = nullptr;
   {
     auto b = pool.take(600);
-    BOOST_TEST(b->size() == 600u);
-    first = b->data();
+    BOOST_TEST(b.size == 600u);
+    first = b.data();
   }
   BOOST_TEST(pool.counters().idle_bytes == 600u);
   {
     auto b = pool.take(500); // fits in the idle one
-    BOOST_TEST(b->data() == first);
-    BOOST_TEST(b->size() >= 500u);
+    BOOST_TEST(b.data() == first);
+    BOOST_TEST(b.size >= 500u);
     auto c = pool.take(500); // none idle: new
-    BOOST_TEST(c->data() != first);
-    b.reset(); // back first: kept
-    c.reset(); // 600 + 500 would exceed 1000: freed
+    BOOST_TEST(c.data() != first);
+    b = {}; // back first: kept
+    c = {}; // 600 + 500 would exceed 1000: freed
   }
   BOOST_TEST(pool.counters().idle_bytes == 600u);
   BOOST_TEST(pool.counters().reused == 1u);
@@ -102,12 +106,49 @@ BOOST_AUTO_TEST_CASE(released_buffers_are_reused) {
 }
 
 BOOST_AUTO_TEST_CASE(a_buffer_outliving_its_pool_is_freed) {
-  std::shared_ptr<std::vector<std::uint8_t>> kept;
+  pooled_block kept;
   {
     buffer_pool pool(1u << 20);
     kept = pool.take(100);
   }
-  BOOST_TEST(kept->size() == 100u);
-  kept.reset(); // no crash, no leak (the sanitizer builds check the latter)
-  BOOST_TEST(!kept);
+  BOOST_TEST(kept.size == 100u);
+  kept.data()[99] = 1; // still writable
+  kept = {}; // no crash, no leak (the sanitizer builds check the latter)
+  BOOST_TEST(!kept.bytes);
+}
+
+namespace {
+/// Pages of [p, p + n) resident in memory (Linux `mincore`; whole pages inside the range).
+std::size_t resident_pages(const std::uint8_t* p, std::size_t n) {
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto first = (reinterpret_cast<std::uintptr_t>(p) + page - 1) / page * page;
+  const auto last = (reinterpret_cast<std::uintptr_t>(p) + n) / page * page;
+  if (last <= first)
+    return 0;
+  std::vector<unsigned char> in((last - first) / page);
+  BOOST_REQUIRE(mincore(reinterpret_cast<void*>(first), last - first, in.data()) == 0);
+  std::size_t count = 0;
+  for (auto c : in)
+    count += c & 1u;
+  return count;
+}
+} // namespace
+
+// A peer announcing a long message (its first segment says how long) must not make this
+// node commit memory for bytes it has not sent: the block is not zeroed, so only the pages
+// the received segments are written to become resident.
+BOOST_AUTO_TEST_CASE(an_announced_message_costs_memory_only_as_its_bytes_arrive) {
+  constexpr std::size_t mib = std::size_t{1} << 20;
+  constexpr std::size_t total = 256 * mib;
+  buffer_pool pool(0);
+  segment_placement sp(pool, total);
+  auto s = sp.place(op1, 0, 256, total, mib);
+  BOOST_REQUIRE(s.has_value());
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t before = resident_pages(s->dest, total);
+  BOOST_TEST(before * page <= mib / 4); // nothing written yet (allocator header only)
+  std::memset(s->dest, 0xab, mib);      // the first segment's payload arrives
+  const std::size_t after = resident_pages(s->dest, total);
+  BOOST_TEST(after * page >= mib - page); // the check sees written pages...
+  BOOST_TEST(after * page <= 2 * mib);    // ...and only those
 }

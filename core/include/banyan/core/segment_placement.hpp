@@ -12,7 +12,9 @@
 /// the first segment placed and every later one must agree; a segment already placed,
 /// one that does not fit, or a message above `max_message` is declined (the engine then
 /// copies as before, so a decline costs speed, never correctness).
-/// Buffers come from a `buffer_pool`. Loop thread only (the pool is thread-safe).
+/// Buffers come from a `buffer_pool`, not zeroed: announcing a message of `total` bytes
+/// reserves address space only, and memory is used as its segments arrive. Loop thread
+/// only (the pool is thread-safe).
 
 #include <cstddef>
 #include <cstdint>
@@ -53,7 +55,7 @@ public:
 
 private:
   struct message {
-    std::shared_ptr<std::vector<std::uint8_t>> buf;
+    pooled_block buf;
     std::uint32_t count = 0;
     std::uint64_t total = 0;
     std::uint64_t seg = 0; ///< L; 0 while unknown

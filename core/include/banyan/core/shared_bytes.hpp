@@ -22,12 +22,14 @@ public:
   shared_bytes() = default;
   /// Takes `bytes` over (no copy).
   explicit shared_bytes(std::vector<std::uint8_t> bytes)
-    : buf_(std::make_shared<const std::vector<std::uint8_t>>(std::move(bytes))),
-      size_(buf_->size()) {}
-  /// Shares `buf` (all of it), e.g. a buffer that goes back to a `buffer_pool` when the
-  /// last slice of it goes. Null: no bytes.
+    : shared_bytes(std::make_shared<const std::vector<std::uint8_t>>(std::move(bytes))) {}
+  /// Shares `buf` (all of it). Null: no bytes.
   explicit shared_bytes(std::shared_ptr<const std::vector<std::uint8_t>> buf)
-    : buf_(std::move(buf)), size_(buf_ ? buf_->size() : 0) {}
+    : buf_(buf, buf ? buf->data() : nullptr), size_(buf ? buf->size() : 0) {}
+  /// Shares the `n` bytes at `data`, whose owner (e.g. a `buffer_pool` block, which goes
+  /// back to the pool when the last slice of it goes) `data` keeps alive.
+  shared_bytes(std::shared_ptr<const std::uint8_t> data, std::size_t n)
+    : buf_(n ? std::move(data) : nullptr), size_(buf_ ? n : 0) {}
   /// Copies `n` bytes from `p`.
   static shared_bytes copy_of(const std::uint8_t* p, std::size_t n) {
     return shared_bytes(std::vector<std::uint8_t>(p, p + n));
@@ -58,7 +60,7 @@ public:
     return true;
   }
 
-  const std::uint8_t* data() const noexcept { return buf_ ? buf_->data() + offset_ : nullptr; }
+  const std::uint8_t* data() const noexcept { return buf_ ? buf_.get() + offset_ : nullptr; }
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
   const std::uint8_t* begin() const noexcept { return data(); }
@@ -73,7 +75,7 @@ public:
   friend bool operator!=(const shared_bytes& a, const shared_bytes& b) { return !(a == b); }
 
 private:
-  std::shared_ptr<const std::vector<std::uint8_t>> buf_;
+  std::shared_ptr<const std::uint8_t> buf_; ///< the buffer's first byte, owning the buffer
   std::size_t offset_ = 0;
   std::size_t size_ = 0;
 };
