@@ -225,6 +225,26 @@ void supervisor::set_own(vnode_set own) {
   mark_all_subtrees();
 }
 
+bool supervisor::apply_told_routes(timestamp now, proc_id by,
+                                   const std::vector<wire::route_entry>& routes, outbox& out) {
+  const auto before = own_;
+  const bool changed = apply_routes(routes);
+  if (status_ != status::member || own_ == before)
+    return changed;
+  auto lost = before - own_;
+  for (auto& [seq, o] : offers_)
+    lost -= o.vnodes; // given away by us: the receiver's route may come round first
+  if (!lost.empty()) {
+    tree_event e;
+    e.what = tree_event::kind::disowned;
+    e.at = now;
+    e.peer = by;
+    e.vnodes = std::move(lost);
+    out.events.push_back(std::move(e));
+  }
+  return changed;
+}
+
 bool supervisor::apply_routes(const std::vector<wire::route_entry>& routes) {
   bool touched_own = false, changed_any = false;
   for (auto& r : routes) {
@@ -1277,7 +1297,7 @@ void supervisor::do_message(timestamp now, proc_id from, const wire::message& m,
             refute(now, from, out);
           return;
         }
-        apply_routes(msg.routes);
+        apply_told_routes(now, from, msg.routes, out);
         if (depart(now, msg.who, msg.incarnation, out))
           for (auto s : sponsored(now))
             if (s != msg.who && s != from)
@@ -1291,7 +1311,7 @@ void supervisor::do_message(timestamp now, proc_id from, const wire::message& m,
       } else if constexpr (std::is_same_v<T, wire::vnode_handover_ack>) {
         on_vnode_handover_ack(now, from, msg, out);
       } else if constexpr (std::is_same_v<T, wire::routing_update>) {
-        if (apply_routes(msg.routes))
+        if (apply_told_routes(now, from, msg.routes, out))
           for (auto s : sponsored(now))
             if (s != from)
               send(out, s, msg);
@@ -1521,7 +1541,7 @@ void supervisor::merge_view(timestamp now, const wire::bw_reply& m, outbox& out)
   bool news = false;
   for (auto& mem : m.members)
     news = admit(now, mem, out) || news;
-  apply_routes(foreign_routes(m.routes));
+  apply_told_routes(now, no_proc, foreign_routes(m.routes), out);
   if (news)
     trigger(now, out); // new trees exist
 }

@@ -398,6 +398,14 @@ struct ctl_fixture : cluster_fixture {
     return c;
   }
 
+  /// Every node's log, for failure messages.
+  std::string all_logs() const {
+    std::string text;
+    for (auto& [id, c] : nodes)
+      text += "\n--- node " + std::to_string(id) + " ---\n" + slurp(c.log);
+    return text;
+  }
+
   void send(ctl& c, const std::string& line) {
     auto text = line + "\n";
     BOOST_REQUIRE_MESSAGE(::write(c.in, text.data(), text.size()) == static_cast<ssize_t>(text.size()),
@@ -755,7 +763,7 @@ BOOST_FIXTURE_TEST_CASE(a_silent_node_is_taken_for_crashed_and_yields_its_vnodes
   // Awake again: it hears the crash notice, yields vnode 1 and rejoins without vnodes.
   BOOST_REQUIRE(::kill(nodes[1].pid, SIGCONT) == 0);
   BOOST_REQUIRE_MESSAGE(until(20s, [&] { return status_of(1).at("vnodes").get<std::string>().empty(); }),
-                        "node 1 still claims vnodes: " << slurp(nodes[1].log));
+                        "node 1 still claims vnodes: " << all_logs());
   BOOST_TEST(slurp(nodes[1].log).find("vnodes_disowned") != std::string::npos, slurp(nodes[1].log));
   BOOST_REQUIRE(all_see({0, 1, 2, 3}, 4));
   BOOST_TEST(status_of(2).at("vnodes").get<std::string>() == "1-2");

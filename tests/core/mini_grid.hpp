@@ -142,6 +142,13 @@ public:
   /// (messages, timers) waits until then, in order; the others' connections stay open.
   void freeze(proc_id p, duration d) { frozen_[p] = now_ + d; }
 
+  /// Every message for which `which` returns true takes `extra` longer (a slow path; the
+  /// pair's later messages wait behind it, FIFO as ever). Replaces an earlier one.
+  void slow(std::function<bool(const wire::envelope&)> which, duration extra) {
+    slow_ = std::move(which);
+    slow_extra_ = extra;
+  }
+
   /// Processor `at` is told that `p` is unreachable (a refused connection), now.
   void suspect(proc_id at, proc_id p) {
     outbox out;
@@ -336,6 +343,8 @@ private:
       auto bw = topo_.path_bandwidth(e.from, e.to);
       auto tx = bw == infinite_rate ? duration{0} : duration{static_cast<std::int64_t>(bytes / bw * 1e9)};
       auto at = now_ + topo_.send_overhead + tx + topo_.one_way(e.from, e.to);
+      if (slow_ && slow_(e))
+        at += slow_extra_;
       // FIFO per ordered pair, as TCP and the emulated network guarantee.
       auto& last = last_[{e.from, e.to}];
       at = std::max(at, last);
@@ -492,6 +501,8 @@ private:
   std::vector<std::string> conflicts_;
   std::vector<std::pair<proc_id, tree_event>> crash_events_;
   std::map<proc_id, timestamp> frozen_; ///< freeze(): until when
+  std::function<bool(const wire::envelope&)> slow_; ///< slow(): which messages
+  duration slow_extra_{0};
   std::map<proc_id, std::vector<tree_event>> rider_events_; ///< for the rider, not yet seen
   std::map<vnode_id, std::string> history_;
 };

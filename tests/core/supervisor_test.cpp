@@ -425,6 +425,36 @@ BOOST_AUTO_TEST_CASE(a_wrongly_suspected_processor_learns_it_lost_its_vnodes) {
   check_trees(g);
 }
 
+BOOST_AUTO_TEST_CASE(a_suspect_that_hears_the_adopters_claim_first_reports_the_loss_once) {
+  // As above, but the notice from 2 to 3 is slow (over TCP: the suspect, waking, reads
+  // the adopter's connection first), so 4's claim over 3's vnodes reaches 3 before it
+  // knows it was taken for crashed. The vnodes are gone the moment the claim lands:
+  // that is when 3 must report them lost, once, and not again when the notice follows.
+  mini_grid g{tiny(), 13};
+  g.start(0, 4);
+  g.run();
+  g.slow([](const wire::envelope& e) {
+    return e.from == 2 && e.to == 3 && std::holds_alternative<wire::member_left>(e.body);
+  }, std::chrono::seconds(1));
+  g.suspect(2, 3);
+  g.run_for(std::chrono::milliseconds(900)); // claimed (adopt_delay 100 ms), not yet told
+  BOOST_TEST_REQUIRE(crash_events(g, tree_event::kind::adopted).size() == 1u);
+  BOOST_TEST_REQUIRE(g.sup(3)->own_vnodes().empty()); // the claim has landed
+  auto disowned = crash_events(g, tree_event::kind::disowned);
+  BOOST_TEST_REQUIRE(disowned.size() == 1u);
+  BOOST_TEST(disowned[0].first == 3u);
+  BOOST_TEST(disowned[0].second.peer == 4u); // the adopter told us
+  BOOST_TEST((disowned[0].second.vnodes == vnode_set::range(12, 16)));
+  g.run(); // the notice: 3 comes back as a new incarnation, nothing more to report
+  BOOST_TEST(crash_events(g, tree_event::kind::disowned).size() == 1u);
+  for (proc_id p = 0; p < 8; ++p)
+    BOOST_TEST(g.sup(p)->is_member(3), "processor " << p << " lost 3");
+  BOOST_TEST(g.sup(3)->own_vnodes().empty());
+  BOOST_TEST((g.sup(4)->own_vnodes() == vnode_set::range(12, 20)));
+  check_routing(g, 32);
+  check_trees(g);
+}
+
 BOOST_AUTO_TEST_CASE(a_watcher_that_did_not_run_does_not_bury_its_successor) {
   // Processor 2 is frozen (SIGSTOP) for 10 s, far beyond crash_timeout: its own watch of
   // 3 fires late, and must not take 3's silence, which was its own, for a crash.

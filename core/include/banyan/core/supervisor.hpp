@@ -308,6 +308,12 @@ private:
   void set_own(vnode_set own);
   /// Returns whether anything changed.
   bool apply_routes(const std::vector<wire::route_entry>& routes);
+  /// `apply_routes` for routes another processor told us of (`by`; no_proc: a probe's
+  /// view). A vnode of ours they name as another's, and not on offer by us, was claimed
+  /// over us (we were taken for crashed, and the adopter's claim came before the
+  /// notice): reported as `disowned`.
+  bool apply_told_routes(timestamp now, proc_id by, const std::vector<wire::route_entry>& routes,
+                         outbox& out);
   /// Offers vnodes to a newcomer that asked for them (those not already on offer).
   void hand_over(const vnode_set& vnodes, proc_id to, outbox& out);
   void offer(const vnode_set& vnodes, proc_id to, bool leaving, outbox& out);
