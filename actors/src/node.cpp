@@ -305,11 +305,6 @@ struct node::impl {
 node::node(node_config cfg) : impl_(std::make_unique<impl>(std::move(cfg))) {
   impl_->own_cfg = std::make_unique<caf::actor_system_config>();
   impl_->own_cfg->set("scheduler.max-threads", impl_->cfg.threads);
-  // Work sharing: idle workers sleep on a condition variable. CAF's default (work
-  // stealing) polls for 25 ms after each job, waking every 50 us: thousands of wake-ups
-  // a second per worker that take the CPU from the transport's loop on a small machine
-  // (docs/benchmarks.md, 2026-11-21 session 6). The node's own actor is detached.
-  impl_->own_cfg->set("scheduler.policy", caf::atom("sharing"));
   impl_->own_sys = std::make_unique<caf::actor_system>(*impl_->own_cfg);
   impl_->sys = impl_->own_sys.get();
   impl_->shared->status.id = impl_->cfg.id;
