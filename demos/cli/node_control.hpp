@@ -10,6 +10,8 @@
 //   <- acks on [P:V ...]|off each node acks each broadcast it delivered all its vnodes of
 //                            with one empty message to vnode V of the origin P; the origin
 //                            prints {"ev":"acked","op":"O:S","acks":M} once all have acked
+//                            (holding its bcast/delivered lines back until then, at
+//                            most 50 ms: see emit_or_hold)
 //   <- send VNODE BYTES      -> {"ev":"sent","op":"O:S","size":B}; the receiver: delivered
 //   <- reduce SEQ ROOT COUNT OP TYPE
 //                            -> the root's owner {"ev":"reduced","seq":S,"vnodes":K,"ok":bool},
@@ -103,6 +105,13 @@ private:
   /// The sequence number the next operation started here will get.
   std::uint64_t next_seq();
   void started(const wire::collective_id& id, std::uint64_t predicted);
+  /// Writes `j`, or holds it back while one of our broadcasts started less than
+  /// `hold_limit` ago waits for its acks: the driver, woken by every line, would take
+  /// the CPU from the operation being timed. Held lines go out right before that
+  /// broadcast's "acked" line, or from `collect` once `hold_limit` has passed.
+  void emit_or_hold(nlohmann::json j);
+  /// The held lines, in order (under mtx_); emits them.
+  void flush_held_locked();
 
   banyan::node& n_;
   vnode_set wanted_;
@@ -125,7 +134,10 @@ private:
     std::set<proc_id> acked;
     std::string name;
     std::int64_t acked_at = -1; ///< when the last ack came (t_us); -1: not yet
+    std::int64_t started_at = 0; ///< t_us
   };
+  std::vector<nlohmann::json> held_; ///< see emit_or_hold
+  std::int64_t held_since_ = 0;      ///< t_us of the first held line
   std::map<std::uint64_t, awaiting> awaiting_;
   std::list<std::future<void>> pending_;
   struct watched {
