@@ -363,6 +363,10 @@ void control_session::collect() {
 
 void control_session::finish(std::chrono::milliseconds limit) {
   collect(); // after `node::stop`, every watched operation has its outcome
+  {
+    std::lock_guard<std::mutex> lk(mtx_);
+    flush_held_locked(); // no acks will come any more
+  }
   std::list<std::future<void>> all;
   {
     std::lock_guard<std::mutex> lk(mtx_);
