@@ -277,11 +277,8 @@ void control_session::emit_or_hold(nlohmann::json j) {
       held_.push_back(std::move(j));
       return;
     }
-    if (held_.empty()) {
-      // Nothing held: write it (outside the lock, like every other line).
-    } else {
-      flush_held_locked(); // keep the order
-    }
+    if (!held_.empty())
+      flush_held_locked(); // the held lines first
   }
   emit_(std::move(j));
 }
@@ -671,11 +668,11 @@ void control_session::on_delivery(const node_delivery& d) {
   const auto t = now_us(); // when it came, not when it was checked
   emit_or_hold({{"ev", "delivered"},
                 {"t_us", t},
-         {"op", op_name(d.op)},
-         {"kind", message ? "message" : "broadcast"},
-         {"vnodes", d.vnodes.size()},
-         {"size", d.payload.size()},
-         {"ok", is_pattern(d.payload, seq)}});
+                {"op", op_name(d.op)},
+                {"kind", message ? "message" : "broadcast"},
+                {"vnodes", d.vnodes.size()},
+                {"size", d.payload.size()},
+                {"ok", is_pattern(d.payload, seq)}});
 }
 
 } // namespace banyan::cli
