@@ -18,8 +18,6 @@ using namespace std::chrono_literals;
 
 /// How long an operation may stay pending before it is reported as timed out.
 constexpr auto op_timeout = 300s;
-/// How long output lines may be held back while a broadcast of ours waits for acks (us).
-constexpr std::int64_t hold_limit_us = 50'000;
 
 /// Payloads are made and checked 256 bytes at a time: the pattern repeats with that period.
 std::array<std::uint8_t, 256> pattern_period(std::uint64_t seq) {
@@ -214,8 +212,9 @@ bool reduce_result_ok(const reduce_op& op, const vnode_set& vnodes, std::size_t 
 
 // --- control_session ----------------------------------------------------------------
 
-control_session::control_session(banyan::node& n, vnode_set wanted, emit_fn emit)
-  : n_(n), wanted_(std::move(wanted)), emit_(std::move(emit)) {
+control_session::control_session(banyan::node& n, vnode_set wanted, emit_fn emit,
+                                 std::chrono::microseconds hold)
+  : n_(n), wanted_(std::move(wanted)), emit_(std::move(emit)), hold_us_(hold.count()) {
   n_.on_deliver([this](const node_delivery& d) { on_delivery(d); });
 }
 
@@ -268,7 +267,7 @@ void control_session::emit_or_hold(nlohmann::json j) {
     std::lock_guard<std::mutex> lk(mtx_);
     const auto now = now_us();
     for (auto& [seq, a] : awaiting_) {
-      if (a.acked_at >= 0 || now - a.started_at >= hold_limit_us)
+      if (a.acked_at >= 0 || now - a.started_at >= hold_us_)
         continue;
       if (!j.contains("t_us"))
         j["t_us"] = now; // when it happened, not when it is written
@@ -320,7 +319,7 @@ void control_session::collect() {
   std::vector<std::string> late;
   {
     std::lock_guard<std::mutex> lk(mtx_);
-    if (!held_.empty() && now_us() - held_since_ >= hold_limit_us)
+    if (!held_.empty() && now_us() - held_since_ >= hold_us_)
       flush_held_locked();
     const auto now = std::chrono::steady_clock::now();
     for (auto it = watched_.begin(); it != watched_.end();) {

@@ -27,6 +27,7 @@
 // (i*131 + S) & 0xff. Vnode v contributes element i = ((v*31 + i*7 + SEQ) % 17) - 8 to
 // reduction SEQ; the root's owner checks the result against that formula.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -71,7 +72,10 @@ public:
   using emit_fn = std::function<void(nlohmann::json)>;
 
   /// `wanted`: the vnodes asked for when joining again (empty: a share).
-  control_session(banyan::node& n, vnode_set wanted, emit_fn emit);
+  /// `hold`: how long the origin may hold its lines back while its broadcast waits for
+  /// acks (see `emit_or_hold`).
+  control_session(banyan::node& n, vnode_set wanted, emit_fn emit,
+                  std::chrono::microseconds hold = std::chrono::milliseconds(50));
   ~control_session();
 
   /// After found or join succeeded: prints "ready".
@@ -105,10 +109,10 @@ private:
   /// The sequence number the next operation started here will get.
   std::uint64_t next_seq();
   void started(const wire::collective_id& id, std::uint64_t predicted);
-  /// Writes `j`, or holds it back while one of our broadcasts started less than
-  /// `hold_limit` ago waits for its acks: the driver, woken by every line, would take
-  /// the CPU from the operation being timed. Held lines go out right before that
-  /// broadcast's "acked" line, or from `collect` once `hold_limit` has passed.
+  /// Writes `j`, or holds it back while one of our broadcasts started less than `hold`
+  /// ago waits for its acks: the driver, woken by every line, would take the CPU from
+  /// the operation being timed. Held lines go out right before an "acked" line, from
+  /// `collect` once `hold` has passed since the first was held, and from `finish`.
   void emit_or_hold(nlohmann::json j);
   /// The held lines, in order (under mtx_); emits them.
   void flush_held_locked();
@@ -116,6 +120,7 @@ private:
   banyan::node& n_;
   vnode_set wanted_;
   emit_fn emit_;
+  std::int64_t hold_us_; ///< see emit_or_hold
 
   std::mutex mtx_; // guards what follows (the actor's handler and the command thread)
   std::uint64_t next_seq_ = 1;
