@@ -212,8 +212,9 @@ bool reduce_result_ok(const reduce_op& op, const vnode_set& vnodes, std::size_t 
 
 // --- control_session ----------------------------------------------------------------
 
-control_session::control_session(banyan::node& n, vnode_set wanted, emit_fn emit)
-  : n_(n), wanted_(std::move(wanted)), emit_(std::move(emit)) {
+control_session::control_session(banyan::node& n, vnode_set wanted, emit_fn emit,
+                                 std::chrono::microseconds hold)
+  : n_(n), wanted_(std::move(wanted)), emit_(std::move(emit)), hold_us_(hold.count()) {
   n_.on_deliver([this](const node_delivery& d) { on_delivery(d); });
 }
 
@@ -261,6 +262,32 @@ void control_session::started(const wire::collective_id& id, std::uint64_t predi
                         + std::to_string(predicted) + ": its payload pattern is off"}});
 }
 
+void control_session::emit_or_hold(nlohmann::json j) {
+  {
+    std::lock_guard<std::mutex> lk(mtx_);
+    const auto now = now_us();
+    for (auto& [seq, a] : awaiting_) {
+      if (a.acked_at >= 0 || now - a.started_at >= hold_us_)
+        continue;
+      if (!j.contains("t_us"))
+        j["t_us"] = now; // when it happened, not when it is written
+      if (held_.empty())
+        held_since_ = now;
+      held_.push_back(std::move(j));
+      return;
+    }
+    if (!held_.empty())
+      flush_held_locked(); // the held lines first
+  }
+  emit_(std::move(j));
+}
+
+void control_session::flush_held_locked() {
+  for (auto& h : held_)
+    emit_(std::move(h));
+  held_.clear();
+}
+
 template <class T, class F>
 void control_session::await(std::future<T> f, std::string what, F then) {
   auto task = [this, f = std::move(f), what = std::move(what), then = std::move(then)]() mutable {
@@ -292,6 +319,8 @@ void control_session::collect() {
   std::vector<std::string> late;
   {
     std::lock_guard<std::mutex> lk(mtx_);
+    if (!held_.empty() && now_us() - held_since_ >= hold_us_)
+      flush_held_locked();
     const auto now = std::chrono::steady_clock::now();
     for (auto it = watched_.begin(); it != watched_.end();) {
       if (it->f.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
@@ -330,6 +359,10 @@ void control_session::collect() {
 
 void control_session::finish(std::chrono::milliseconds limit) {
   collect(); // after `node::stop`, every watched operation has its outcome
+  {
+    std::lock_guard<std::mutex> lk(mtx_);
+    flush_held_locked(); // no acks will come any more
+  }
   std::list<std::future<void>> all;
   {
     std::lock_guard<std::mutex> lk(mtx_);
@@ -409,6 +442,7 @@ void control_session::cmd_bcast(std::istringstream& in) {
     std::lock_guard<std::mutex> lk(mtx_);
     if (acks_) {
       auto& a = awaiting_[seq];
+      a.started_at = t0;
       for (auto m : members)
         if (m != n_.id())
           a.expected.insert(m);
@@ -433,6 +467,7 @@ void control_session::cmd_bcast(std::istringstream& in) {
             if (it != awaiting_.end()) {
               it->second.name = op_name(*id);
               if (it->second.acked_at >= 0) {
+                flush_held_locked();
                 emit_({{"ev", "acked"}, {"op", it->second.name}, {"acks", it->second.acked.size()},
                        {"t_us", it->second.acked_at}});
                 awaiting_.erase(it);
@@ -440,7 +475,7 @@ void control_session::cmd_bcast(std::istringstream& in) {
             }
           }
           // t_us is when the broadcast was started, not when this line is written.
-          emit_({{"ev", "bcast"}, {"op", op_name(*id)}, {"size", size}, {"t_us", t0}});
+          emit_or_hold({{"ev", "bcast"}, {"op", op_name(*id)}, {"size", size}, {"t_us", t0}});
         });
 }
 
@@ -593,6 +628,7 @@ void control_session::on_delivery(const node_delivery& d) {
                          std::chrono::steady_clock::now().time_since_epoch())
                          .count();
           if (!a.name.empty()) {
+            flush_held_locked();
             emit_({{"ev", "acked"}, {"op", a.name}, {"acks", a.acked.size()}, {"t_us", a.acked_at}});
             awaiting_.erase(it);
           }
@@ -629,13 +665,13 @@ void control_session::on_delivery(const node_delivery& d) {
     return;
   const auto seq = d.op.seq;
   const auto t = now_us(); // when it came, not when it was checked
-  emit_({{"ev", "delivered"},
-         {"t_us", t},
-         {"op", op_name(d.op)},
-         {"kind", message ? "message" : "broadcast"},
-         {"vnodes", d.vnodes.size()},
-         {"size", d.payload.size()},
-         {"ok", is_pattern(d.payload, seq)}});
+  emit_or_hold({{"ev", "delivered"},
+                {"t_us", t},
+                {"op", op_name(d.op)},
+                {"kind", message ? "message" : "broadcast"},
+                {"vnodes", d.vnodes.size()},
+                {"size", d.payload.size()},
+                {"ok", is_pattern(d.payload, seq)}});
 }
 
 } // namespace banyan::cli

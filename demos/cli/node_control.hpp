@@ -10,6 +10,8 @@
 //   <- acks on [P:V ...]|off each node acks each broadcast it delivered all its vnodes of
 //                            with one empty message to vnode V of the origin P; the origin
 //                            prints {"ev":"acked","op":"O:S","acks":M} once all have acked
+//                            (holding its bcast/delivered lines back until then, at
+//                            most 50 ms: see emit_or_hold)
 //   <- send VNODE BYTES      -> {"ev":"sent","op":"O:S","size":B}; the receiver: delivered
 //   <- reduce SEQ ROOT COUNT OP TYPE
 //                            -> the root's owner {"ev":"reduced","seq":S,"vnodes":K,"ok":bool},
@@ -25,6 +27,7 @@
 // (i*131 + S) & 0xff. Vnode v contributes element i = ((v*31 + i*7 + SEQ) % 17) - 8 to
 // reduction SEQ; the root's owner checks the result against that formula.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -69,7 +72,10 @@ public:
   using emit_fn = std::function<void(nlohmann::json)>;
 
   /// `wanted`: the vnodes asked for when joining again (empty: a share).
-  control_session(banyan::node& n, vnode_set wanted, emit_fn emit);
+  /// `hold`: how long the origin may hold its lines back while its broadcast waits for
+  /// acks (see `emit_or_hold`).
+  control_session(banyan::node& n, vnode_set wanted, emit_fn emit,
+                  std::chrono::microseconds hold = std::chrono::milliseconds(50));
   ~control_session();
 
   /// After found or join succeeded: prints "ready".
@@ -103,10 +109,18 @@ private:
   /// The sequence number the next operation started here will get.
   std::uint64_t next_seq();
   void started(const wire::collective_id& id, std::uint64_t predicted);
+  /// Writes `j`, or holds it back while one of our broadcasts started less than `hold`
+  /// ago waits for its acks: the driver, woken by every line, would take the CPU from
+  /// the operation being timed. Held lines go out right before an "acked" line, from
+  /// `collect` once `hold` has passed since the first was held, and from `finish`.
+  void emit_or_hold(nlohmann::json j);
+  /// The held lines, in order (under mtx_); emits them.
+  void flush_held_locked();
 
   banyan::node& n_;
   vnode_set wanted_;
   emit_fn emit_;
+  std::int64_t hold_us_; ///< see emit_or_hold
 
   std::mutex mtx_; // guards what follows (the actor's handler and the command thread)
   std::uint64_t next_seq_ = 1;
@@ -125,7 +139,10 @@ private:
     std::set<proc_id> acked;
     std::string name;
     std::int64_t acked_at = -1; ///< when the last ack came (t_us); -1: not yet
+    std::int64_t started_at = 0; ///< t_us
   };
+  std::vector<nlohmann::json> held_; ///< see emit_or_hold
+  std::int64_t held_since_ = 0;      ///< t_us of the first held line
   std::map<std::uint64_t, awaiting> awaiting_;
   std::list<std::future<void>> pending_;
   struct watched {

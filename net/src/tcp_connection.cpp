@@ -127,6 +127,7 @@ void tcp_impl::connect_to(peer_state& p, const sockaddr* addr) {
   auto* c = new_connection(this, &loop_, connection::role::initiator, cfg_.max_frame);
   c->peer = p.id;
   c->remote = p.address;
+  c->link = p.queued;
   conns_.insert(c);
   p.out = c;
   uv_tcp_nodelay(&c->tcp, 1);
@@ -401,6 +402,7 @@ void tcp_impl::on_acceptor_ack(connection* c) {
   assert(p != nullptr && p->out == c);
   p->backoff = cfg_.backoff_initial;
   pump(c, *p);
+  update_direct(*p);
 }
 
 // Acceptor: Frames after the handshake.
@@ -473,8 +475,9 @@ void tcp_impl::pump(connection* c, peer_state& p) {
       p.ready.pop_front();
     }
     for (auto& f : w->frames) {
-      w->bufs.push_back(uv_buf_init(reinterpret_cast<char*>(f.head.data()),
-                                    static_cast<unsigned>(f.head.size())));
+      if (!f.head.empty()) // empty: the rest of a frame `send` wrote part of
+        w->bufs.push_back(uv_buf_init(reinterpret_cast<char*>(f.head.data()),
+                                      static_cast<unsigned>(f.head.size())));
       if (!f.tail.empty()) // libuv only reads it: the cast drops a const it does not need
         w->bufs.push_back(uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(f.tail.data())),
                                       static_cast<unsigned>(f.tail.size())));
@@ -509,8 +512,10 @@ void tcp_impl::on_write(write_req* w, int status) {
     return;
   }
   if (c->side == connection::role::initiator && c->state == connection::phase::established)
-    if (auto* p = find_peer(c->peer); p != nullptr && p->out == c)
+    if (auto* p = find_peer(c->peer); p != nullptr && p->out == c) {
       pump(c, *p);
+      update_direct(*p); // idle again: senders may write directly
+    }
 }
 
 // --- closing ----------------------------------------------------------------------------
@@ -530,6 +535,14 @@ void tcp_impl::close_conn(connection* c, transport_event::kind kind, const std::
     --pending_inbound_;
   }
   uv_timer_stop(&c->timer);
+  if (c->link) {
+    // Nobody writes to this socket directly any more (the lock waits for one who does).
+    uv_os_fd_t fd = -1;
+    uv_fileno(reinterpret_cast<const uv_handle_t*>(&c->tcp), &fd);
+    std::lock_guard<std::mutex> dl(c->link->direct_mtx);
+    if (fd >= 0 && c->link->fd == fd)
+      c->link->fd = -1;
+  }
   uv_close(reinterpret_cast<uv_handle_t*>(&c->tcp), on_handle_close);
   uv_close(reinterpret_cast<uv_handle_t*>(&c->timer), on_handle_close);
 

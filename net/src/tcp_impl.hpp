@@ -5,7 +5,10 @@
 //
 // Threads. Everything below `loop thread only` is touched by the loop thread alone. The
 // rest is guarded by `mtx_`, except the byte counters, which are atomic so that the loop
-// can release bytes without the lock. Callbacks run on the loop thread without `mtx_`.
+// can release bytes without the lock, and each peer's direct path (`byte_counter::fd`,
+// `byte_counter::queued_frames`), guarded by its own `byte_counter::direct_mtx`. Lock
+// order: a peer's `direct_mtx`, then `mtx_`; the loop never takes a `direct_mtx` while it
+// holds `mtx_`. Callbacks run on the loop thread without `mtx_`.
 //
 // Lifetimes. Every libuv handle lives until its close callback: a connection owns a TCP
 // handle and a timer and deletes itself when both have closed; `loop_timer` nodes delete
@@ -52,10 +55,27 @@ inline constexpr std::size_t max_direct_read = 4u << 20;
 /// Inbound connections allowed to be in their handshake at once.
 inline constexpr std::size_t max_pending_inbound = 256;
 
-/// Bytes accepted for one peer and not yet handed to the kernel. Shared by the directory
-/// (`send`) and the loop; a removed peer's counter goes away with its frames.
+/// Frames of at most this many bytes may be written by `send` straight to an idle
+/// connection's socket (the direct path, docs/transport.md "Threading"); larger ones
+/// always go through the loop.
+inline constexpr std::size_t direct_write_max = 64u << 10;
+
+/// Bytes accepted for one peer and not yet handed to the kernel, and the peer's direct
+/// path. Shared by the directory (`send`) and the loop; a removed peer's counter goes
+/// away with its frames.
 struct byte_counter {
   std::atomic<std::size_t> bytes{0};
+  /// Guards `fd` and `queued_frames`; held across a direct write, so that the loop
+  /// cannot begin a write of its own, or close the socket, in the middle of one.
+  std::mutex direct_mtx;
+  /// The established outbound connection's socket while it is idle (nothing in libuv,
+  /// nothing waiting in the peer's queues, `queued_frames` 0): any thread holding
+  /// `direct_mtx` may then write a whole frame to it. -1 otherwise. Set by the loop only.
+  int fd = -1;
+  /// Frames `send` gave to the loop (in `commands_`, or being processed) and the loop
+  /// has not yet put in the peer's queues. While any are, nobody writes directly, so
+  /// nothing overtakes them.
+  std::size_t queued_frames = 0;
 };
 using counter_ptr = std::shared_ptr<byte_counter>;
 
@@ -144,6 +164,7 @@ struct connection {
   bool unreachable = false;  ///< initiator: nobody (or `reached`) runs at the address
   proc_id reached = no_proc; ///< initiator: the processor that answered instead
   bool pending = false;      ///< counted in tcp_impl::pending_inbound_
+  counter_ptr link;          ///< initiator: the peer's counter, whose `fd` may be this socket
   std::string remote_ip;     ///< acceptor: the initiator's address without the port
   int open_handles = 0;
 };
@@ -202,6 +223,10 @@ public:
   void enqueue(peer_state& p, out_frame f);
   void release_delay_line(peer_state& p);
   void flush(peer_state& p);
+  /// Opens the peer's direct path (its socket in `byte_counter::fd`) when its outbound
+  /// connection is established and idle and no frame is on its way to the loop; closes
+  /// it otherwise. Call whenever one of those changes.
+  void update_direct(peer_state& p);
   void maybe_connect(peer_state& p);
   void on_resolved(resolve_req* r, int status, addrinfo* res);
   /// Arms the reconnect timer after an outbound connection closed or could not be made;

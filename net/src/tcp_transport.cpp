@@ -13,6 +13,8 @@
 #include <cstring>
 #include <utility>
 
+#include <sys/uio.h>
+
 #include "tcp_impl.hpp"
 
 namespace banyan::net {
@@ -97,6 +99,34 @@ void ignore_sigpipe() {
     sigemptyset(&ignore.sa_mask);
     sigaction(SIGPIPE, &ignore, nullptr);
   }
+}
+
+/// Writes as much of `f` as the socket takes now (a non-blocking `writev`); returns the
+/// bytes written, 0 when it takes nothing or fails (the loop's write reports the error).
+std::size_t write_direct(int fd, const schema::frame_bytes& f) {
+  iovec iov[2];
+  int n = 0;
+  if (!f.head.empty())
+    iov[n++] = {const_cast<std::uint8_t*>(f.head.data()), f.head.size()};
+  if (!f.tail.empty()) // writev only reads it: the cast drops a const it does not need
+    iov[n++] = {const_cast<std::uint8_t*>(f.tail.data()), f.tail.size()};
+  ssize_t r;
+  do
+    r = ::writev(fd, iov, n);
+  while (r < 0 && errno == EINTR);
+  return r > 0 ? static_cast<std::size_t>(r) : 0;
+}
+
+/// What is left of `f` after its first `n` bytes (fewer than its size) were written.
+schema::frame_bytes frame_rest(schema::frame_bytes f, std::size_t n) {
+  if (n < f.head.size()) {
+    f.head.erase(f.head.begin(), f.head.begin() + static_cast<std::ptrdiff_t>(n));
+    return f;
+  }
+  n -= f.head.size();
+  f.head.clear();
+  f.tail = f.tail.slice(n, f.tail.size() - n);
+  return f;
 }
 
 std::uint64_t whole_ms(duration d) {
@@ -335,6 +365,7 @@ send_status tcp_impl::send(wire::envelope e, send_options opt) {
     return send_status::oversized;
 
   counter_ptr counter;
+  bool on_loop = false;
   {
     std::lock_guard<std::mutex> lk(mtx_);
     if (state_ != run_state::running)
@@ -350,23 +381,50 @@ send_status tcp_impl::send(wire::envelope e, send_options opt) {
       return send_status::backpressure;
     counter->bytes += bytes;
     total_queued_ += bytes;
+    on_loop = std::this_thread::get_id() == loop_thread_;
   }
   if (opt.return_undeliverable && !opt.returned)
     c.frame.keep = std::move(e);
   c.bytes = bytes;
   c.counter = counter;
 
+  // The direct path: to an idle, established connection with nothing on its way to it,
+  // the frame is written from this thread at once (no wake-up of the loop, no turn
+  // through libuv). Held until the frame is queued, if it is: nothing may come between
+  // a partly written frame and its rest.
+  std::unique_lock<std::mutex> dl(counter->direct_mtx);
+  if (counter->fd >= 0 && counter->queued_frames == 0 && bytes <= direct_write_max) {
+    const std::size_t written = write_direct(counter->fd, c.frame.bytes);
+    if (written == bytes) {
+      dl.unlock();
+      release(counter, bytes); // handed to the kernel
+      return send_status::queued;
+    }
+    // The socket is full (or failing): the loop takes over, with the rest of the frame
+    // first. A write error shows again on the loop's write, which closes the connection.
+    counter->fd = -1;
+    if (written > 0) {
+      c.frame.bytes = frame_rest(std::move(c.frame.bytes), written);
+      c.bytes = bytes - written;
+      release(counter, written);
+    }
+  }
+  ++counter->queued_frames;
+
   std::unique_lock<std::mutex> lk(mtx_);
   if (state_ != run_state::running) {
+    --counter->queued_frames;
     lk.unlock();
-    release(counter, bytes);
+    dl.unlock();
+    release(counter, c.bytes);
     return send_status::stopped;
   }
-  if (std::this_thread::get_id() == loop_thread_ && commands_.empty()) {
+  if (on_loop && commands_.empty()) {
     // From a callback, with nothing queued ahead of it: straight to the peer's queue
     // (and usually the socket), without a turn through the async handle. The events
     // this may cause are deferred (`direct_`).
     lk.unlock();
+    dl.unlock();
     direct_ = true;
     process(c);
     direct_ = false;
@@ -506,6 +564,10 @@ void tcp_impl::process(command& c) {
   case command::kind::frame: {
     auto* p = find_peer(c.peer);
     if (p == nullptr || p->queued != c.counter) { // removed meanwhile
+      {
+        std::lock_guard<std::mutex> dl(c.counter->direct_mtx);
+        --c.counter->queued_frames;
+      }
       release(c.counter, c.bytes);
       if (c.frame.keep) {
         transport_event ev{transport_event::kind::undeliverable, c.peer,
@@ -516,6 +578,11 @@ void tcp_impl::process(command& c) {
       break;
     }
     enqueue(*p, std::move(c.frame));
+    {
+      std::lock_guard<std::mutex> dl(c.counter->direct_mtx);
+      --c.counter->queued_frames;
+    }
+    update_direct(*p);
     break;
   }
   case command::kind::local:
@@ -671,6 +738,19 @@ void tcp_impl::flush(peer_state& p) {
     pump(p.out, p);
 }
 
+void tcp_impl::update_direct(peer_state& p) {
+  const connection* c = p.out;
+  int fd = -1;
+  if (c != nullptr && c->state == connection::phase::established && c->in_flight == 0
+      && p.ready.empty() && p.delay_line.empty() && !cfg_.shaper && !shutting_down_) {
+    uv_os_fd_t f = -1;
+    if (uv_fileno(reinterpret_cast<const uv_handle_t*>(&c->tcp), &f) == 0)
+      fd = f;
+  }
+  std::lock_guard<std::mutex> dl(p.queued->direct_mtx);
+  p.queued->fd = p.queued->queued_frames == 0 ? fd : -1;
+}
+
 void tcp_impl::maybe_connect(peer_state& p) {
   if (shutting_down_ || p.out != nullptr || p.resolving || p.retry.active())
     return;
@@ -771,6 +851,7 @@ void tcp_impl::begin_shutdown() {
   for (auto& [id, p] : peers_) {
     drop_frames(*p);
     p->out = nullptr;
+    update_direct(*p); // closed: the sockets are about to go
   }
   const std::vector<connection*> open(conns_.begin(), conns_.end());
   for (auto* c : open)

@@ -1076,3 +1076,110 @@ BOOST_AUTO_TEST_CASE(sends_from_callbacks_keep_order_and_defer_their_events) {
   BOOST_TEST(b->wait_event(kind::error, "bad address"));
   BOOST_TEST(inside_send_events.load() == 0);
 }
+
+// The direct path (docs/transport.md, "Threading"): a send from another thread than the
+// loop's writes to an idle, established connection itself.
+BOOST_AUTO_TEST_CASE(off_loop_sends_go_out_while_the_loop_is_busy_and_queued_frames_keep_order) {
+  std::mutex gate_m;
+  std::condition_variable gate_cv;
+  bool blocked = false;
+  bool open = false;
+  // a's loop blocks in its deliver callback on a ping of seq 7, until the test opens it.
+  auto a = make_node(1, config(1), [&](node&, const wire::envelope& e) {
+    auto* p = std::get_if<wire::ping>(&e.body);
+    if (p == nullptr || p->seq != 7)
+      return;
+    std::unique_lock<std::mutex> lk(gate_m);
+    blocked = true;
+    gate_cv.notify_all();
+    gate_cv.wait_for(lk, patience, [&] { return open; });
+  });
+  auto b = make_node(2);
+  a->t().add_peer(2, b->address());
+  b->t().add_peer(1, a->address());
+  // a -> b established and idle.
+  BOOST_TEST_REQUIRE(a->t().send(ping_to(2, 0)) == net::send_status::queued);
+  BOOST_TEST_REQUIRE(b->wait_received(1));
+  BOOST_TEST_REQUIRE(a->t().drain(patience));
+
+  BOOST_TEST_REQUIRE(b->t().send(ping_to(1, 7)) == net::send_status::queued);
+  {
+    std::unique_lock<std::mutex> lk(gate_m);
+    BOOST_TEST_REQUIRE(gate_cv.wait_for(lk, patience, [&] { return blocked; }));
+  }
+  // a's loop is stuck: this frame can only reach b if this thread writes it.
+  BOOST_TEST_REQUIRE(a->t().send(ping_to(2, 1)) == net::send_status::queued);
+  const bool arrived_while_blocked = b->wait_received(2);
+  // A frame too large for the direct path waits for the loop; the small ones after it
+  // must wait behind it, although the connection is idle.
+  BOOST_TEST_REQUIRE(a->t().send(big_to(2, 2, 200u << 10)) == net::send_status::queued);
+  for (std::uint64_t s = 3; s < 6; ++s)
+    BOOST_TEST_REQUIRE(a->t().send(ping_to(2, s)) == net::send_status::queued);
+  const bool overtook = b->received() > 2; // nothing can come before the loop runs
+  {
+    std::lock_guard<std::mutex> lk(gate_m);
+    open = true;
+    gate_cv.notify_all();
+  }
+  BOOST_TEST(arrived_while_blocked);
+  BOOST_TEST(!overtook);
+  BOOST_TEST_REQUIRE(b->wait_received(6));
+  const auto inbox = b->inbox();
+  for (std::size_t i = 0; i < inbox.size(); ++i)
+    BOOST_TEST(seq_of(inbox[i]) == i);
+  // Once the loop has written the large frame, the path opens again.
+  BOOST_TEST_REQUIRE(a->t().drain(patience));
+  BOOST_TEST_REQUIRE(a->t().send(ping_to(2, 6)) == net::send_status::queued);
+  BOOST_TEST_REQUIRE(b->wait_received(7));
+  BOOST_TEST(seq_of(b->inbox().back()) == 6u);
+  BOOST_TEST(a->t().queued_bytes(2) == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(off_loop_sends_from_several_threads_arrive_whole_and_in_order) {
+  // Frames of mixed sizes, some above the direct path's limit, from four threads at once:
+  // the socket fills (partly written frames whose rest the loop sends), the path opens and
+  // closes all the time. Every frame arrives whole, each thread's in its order.
+  constexpr std::uint64_t threads = 4;
+  constexpr std::uint64_t per_thread = 600;
+  const std::uint32_t paddings[] = {0, 30u << 10, 1000, 60u << 10, 90u << 10, 7};
+  auto a = make_node(1);
+  auto b = make_node(2);
+  a->t().add_peer(2, b->address());
+  auto padding_of = [&](std::uint64_t i) { return paddings[i % std::size(paddings)]; };
+  std::atomic<int> refused{0};
+  std::vector<std::thread> senders;
+  for (std::uint64_t t = 0; t < threads; ++t)
+    senders.emplace_back([&, t] {
+      for (std::uint64_t i = 0; i < per_thread; ++i) {
+        const std::uint64_t seq = (t << 32) | i;
+        const auto pad = padding_of(i);
+        refused += a->t().send(pad == 0 ? ping_to(2, seq) : big_to(2, seq, pad))
+                   != net::send_status::queued;
+      }
+    });
+  for (auto& s : senders)
+    s.join();
+  BOOST_TEST_REQUIRE(refused.load() == 0);
+  BOOST_TEST_REQUIRE(b->wait_received(threads * per_thread));
+  std::vector<std::uint64_t> next(threads, 0);
+  for (auto& e : b->inbox()) {
+    const auto seq = seq_of(e);
+    const auto t = seq >> 32;
+    const auto i = seq & 0xffffffffu;
+    BOOST_TEST_REQUIRE(t < threads);
+    BOOST_TEST_REQUIRE(i == next[t]);
+    ++next[t];
+    const auto pad = padding_of(i);
+    if (pad == 0) {
+      BOOST_TEST_REQUIRE(std::holds_alternative<wire::ping>(e.body));
+    } else {
+      auto* r = std::get_if<wire::bw_reply>(&e.body);
+      BOOST_TEST_REQUIRE(r != nullptr);
+      BOOST_TEST_REQUIRE(r->padding == pad);
+    }
+  }
+  for (std::uint64_t t = 0; t < threads; ++t)
+    BOOST_TEST(next[t] == per_thread);
+  BOOST_TEST(a->t().drain(patience));
+  BOOST_TEST(a->t().queued_bytes(2) == 0u);
+}
