@@ -598,9 +598,9 @@ void on_tree_event(node_ptr self, const tree_event& e) {
     break;
   case k::disowned:
     emit(self, {node_event::kind::vnodes_disowned, {}, no_proc, no_proc, e.peer,
-                "taken for crashed by "
+                "taken for crashed (heard from "
                   + (e.peer == no_proc ? std::string("a member") : "processor " + std::to_string(e.peer))
-                  + ": vnodes "
+                  + "): vnodes "
                   + e.vnodes.to_string() + " are no longer ours (rejoined as a new incarnation)",
                 e.vnodes});
     break;
