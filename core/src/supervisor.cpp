@@ -752,7 +752,7 @@ void supervisor::lose_parent(timestamp now, tree_state& t, outbox& out) {
 }
 
 bool supervisor::busy() const noexcept {
-  return schedule_.active() || probe_.has_value() || flush_pending_
+  return schedule_.active() || probe_.has_value() || flush_pending_ || !unseeded_.empty()
          || status_ == status::leaving || status_ == status::joining;
 }
 

@@ -236,7 +236,8 @@ public:
   proc_id parent(tree_key k) const;
   bool all_parented() const;
   bool measuring() const noexcept { return schedule_.active() || probe_.has_value(); }
-  /// Measuring, holding tree updates to send, joining or leaving.
+  /// Measuring, holding tree updates to send, waiting for a newcomer's trees to be
+  /// seeded, joining or leaving.
   bool busy() const noexcept;
   const vnode_set& own_vnodes() const noexcept { return own_; }
   const routing_table& routes() const noexcept { return routes_; }
