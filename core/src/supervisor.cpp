@@ -18,6 +18,7 @@ constexpr std::uint64_t token_flush = 3; // also joins: seq 1 is a flush, the jo
 constexpr std::uint64_t token_watch = 4; // seq: the watch generation
 constexpr std::uint64_t token_adopt = 5; // orphans may be due for adoption
 constexpr std::uint64_t token_seed = 6;  // seq: a newcomer whose trees were not seeded in time
+constexpr std::uint64_t token_lend = 7;  // seq: vnodes handed to a newcomer, no longer reported
 constexpr std::uint64_t token_kinds = 8;
 constexpr int giver_wait_attempt = 9;    // a joiner waiting for its givers (seq 10)
 
@@ -327,6 +328,11 @@ void supervisor::offer_resolved(timestamp now, std::uint64_t seq, bool accepted,
       if (m != self_ && m != o.to)
         send(out, m, wire::routing_update{{entry}});
     given_to_[o.to] = now;
+    if (cfg_.lend_time.count() > 0) {
+      // Still reported below us until the newcomer's own placement has climbed the trees.
+      lent_[++lend_seq_] = o.vnodes;
+      out.timers.push_back({cfg_.lend_time, token_for(lend_seq_, token_lend)});
+    }
     if (unseeded_.count(o.to))
       seed(now, o.to, self_, out); // we gave a newcomer vnodes: we go under it in its trees
     else if (!is_member(o.to))
@@ -373,6 +379,15 @@ void supervisor::next_step(tree_key k) {
   }
   auto h = s->second;
   hint(*t, h.next, h.rtt, h.bw, h.hops, h.measured); // erases the hint when nobody is left
+}
+
+vnode_set supervisor::reported_own() const {
+  if (lent_.empty())
+    return own_;
+  auto r = own_;
+  for (auto& [seq, vs] : lent_)
+    r |= vs;
+  return r;
 }
 
 bool supervisor::awaiting(const tree_state& t) const {
@@ -604,7 +619,7 @@ void supervisor::ask_step_parents(outbox& out) {
         if (seq == 0)
           seq = next_seq_++;
         h.asked = seq;
-        wanted[h.to].push_back({i->first, t->subtree(own_)});
+        wanted[h.to].push_back({i->first, t->subtree(reported_own())});
       }
     }
     ++i;
@@ -753,6 +768,7 @@ void supervisor::lose_parent(timestamp now, tree_state& t, outbox& out) {
 
 bool supervisor::busy() const noexcept {
   return schedule_.active() || probe_.has_value() || flush_pending_ || !unseeded_.empty()
+         || !lent_.empty()
          || status_ == status::leaving || status_ == status::joining;
 }
 
@@ -822,7 +838,7 @@ void supervisor::flush_now(outbox& out) {
     auto& t = trees_[i];
     if (!t || t->parent() == no_proc)
       continue;
-    auto s = t->subtree(own_);
+    auto s = t->subtree(reported_own());
     if (s == t->reported())
       continue;
     t->set_reported(s);
@@ -1066,6 +1082,7 @@ void supervisor::do_join(timestamp now, proc_id contact, const vnode_set& wanted
   giver_of_.clear();
   given_to_.clear();
   chain_tail_.clear();
+  lent_.clear();
   settling_ = false;
   me_.id = self_;
   me_.incarnation = (rng_() ^ cfg_.incarnation_salt) | 1; // a new one every join (0: founders)
@@ -1216,6 +1233,7 @@ void supervisor::finish_leave(timestamp now, std::vector<wire::route_entry> rout
   giver_of_.clear();
   given_to_.clear();
   chain_tail_.clear();
+  lent_.clear();
   answer_deferred(out); // refusals, pointing on (farewell_trees_)
   event(out, tree_event::kind::left, now);
 }
@@ -1263,6 +1281,13 @@ void supervisor::do_timer(timestamp now, std::uint64_t token, outbox& out) {
   }
   if (token % token_kinds == token_adopt)
     return; // adopt_orphans runs after every timer
+  if (token % token_kinds == token_lend) {
+    if (lent_.erase(token / token_kinds) > 0) {
+      mark_all_subtrees();
+      flush(out);
+    }
+    return;
+  }
   if (token % token_kinds == token_seed) {
     // No seed for this newcomer's trees in time: answer what we held for them (refused
     // where we have no parent), and measure for trees still without one.
@@ -1635,7 +1660,7 @@ void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& 
       if (!(t->info() == before))
         mark_info(*t);
     } else if (v == verdict::adopt) {
-      wanted.push_back({info.tree, t->subtree(own_)});
+      wanted.push_back({info.tree, t->subtree(reported_own())});
     }
   }
   if (wanted.empty()) {

@@ -139,6 +139,12 @@ struct supervisor_config {
   /// 4 MiB broadcast, against 134 ms for the whole tree before. Latency trees keep the
   /// star (one hop each).
   bool chain_joiners = true;
+  /// Vnodes a member hands to a newcomer stay in the subtrees it reports this long (0:
+  /// not at all): until the newcomer's placement below it has climbed to the roots,
+  /// broadcasts still route them to the giver, which passes them on over its LAN, instead
+  /// of finding them in no child's subtree and sending them point-to-point over the
+  /// wide-area link to the newcomer. Routing only: who delivers is what the routes say.
+  duration lend_time = std::chrono::milliseconds(500);
 };
 
 /// Something worth reporting to a monitor.
@@ -531,6 +537,11 @@ private:
   /// Newcomers we handed vnodes to, and when; per bandwidth tree, the last of them placed
   /// below us (chain_joiners).
   std::map<proc_id, timestamp> given_to_;
+  /// Vnodes handed to newcomers, still reported as below us (lend_time), by timer number.
+  std::map<std::uint64_t, vnode_set> lent_;
+  std::uint64_t lend_seq_ = 0;
+  /// What our subtrees report of our own: own_ and what is lent.
+  vnode_set reported_own() const;
   std::map<tree_key, std::pair<proc_id, std::set<proc_id>>> chain_tail_; ///< tail, placed
   timestamp now_{0}; ///< of the message being handled
   /// Newcomers whose trees wait for their seed (seed_new_trees), and the givers of
