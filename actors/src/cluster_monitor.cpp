@@ -7,6 +7,12 @@ cluster_monitor::cluster_monitor(std::size_t procs)
 }
 
 void cluster_monitor::on_event(proc_id who, const tree_event& e) {
+  take(who, e);
+  if (listener_)
+    listener_(who, e);
+}
+
+void cluster_monitor::take(proc_id who, const tree_event& e) {
   std::lock_guard<std::mutex> guard{mtx_};
   if (who >= procs_)
     return;

@@ -63,7 +63,18 @@ struct emulated_cluster::impl {
     sys = std::make_unique<caf::actor_system>(sys_cfg);
     if (cfg.clock == clock_mode::virtual_time)
       sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
-    net = spawn_emulated_network(*sys, cfg.topo, ctr);
+    std::function<void(frame_trace::kind, timestamp, const wire::envelope&, std::size_t)> trace;
+    if (cfg.on_frame)
+      trace = [this](frame_trace::kind k, timestamp at, const wire::envelope& e, std::size_t n) {
+        cfg.on_frame(frame_trace{k, at - t0, &e, n});
+      };
+    if (cfg.on_tree_event)
+      mon.set_listener([this](proc_id p, const tree_event& e) {
+        auto rel = e;
+        rel.at = timestamp{e.at - t0};
+        cfg.on_tree_event(p, rel);
+      });
+    net = spawn_emulated_network(*sys, cfg.topo, ctr, std::move(trace));
     t0 = now();
   }
 

@@ -25,6 +25,7 @@ struct network_state {
   std::map<proc_id, std::tuple<caf::actor, proc_id, vnode_set>> waiting;
   std::multiset<timestamp> ticks;
   std::shared_ptr<shared_counters> ctr;
+  std::function<void(frame_trace::kind, timestamp, const wire::envelope&, std::size_t)> trace;
   static inline const char* name = "banyan.emulated_network";
 };
 
@@ -47,7 +48,11 @@ void pump(network_ptr self) {
     auto e = std::move(i->second);
     st.flying.erase(i);
     --st.ctr->in_flight;
-    if (d.to < st.procs.size() && st.procs[d.to]) {
+    const bool running = d.to < st.procs.size() && st.procs[d.to];
+    if (st.trace)
+      st.trace(running ? frame_trace::kind::delivered : frame_trace::kind::undeliverable, now,
+               e, d.bytes);
+    if (running) {
       self->send(st.procs[d.to], deliver_atom::value, std::move(e));
     } else {
       // Nobody runs there: the sender hears of it one way later, as it would from
@@ -73,8 +78,10 @@ void pump(network_ptr self) {
   }
 }
 
-caf::behavior network_actor(network_ptr self, banyan::topology topo,
-                            std::shared_ptr<shared_counters> ctr) {
+caf::behavior network_actor(
+  network_ptr self, banyan::topology topo, std::shared_ptr<shared_counters> ctr,
+  std::function<void(frame_trace::kind, timestamp, const wire::envelope&, std::size_t)> trace) {
+  self->state.trace = std::move(trace);
   self->state.procs.resize(topo.proc_count());
   self->state.model = std::make_unique<net::wan_model>(std::move(topo));
   self->state.ctr = std::move(ctr);
@@ -89,6 +96,8 @@ caf::behavior network_actor(network_ptr self, banyan::topology topo,
         }
         auto bytes = wire::wire_size(e.body);
         auto id = st.model->submit(now, e.from, e.to, bytes);
+        if (st.trace)
+          st.trace(frame_trace::kind::sent, now, e, bytes);
         st.flying.emplace(id, std::move(e));
         ++st.ctr->in_flight;
         ++st.ctr->messages;
@@ -151,9 +160,10 @@ caf::behavior network_actor(network_ptr self, banyan::topology topo,
 
 } // namespace
 
-caf::actor spawn_emulated_network(caf::actor_system& sys, const banyan::topology& topo,
-                                  std::shared_ptr<shared_counters> counters) {
-  return sys.spawn(network_actor, topo, std::move(counters));
+caf::actor spawn_emulated_network(
+  caf::actor_system& sys, const banyan::topology& topo, std::shared_ptr<shared_counters> counters,
+  std::function<void(frame_trace::kind, timestamp, const wire::envelope&, std::size_t)> on_frame) {
+  return sys.spawn(network_actor, topo, std::move(counters), std::move(on_frame));
 }
 
 } // namespace banyan::actors

@@ -8,9 +8,11 @@
 // engines have drained, then detaches and quits.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 
 #include "banyan/actors/cluster_monitor.hpp"
+#include "banyan/actors/emulated_cluster.hpp"
 #include "banyan/core/topology.hpp"
 #include "banyan/core/supervisor.hpp"
 #include "caf_glue.hpp"
@@ -32,8 +34,12 @@ caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> s
                            caf::actor net, cluster_monitor* mon);
 
 /// The network actor that owns the emulated wide-area network model.
-caf::actor spawn_emulated_network(caf::actor_system& sys, const banyan::topology& topo,
-                                  std::shared_ptr<shared_counters> counters);
+/// `on_frame` (may be empty) hears of every frame sent, delivered or undeliverable, with
+/// the actor clock's time.
+caf::actor spawn_emulated_network(
+  caf::actor_system& sys, const banyan::topology& topo,
+  std::shared_ptr<shared_counters> counters,
+  std::function<void(frame_trace::kind, timestamp, const wire::envelope&, std::size_t)> on_frame = {});
 
 inline timestamp now_of(caf::local_actor* self) {
   return std::chrono::duration_cast<timestamp>(self->clock().now().time_since_epoch());

@@ -17,6 +17,8 @@ constexpr std::uint64_t token_offer = 2;
 constexpr std::uint64_t token_flush = 3; // also joins: seq 1 is a flush, the join seq >= 2
 constexpr std::uint64_t token_watch = 4; // seq: the watch generation
 constexpr std::uint64_t token_adopt = 5; // orphans may be due for adoption
+constexpr std::uint64_t token_seed = 6;  // seq: a newcomer whose trees were not seeded in time
+constexpr std::uint64_t token_lend = 7;  // seq: vnodes handed to a newcomer, no longer reported
 constexpr std::uint64_t token_kinds = 8;
 constexpr int giver_wait_attempt = 9;    // a joiner waiting for its givers (seq 10)
 
@@ -106,7 +108,7 @@ std::optional<rate> supervisor::measured_bw(proc_id p) const {
   return i->second.bw;
 }
 
-bool supervisor::admit(timestamp now, const wire::member& m, outbox& out) {
+bool supervisor::admit(timestamp now, const wire::member& m, outbox& out, bool hearsay) {
   if (m.id == self_ || m.id == no_proc)
     return false;
   if (auto t = tombstones_.find(m.id); t != tombstones_.end() && t->second.count(m.incarnation))
@@ -116,6 +118,12 @@ bool supervisor::admit(timestamp now, const wire::member& m, outbox& out) {
     if (known == m.incarnation)
       return false;
     // A new incarnation: the old one left without our hearing of it.
+    // Incarnations are random, so which of two is the later one only a notice of the
+    // join can tell; a member list (a view, a join_accept) may be older than what we
+    // know, and taking its incarnation would bury the live one (which then refutes, and
+    // gives its vnodes up). Departures reach us as tombstones.
+    if (hearsay)
+      return false;
     depart(now, m.id, known, out);
   }
   add_member(m);
@@ -202,6 +210,11 @@ void supervisor::remove_member(timestamp now, proc_id p, outbox& out) {
     next_step(k); // gone: ask the next step-parent
   dropped_hint = dropped_hint || !failed.empty();
   remeasure_.erase(std::remove(remeasure_.begin(), remeasure_.end(), p), remeasure_.end());
+  unseeded_.erase(p);
+  giver_of_.erase(p);
+  given_to_.erase(p);
+  for (auto i = chain_tail_.begin(); i != chain_tail_.end();)
+    i = i->second.first == p || i->first.root == p ? chain_tail_.erase(i) : std::next(i);
   deferred_.erase(std::remove_if(deferred_.begin(), deferred_.end(),
                                  [&](auto& d) { return d.from == p; }),
                   deferred_.end());
@@ -334,6 +347,16 @@ void supervisor::offer_resolved(timestamp now, std::uint64_t seq, bool accepted,
     for (auto m : members_)
       if (m != self_ && m != o.to)
         send(out, m, wire::routing_update{{entry}});
+    given_to_[o.to] = now;
+    if (cfg_.lend_time.count() > 0) {
+      // Still reported below us until the newcomer's own placement has climbed the trees.
+      lent_[++lend_seq_] = o.vnodes;
+      out.timers.push_back({cfg_.lend_time, token_for(lend_seq_, token_lend)});
+    }
+    if (unseeded_.count(o.to))
+      seed(now, o.to, self_, out); // we gave a newcomer vnodes: we go under it in its trees
+    else if (!is_member(o.to))
+      giver_of_[o.to] = self_;
   } else if (o.leaving && status_ == status::leaving) {
     refused_.push_back(o.to);
     offer_vnodes(now, out);
@@ -349,14 +372,14 @@ void supervisor::offer_resolved(timestamp now, std::uint64_t seq, bool accepted,
 // --- structure-preserving repair ------------------------------------------------
 
 bool supervisor::hint(tree_state& t, std::vector<proc_id> candidates, duration rtt, rate bw,
-                      int hops) {
+                      int hops, bool measured) {
   if (t.connected() || t.is_root())
     return false;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     auto to = candidates[i];
     if (to == no_proc || to == self_ || !is_member(to))
       continue;
-    steps_[t.key()] = step_hint{to, rtt, bw, hops, 0,
+    steps_[t.key()] = step_hint{to, rtt, bw, measured, hops, 0,
                                 std::vector<proc_id>(candidates.begin() + static_cast<std::ptrdiff_t>(i) + 1,
                                                      candidates.end())};
     return true;
@@ -375,7 +398,102 @@ void supervisor::next_step(tree_key k) {
     return;
   }
   auto h = s->second;
-  hint(*t, h.next, h.rtt, h.bw, h.hops); // erases the hint when nobody is left
+  hint(*t, h.next, h.rtt, h.bw, h.hops, h.measured); // erases the hint when nobody is left
+}
+
+vnode_set supervisor::reported_own() const {
+  if (lent_.empty())
+    return own_;
+  auto r = own_;
+  for (auto& [seq, vs] : lent_)
+    r |= vs;
+  return r;
+}
+
+bool supervisor::awaiting(const tree_state& t) const {
+  return !t.connected() && (steps_.count(t.key()) || unseeded_.count(t.key().root));
+}
+
+// --- seeding a newcomer's trees ------------------------------------------------
+//
+// Newcomer j takes vnodes from member g (a rejoiner its own back, from the member that
+// held them while it was away). j's trees are then g's with the edge g-j turned round:
+//
+//     g's tree:  g -> a -> {b, c},  g -> j       (parent -> children)
+//     j's tree:  j -> g -> a -> {b, c}
+//
+// Every member asks, in j's tree, its parent in g's tree (g asks j); a parent not yet
+// placed itself holds the request until it is (as a step-parent does), so the tree
+// grows from j down. Nobody probes: the edges are those of g's tree, with their figures.
+
+void supervisor::expect_seed(timestamp now, proc_id j, outbox& out) {
+  if (auto g = giver_of_.find(j); g != giver_of_.end()) {
+    auto giver = g->second;
+    seed(now, j, giver, out); // the routing update came first
+    return;
+  }
+  unseeded_.insert(j);
+  out.timers.push_back({cfg_.seed_wait, token_for(j, token_seed)});
+}
+
+void supervisor::note_givers(timestamp now, const std::vector<wire::route_entry>& routes,
+                             outbox& out) {
+  if (!cfg_.seed_new_trees)
+    return;
+  for (auto& r : routes) {
+    const auto j = r.owner;
+    if (j == no_proc || j == self_ || (is_member(j) && !unseeded_.count(j)))
+      continue; // not a newcomer waiting for its seed
+    proc_id g = no_proc;
+    for (auto& [owner, vs] : routes_.partition(r.vnodes))
+      if (owner != no_proc && owner != j && r.epoch > routes_.epoch(vs.front())) {
+        g = owner;
+        break;
+      }
+    if (g == no_proc)
+      continue;
+    if (is_member(j))
+      seed(now, j, g, out);
+    else
+      giver_of_[j] = g; // the notice of the newcomer is still on its way
+  }
+}
+
+void supervisor::seed(timestamp now, proc_id j, proc_id g, outbox& out) {
+  unseeded_.erase(j);
+  giver_of_.erase(j);
+  if (status_ != status::member || j == self_ || !is_member(j) || !is_member(g)) {
+    answer_deferred(out);
+    return;
+  }
+  bool any = false;
+  for (auto k : kinds) {
+    auto tj = find_tree({j, k});
+    if (!tj || tj->connected() || steps_.count(tj->key()))
+      continue;
+    proc_id to = no_proc;
+    duration rtt{0};
+    rate bw = 0;
+    if (g == self_) {
+      // Our edge to j is new; until measured, take it for a LAN edge (j asked us for
+      // vnodes: we held them while it was away, as its nearest member).
+      to = j;
+      auto lan = duration::max();
+      for (auto& [p, f] : figures_)
+        lan = std::min(lan, f.rtt);
+      rtt = measured_rtt(j).value_or(lan == duration::max() ? duration{0} : lan);
+      bw = measured_bw(j).value_or(widest_);
+    } else if (auto tg = find_tree({g, k}); tg && tg->parent() != no_proc) {
+      to = tg->parent();
+      rtt = tg->rtt_parent();
+      bw = tg->bw_parent();
+    }
+    any = hint(*tj, {to}, rtt, bw, 0, true) || any;
+  }
+  if (any)
+    ask_step_parents(out);
+  answer_deferred(out);
+  after_steps(now, out); // measures for a tree still without parent or seed
 }
 
 proc_id supervisor::effective_parent(const tree_state& t) const {
@@ -486,7 +604,7 @@ void supervisor::answer_deferred(outbox& out) {
         else if (auto t = find_tree(e.tree))
           to = effective_parent(*t);
         reply.verdicts.push_back({e.tree, false, {}, to == h.from ? no_proc : to});
-      } else if (auto t = find_tree(e.tree); t && !t->connected() && steps_.count(e.tree)) {
+      } else if (auto t = find_tree(e.tree); t && awaiting(*t)) {
         still.trees.push_back(e); // ours is still pending
       } else {
         reply.verdicts.push_back(judge(h.from, e));
@@ -521,7 +639,7 @@ void supervisor::ask_step_parents(outbox& out) {
         if (seq == 0)
           seq = next_seq_++;
         h.asked = seq;
-        wanted[h.to].push_back({i->first, t->subtree(own_)});
+        wanted[h.to].push_back({i->first, t->subtree(reported_own())});
       }
     }
     ++i;
@@ -580,8 +698,11 @@ void supervisor::on_step_reply(timestamp now, std::uint64_t seq, const wire::ado
       mark_info(*t);
       mark_subtree(*t);
       event(out, tree_event::kind::parent_changed, now, k, no_proc, cand);
+      // A seed's figures are the edge's own (copied from the giver's tree): nothing to
+      // measure; a step-parent's are the lost edge's, a guess to be measured.
+      if (!s->second.measured)
+        any = true;
       steps_.erase(s);
-      any = true;
       continue;
     }
     if (!ours)
@@ -608,7 +729,7 @@ void supervisor::on_step_reply(timestamp now, std::uint64_t seq, const wire::ado
   for (auto& [p, r] : releases)
     send(out, p, std::move(r));
   if (any) {
-    schedule_.progress(cfg_.until_stable);
+    schedule_.progress(cfg_.until_stable && !settling_);
     if (std::find(remeasure_.begin(), remeasure_.end(), cand) == remeasure_.end())
       remeasure_.push_back(cand); // adopted without a measurement: measure it next
   }
@@ -624,7 +745,7 @@ void supervisor::after_steps(timestamp now, outbox& out) {
   // step-parent has answered, measuring improves what the repair made (the new parents
   // are measured first: remeasure_).
   bool lost = std::any_of(trees_.begin(), trees_.end(), [&](auto& t) {
-    return t && !t->connected() && !steps_.count(t->key());
+    return t && !t->connected() && !steps_.count(t->key()) && !unseeded_.count(t->key().root);
   });
   if (lost || (steps_.empty() && repaired_)) {
     repaired_ = false;
@@ -666,7 +787,8 @@ void supervisor::lose_parent(timestamp now, tree_state& t, outbox& out) {
 }
 
 bool supervisor::busy() const noexcept {
-  return schedule_.active() || probe_.has_value() || flush_pending_
+  return schedule_.active() || probe_.has_value() || flush_pending_ || !unseeded_.empty()
+         || !lent_.empty()
          || status_ == status::leaving || status_ == status::joining;
 }
 
@@ -736,7 +858,7 @@ void supervisor::flush_now(outbox& out) {
     auto& t = trees_[i];
     if (!t || t->parent() == no_proc)
       continue;
-    auto s = t->subtree(own_);
+    auto s = t->subtree(reported_own());
     if (s == t->reported())
       continue;
     t->set_reported(s);
@@ -976,6 +1098,12 @@ void supervisor::do_join(timestamp now, proc_id contact, const vnode_set& wanted
   farewell_trees_.clear();
   givers_.clear();
   await_giver_ = false;
+  unseeded_.clear();
+  giver_of_.clear();
+  given_to_.clear();
+  chain_tail_.clear();
+  lent_.clear();
+  settling_ = false;
   me_.id = self_;
   me_.incarnation = (rng_() ^ cfg_.incarnation_salt) | 1; // a new one every join (0: founders)
   add_member(me_);
@@ -1064,6 +1192,9 @@ void supervisor::on_vnode_handover(timestamp now, proc_id from, const wire::vnod
   // usual subtree updates. Measurements improve the place later.
   auto rtt = measured_rtt(from).value_or(duration{0});
   auto bw = measured_bw(from).value_or(0);
+  // Placed where our vnodes were: measuring only improves that, with the paper's count
+  // of extra probes (joiner_paper_count).
+  settling_ = cfg_.joiner_paper_count;
   bool any = false;
   for (auto& t : trees_)
     if (t && !steps_.count(t->key()))
@@ -1118,6 +1249,11 @@ void supervisor::finish_leave(timestamp now, std::vector<wire::route_entry> rout
   asks_.clear();
   remeasure_.clear();
   givers_.clear();
+  unseeded_.clear();
+  giver_of_.clear();
+  given_to_.clear();
+  chain_tail_.clear();
+  lent_.clear();
   answer_deferred(out); // refusals, pointing on (farewell_trees_)
   event(out, tree_event::kind::left, now);
 }
@@ -1165,6 +1301,23 @@ void supervisor::do_timer(timestamp now, std::uint64_t token, outbox& out) {
   }
   if (token % token_kinds == token_adopt)
     return; // adopt_orphans runs after every timer
+  if (token % token_kinds == token_lend) {
+    if (lent_.erase(token / token_kinds) > 0) {
+      mark_all_subtrees();
+      flush(out);
+    }
+    return;
+  }
+  if (token % token_kinds == token_seed) {
+    // No seed for this newcomer's trees in time: answer what we held for them (refused
+    // where we have no parent), and measure for trees still without one.
+    if (unseeded_.erase(static_cast<proc_id>(token / token_kinds)) && status_ == status::member) {
+      answer_deferred(out);
+      after_steps(now, out);
+      flush(out);
+    }
+    return;
+  }
   if (token % token_kinds == token_offer) {
     // The recipient of an offer did not answer: as good as a refusal.
     offer_resolved(now, token / token_kinds, false, out);
@@ -1198,6 +1351,7 @@ void supervisor::do_timer(timestamp now, std::uint64_t token, outbox& out) {
 }
 
 void supervisor::do_message(timestamp now, proc_id from, const wire::message& m, outbox& out) {
+  now_ = now;
   if (from == watched_)
     heard_ = now; // anything at all shows the watched successor alive
   if (status_ == status::left) {
@@ -1311,6 +1465,7 @@ void supervisor::do_message(timestamp now, proc_id from, const wire::message& m,
       } else if constexpr (std::is_same_v<T, wire::vnode_handover_ack>) {
         on_vnode_handover_ack(now, from, msg, out);
       } else if constexpr (std::is_same_v<T, wire::routing_update>) {
+        note_givers(now, msg.routes, out);
         if (apply_told_routes(now, from, msg.routes, out))
           for (auto s : sponsored(now))
             if (s != from)
@@ -1327,7 +1482,15 @@ void supervisor::maybe_probe(timestamp now, outbox& out) {
   if (probe_ || status_ != status::member)
     return;
 
-  if (members_.size() < 2 || !schedule_.next(all_parented())) {
+  // Trees waiting for their seed do not keep the schedule going (they get a parent
+  // without probing, or measuring starts for them after `seed_wait`).
+  const bool parented = std::all_of(trees_.begin(), trees_.end(), [&](auto& t) {
+    return !t || t->connected() || unseeded_.count(t->key().root);
+  });
+  const bool was_active = schedule_.active();
+  if (members_.size() < 2 || !schedule_.next(parented)) {
+    if (was_active)
+      settling_ = false;
     if (members_.size() < 2)
       schedule_ = measurement_schedule(cfg_.extra_measurements);
     return;
@@ -1505,8 +1668,8 @@ void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& 
   std::vector<wire::subtree_entry> wanted;
   for (auto& info : m.trees) {
     auto t = find_tree(info.tree);
-    if (!t || t->is_root() || steps_.count(info.tree))
-      continue; // (a step-parent is being asked in that tree)
+    if (!t || t->is_root() || steps_.count(info.tree) || unseeded_.count(info.tree.root))
+      continue; // (a step-parent is being asked in that tree, or a seed awaited)
     auto v = info.tree.kind == tree_kind::latency
                ? latency_rule(*t, self_, from, rtt, info, ctx)
                : bandwidth_rule(*t, self_, from, bw, rtt, info, ctx);
@@ -1517,7 +1680,7 @@ void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& 
       if (!(t->info() == before))
         mark_info(*t);
     } else if (v == verdict::adopt) {
-      wanted.push_back({info.tree, t->subtree(own_)});
+      wanted.push_back({info.tree, t->subtree(reported_own())});
     }
   }
   if (wanted.empty()) {
@@ -1540,7 +1703,7 @@ void supervisor::merge_view(timestamp now, const wire::bw_reply& m, outbox& out)
   }
   bool news = false;
   for (auto& mem : m.members)
-    news = admit(now, mem, out) || news;
+    news = admit(now, mem, out, true) || news;
   apply_told_routes(now, no_proc, foreign_routes(m.routes), out);
   if (news)
     trigger(now, out); // new trees exist
@@ -1578,6 +1741,24 @@ wire::adopt_verdict supervisor::judge(proc_id from, const wire::subtree_entry& e
                                      [&](auto& r) { return r.tree == e.tree; });
   if (t && is_member(from) && from != self_ && t->connected() && !t->has_ancestor(from)
       && !pending_here) {
+    // A joiner we gave vnodes to asks for its first place in a bandwidth tree: the
+    // joiners of one giver hang in a chain (giver -> j1 -> j2 ...), each forwarding to
+    // one, not all from the giver's NIC (chain_joiners).
+    auto given = given_to_.find(from);
+    if (cfg_.chain_joiners && e.tree.kind == tree_kind::bandwidth && given != given_to_.end()
+        && now_ - given->second <= cfg_.sponsor_window) {
+      auto& chain =
+        chain_tail_.try_emplace(e.tree, no_proc, std::set<proc_id>{}).first->second;
+      const auto ahead = chain.first;
+      const bool first_time = chain.second.insert(from).second; // (not a later probe's)
+      if (first_time)
+        chain.first = from;
+      if (first_time && ahead != no_proc && is_member(ahead)) {
+        v.info = t->info();
+        v.redirect = ahead; // ask the last joiner placed here instead
+        return v;
+      }
+    }
     t->set_child(from, e.vnodes);
     mark_subtree(*t);
     v.accepted = true;
@@ -1595,7 +1776,7 @@ void supervisor::on_adopt_request(proc_id from, const wire::adopt_request& m, ou
   wire::adopt_reply reply{m.seq, {}};
   held_request held{from, m.seq, {}};
   for (auto& e : m.trees) {
-    if (auto t = find_tree(e.tree); t && !t->connected() && steps_.count(e.tree))
+    if (auto t = find_tree(e.tree); t && awaiting(*t))
       held.trees.push_back(e);
     else
       reply.verdicts.push_back(judge(from, e));
@@ -1650,7 +1831,7 @@ void supervisor::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_r
     send(out, p, std::move(r));
   bool any = std::any_of(m.verdicts.begin(), m.verdicts.end(), [](auto& v) { return v.accepted; });
   if (any)
-    schedule_.progress(cfg_.until_stable);
+    schedule_.progress(cfg_.until_stable && !settling_);
   finish_probe(now, true, out);
 }
 
@@ -1725,7 +1906,9 @@ void supervisor::on_join_request(timestamp now, proc_id from, const wire::join_r
     accept.members.push_back(member_info_[p]);
   accept.routes = routes_.snapshot();
   send(out, n, std::move(accept));
-  if (fresh)
+  if (fresh && cfg_.seed_new_trees)
+    expect_seed(now, n, out);
+  else if (fresh)
     trigger(now, out);
 }
 
@@ -1734,7 +1917,7 @@ void supervisor::on_join_accept(timestamp now, proc_id from, const wire::join_ac
   if (status_ != status::joining)
     return;
   for (auto& mem : m.members)
-    admit(now, mem, out);
+    admit(now, mem, out, true);
   for (auto& r : foreign_routes(m.routes))
     routes_.apply(r);
   status_ = status::member;
@@ -1781,7 +1964,11 @@ void supervisor::on_member_joined(timestamp now, proc_id from, const wire::membe
   for (auto s : sponsored(now))
     if (s != who.id && s != from)
       send(out, s, wire::member_joined{who});
-  trigger(now, out); // a new tree exists, rooted at the newcomer
+  // A new tree exists, rooted at the newcomer: seeded once we know its giver, else measured.
+  if (cfg_.seed_new_trees)
+    expect_seed(now, who.id, out);
+  else
+    trigger(now, out);
 }
 
 } // namespace banyan

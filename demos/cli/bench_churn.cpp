@@ -50,6 +50,8 @@ std::optional<std::string> check(const churn_options& o) {
     return "--duration is at most 600000 ms";
   if (o.clock != "virtual" && o.clock != "real")
     return "--clock must be virtual or real, not '" + o.clock + "'";
+  if (!o.trace_path.empty() && o.clock != "virtual")
+    return "--trace needs --clock virtual";
   return std::nullopt;
 }
 
@@ -101,6 +103,55 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   auto wall0 = std::chrono::steady_clock::now();
 
   actors::cluster_config cfg;
+  // The trace (optional): lines from `trace_from_ms` on the timeline, once the trees have
+  // formed (`base` is set then).
+  std::unique_ptr<std::ofstream> trace;
+  std::optional<duration> trace_base;
+  if (!opt.trace_path.empty()) {
+    trace = std::make_unique<std::ofstream>(opt.trace_path);
+    if (!*trace)
+      return "cannot write " + opt.trace_path;
+  }
+  auto trace_t = [&](duration at) -> std::optional<double> {
+    if (!trace || !trace_base)
+      return std::nullopt;
+    auto ms = to_ms(at - *trace_base);
+    if (ms < opt.trace_from_ms)
+      return std::nullopt;
+    return ms;
+  };
+  if (trace) {
+    cfg.on_frame = [&](const actors::frame_trace& f) {
+      auto t = trace_t(f.at);
+      if (!t)
+        return;
+      static const char what[] = {'s', 'd', 'u'};
+      auto& e = *f.frame;
+      char line[256];
+      std::snprintf(line, sizeof line, "F %.3f %c %u %u %s %zu", *t,
+                    what[static_cast<int>(f.what)], e.from, e.to, wire::name_of(e.body), f.bytes);
+      *trace << line;
+      if (auto* seg = std::get_if<wire::bcast_segment>(&e.body))
+        *trace << ' ' << seg->op.origin << ' ' << seg->op.seq << ' ' << seg->stream << ' '
+               << seg->index << ' ' << seg->count << ' ' << seg->first << ' ' << seg->direct
+               << ' ' << seg->hops << ' ' << (seg->kind == tree_kind::bandwidth ? 'B' : 'L') << ' '
+               << seg->vnodes.to_string();
+      *trace << '\n';
+    };
+    cfg.on_tree_event = [&](proc_id p, const tree_event& e) {
+      auto t = trace_t(e.at);
+      if (!t)
+        return;
+      static const char* names[] = {"parent_changed", "busy", "idle", "cycle_broken", "joined",
+                                    "join_failed", "left", "crash_detected", "adopted",
+                                    "disowned"};
+      *trace << "T " << *t << ' ' << p << ' ' << names[static_cast<int>(e.what)] << ' '
+             << static_cast<long>(e.tree.root == no_proc ? -1 : static_cast<long>(e.tree.root))
+             << ' ' << (e.tree.kind == tree_kind::bandwidth ? 'B' : 'L') << ' '
+             << (e.old_parent == no_proc ? -1L : static_cast<long>(e.old_parent)) << ' '
+             << (e.new_parent == no_proc ? -1L : static_cast<long>(e.new_parent)) << '\n';
+    };
+  }
   cfg.topo = *topo;
   cfg.seed = opt.seed;
   cfg.clock = opt.clock == "real" ? actors::clock_mode::real_time : actors::clock_mode::virtual_time;
@@ -113,6 +164,7 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   if (!c.run_until_quiet(3600s))
     say("trees still changing after an hour (emulated); measuring anyway");
   const auto base = c.elapsed();
+  trace_base = base;
   const proc_id origin = 0;
   auto now_ms = [&] { return to_ms(c.elapsed() - base); };
   say("trees formed after " + std::to_string(static_cast<long>(to_ms(base))) + " ms");
@@ -159,6 +211,8 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
           return "leave " + std::to_string(p) + ": " + err->to_string();
       }
       left = true;
+      if (trace)
+        *trace << "E " << t << " leave\n";
       say(std::to_string(movers.size()) + " processors leave at " + std::to_string(long(t)) + " ms");
     }
     if (!rejoined && t >= opt.rejoin_at_ms) {
@@ -166,6 +220,8 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
         if (auto err = c.join(p, origin, had[p]))
           return "join " + std::to_string(p) + ": " + err->to_string();
       rejoined = true;
+      if (trace)
+        *trace << "E " << t << " rejoin\n";
       say(std::to_string(movers.size()) + " processors rejoin at " + std::to_string(long(t)) + " ms");
     }
     while (!flying.empty() &&
@@ -372,6 +428,9 @@ void add_bench_churn_command(CLI::App& bench, std::function<int()>& action) {
   cmd->add_option("--rejoin-at", a->opt.rejoin_at_ms, "ms after the trees formed (3000)");
   cmd->add_option("--duration", a->opt.duration_ms, "ms of broadcasting (5000)");
   cmd->add_option("--window", a->opt.window, "broadcasts in flight (2)");
+  cmd->add_option("--trace", a->opt.trace_path,
+                  "write a line per frame and tree event to FILE (virtual time; large)");
+  cmd->add_option("--trace-from", a->opt.trace_from_ms, "ms on the timeline the trace starts at (0)");
   cmd->callback([a, &action] {
     action = [a] {
       if (auto err = check(a->common)) {

@@ -4,7 +4,7 @@
 //
 //   banyan bench churn --topology T [common options of bench_common.hpp: --seed, --clock,
 //                      --json, --plot, -q] [--leave-at MS] [--rejoin-at MS] [--duration MS]
-//                      [--window N]
+//                      [--window N] [--trace FILE [--trace-from MS]]
 //
 // Progress on stderr (unless -q): a line per second of cluster time. In real time the
 // supervisors cannot be read, so the processors rejoin asking for a share of processor
@@ -24,6 +24,13 @@
 // is at least 90% of that steady bandwidth (long broadcasts complete in bursts, so single
 // buckets say little). Exactly-once: every vnode must get every broadcast once (vnodes are handed
 // over, never dropped, so every broadcast has the same vnodes to reach).
+//
+// --trace FILE (virtual time): a line per frame and per tree event from --trace-from on,
+// times in ms on the timeline (to find where the time goes; docs/benchmarks.md):
+//   F t_ms s|d|u from to type bytes [origin seq stream index count first direct hops kind vnodes]
+//     (s sent, d delivered, u undeliverable; the bracket for broadcast segments)
+//   T t_ms proc event root L|B old_parent new_parent   (tree events: parent changes...)
+//   E t_ms leave|rejoin                                  (the churn events)
 
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +57,10 @@ struct churn_options {
   std::size_t window = 2;       ///< broadcasts in flight
   double bucket_ms = 100;       ///< timeline resolution
   double smooth_ms = 500;       ///< restabilization is judged on means over this long
+  /// A trace of the run (empty: none), from `trace_from_ms` on the timeline: one line per
+  /// frame the network carried (F) and per tree event (T); see run_churn.
+  std::string trace_path;
+  double trace_from_ms = 0;
 };
 
 struct churn_point {

@@ -1153,8 +1153,14 @@ BOOST_AUTO_TEST_CASE(off_loop_sends_from_several_threads_arrive_whole_and_in_ord
       for (std::uint64_t i = 0; i < per_thread; ++i) {
         const std::uint64_t seq = (t << 32) | i;
         const auto pad = padding_of(i);
-        refused += a->t().send(pad == 0 ? ping_to(2, seq) : big_to(2, seq, pad))
-                   != net::send_status::queued;
+        // Backpressure (the peer's queue is full while the receiver is slow, e.g. on a
+        // loaded machine) refuses the frame without queueing it: send it again later,
+        // as a real sender does; the order is kept.
+        auto st = net::send_status::backpressure;
+        while ((st = a->t().send(pad == 0 ? ping_to(2, seq) : big_to(2, seq, pad)))
+               == net::send_status::backpressure)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        refused += st != net::send_status::queued;
       }
     });
   for (auto& s : senders)

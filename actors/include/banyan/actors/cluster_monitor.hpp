@@ -6,6 +6,7 @@
 /// tests and the demo, not part of the protocol: no processor ever reads it.
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -22,6 +23,9 @@ public:
   explicit cluster_monitor(std::size_t procs);
 
   void on_event(proc_id who, const tree_event& e);
+  /// Also hands every event to `f` (after taking it in; outside the monitor's lock).
+  /// Set it before any processor reports.
+  void set_listener(std::function<void(proc_id, const tree_event&)> f) { listener_ = std::move(f); }
 
   /// The tree as the processors' reports describe it.
   banyan::tree tree_of(tree_key k) const;
@@ -40,6 +44,8 @@ public:
   std::size_t complete_trees() const;
 
 private:
+  void take(proc_id who, const tree_event& e);
+
   mutable std::mutex mtx_;
   std::size_t procs_;
   std::vector<bool> live_;
@@ -50,6 +56,7 @@ private:
   std::uint64_t changes_ = 0;
   std::uint64_t cycles_ = 0;
   std::uint64_t join_failures_ = 0;
+  std::function<void(proc_id, const tree_event&)> listener_;
 };
 
 } // namespace banyan::actors

@@ -31,6 +31,20 @@ namespace banyan::actors {
 
 enum class clock_mode { virtual_time, real_time };
 
+/// One frame as the emulated network saw it (instrumentation for traces: no processor
+/// reads it). Times are relative to `emulated_cluster::start()`.
+struct frame_trace {
+  enum class kind : std::uint8_t {
+    sent,          ///< handed to the network by its sender
+    delivered,     ///< arrived and handed to the receiving processor
+    undeliverable, ///< arrived where nobody runs (it goes back to its sender)
+  };
+  kind what = kind::sent;
+  duration at{0};
+  const wire::envelope* frame = nullptr; ///< valid during the call only
+  std::size_t bytes = 0;                 ///< modelled wire size
+};
+
 struct cluster_config {
   banyan::topology topo;
   std::uint64_t seed = 1;
@@ -45,6 +59,12 @@ struct cluster_config {
   std::size_t reduce_segment = 16 * 1024;
   /// Worker threads in real time.
   std::size_t threads = 2;
+  /// Instrumentation (may be empty): every frame the emulated network carries, and every
+  /// tree event a processor reports, as they happen. Called on the actors' threads (one
+  /// at a time in virtual time; concurrently in real time, so it must be thread-safe
+  /// then). Slows the run down; for traces of single runs.
+  std::function<void(const frame_trace&)> on_frame;
+  std::function<void(proc_id, const tree_event&)> on_tree_event;
 };
 
 /// Counters of the emulated network.

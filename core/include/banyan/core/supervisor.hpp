@@ -115,6 +115,36 @@ struct supervisor_config {
   /// (seed 1, half leaving) measuring at once delivered more broadcasts in the 1.5 s
   /// after the leave (13 against 11); false leaves the repair alone to be seen (tests).
   bool measure_during_repair = true;
+  /// A newcomer's trees are seeded instead of measured: when the routing update that
+  /// hands vnodes from a member g to the newcomer j arrives, each member asks, in j's
+  /// tree, its parent in g's tree (g itself asks j), so j's tree is g's with the edge
+  /// g-j turned round, built without a probe (a joiner takes its vnodes back from the
+  /// member that held them, usually in its LAN). Measuring starts only for trees still
+  /// without parent `seed_wait` after hearing of the newcomer (no vnodes moved to it, or
+  /// the seed failed). False: every member measures at once when it hears of a newcomer
+  /// (the paper's way: 80 rejoiners on paper-4c160 set 160 processors probing for
+  /// seconds, and the probes crowd the broadcasts off the wide-area links).
+  bool seed_new_trees = true;
+  duration seed_wait = std::chrono::seconds(1);
+  /// A joiner placed by its giver in every tree sits where its vnodes were (the giver
+  /// delivered them): it improves its place with `extra_measurements` probes counted the
+  /// paper's way, not from the last probe that changed a parent (`until_stable`). With
+  /// until_stable, 80 rejoiners on paper-4c160 probed about 80 times each (every probe
+  /// moves a joiner in some of 320 trees), 2,000 probes against 5,800.
+  bool joiner_paper_count = true;
+  /// The joiners one member gives vnodes to hang, in bandwidth trees, in a chain below it
+  /// (giver -> j1 -> j2 -> ...: the giver redirects each to the last one placed) rather
+  /// than all from the giver: on paper-4c160 one member held the vnodes of 8 leavers, and
+  /// 8 more children of its 1 Gbit NIC in processor 0's bandwidth tree took it 270 ms per
+  /// 4 MiB broadcast, against 134 ms for the whole tree before. Latency trees keep the
+  /// star (one hop each).
+  bool chain_joiners = true;
+  /// Vnodes a member hands to a newcomer stay in the subtrees it reports this long (0:
+  /// not at all): until the newcomer's placement below it has climbed to the roots,
+  /// broadcasts still route them to the giver, which passes them on over its LAN, instead
+  /// of finding them in no child's subtree and sending them point-to-point over the
+  /// wide-area link to the newcomer. Routing only: who delivers is what the routes say.
+  duration lend_time = std::chrono::milliseconds(500);
 };
 
 /// Something worth reporting to a monitor.
@@ -212,7 +242,8 @@ public:
   proc_id parent(tree_key k) const;
   bool all_parented() const;
   bool measuring() const noexcept { return schedule_.active() || probe_.has_value(); }
-  /// Measuring, holding tree updates to send, joining or leaving.
+  /// Measuring, holding tree updates to send, waiting for a newcomer's trees to be
+  /// seeded, joining or leaving.
   bool busy() const noexcept;
   const vnode_set& own_vnodes() const noexcept { return own_; }
   const routing_table& routes() const noexcept { return routes_; }
@@ -264,6 +295,7 @@ private:
     proc_id to = no_proc;
     duration rtt{0};
     rate bw = 0;
+    bool measured = false; ///< the figures are the edge's own (a seed): nothing to remeasure
     int hops = 0; ///< redirects followed so far
     std::uint64_t asked = 0; ///< seq of the adopt_request in flight (0: not asked yet)
     std::vector<proc_id> next; ///< whom to ask should `to` refuse or be gone
@@ -300,7 +332,9 @@ private:
   void add_member(const wire::member& m);
   /// Takes note of member m; true when it is news (a member we did not know, or a
   /// new incarnation of one). A tombstoned incarnation is never admitted again.
-  bool admit(timestamp now, const wire::member& m, outbox& out);
+  /// `hearsay`: from a member list (a view, a join_accept), which may be older than what
+  /// we know: it admits members we do not know, never replaces a known incarnation.
+  bool admit(timestamp now, const wire::member& m, outbox& out, bool hearsay = false);
   /// Incarnation `inc` of `who` left: tombstone it, and forget it if it is the one
   /// we know. Returns whether this was news (not heard before).
   bool depart(timestamp now, proc_id who, std::uint64_t inc, outbox& out);
@@ -344,7 +378,17 @@ private:
   /// Records the step-parents to ask, in order, for unconnected tree t (the first that
   /// is a member now, the rest for later); returns whether one was taken.
   bool hint(tree_state& t, std::vector<proc_id> candidates, duration rtt, rate bw,
-            int hops = 0);
+            int hops = 0, bool measured = false);
+  /// Whether an adoption request in tree t waits for our own (step-parent or seed).
+  bool awaiting(const tree_state& t) const;
+  // seeding a newcomer's trees (seed_new_trees)
+  /// We heard of newcomer j: seed its trees once its giver is known, or measure after
+  /// `seed_wait`.
+  void expect_seed(timestamp now, proc_id j, outbox& out);
+  /// Notes, before `routes` are applied, which members hand vnodes to whom.
+  void note_givers(timestamp now, const std::vector<wire::route_entry>& routes, outbox& out);
+  /// Member g gave vnodes to newcomer j: ask, in j's trees, our parent in g's.
+  void seed(timestamp now, proc_id j, proc_id g, outbox& out);
   /// The step-parent of tree k failed (refused, silent or gone): the next one, or none.
   void next_step(tree_key k);
   /// Sends an adopt_request to every step-parent not asked yet (one per candidate).
@@ -493,6 +537,23 @@ private:
   std::vector<proc_id> givers_;
   bool repaired_ = false; ///< a step-parent adopted us since measuring last started
   bool await_giver_ = false; ///< joined; measuring waits for the first giver's handover
+  /// Placed by our giver in every tree: this round of measuring counts extra probes the
+  /// paper's way (joiner_paper_count).
+  bool settling_ = false;
+  /// Newcomers we handed vnodes to, and when; per bandwidth tree, the last of them placed
+  /// below us (chain_joiners).
+  std::map<proc_id, timestamp> given_to_;
+  /// Vnodes handed to newcomers, still reported as below us (lend_time), by timer number.
+  std::map<std::uint64_t, vnode_set> lent_;
+  std::uint64_t lend_seq_ = 0;
+  /// What our subtrees report of our own: own_ and what is lent.
+  vnode_set reported_own() const;
+  std::map<tree_key, std::pair<proc_id, std::set<proc_id>>> chain_tail_; ///< tail, placed
+  timestamp now_{0}; ///< of the message being handled
+  /// Newcomers whose trees wait for their seed (seed_new_trees), and the givers of
+  /// newcomers learnt from routing updates (which may arrive before the newcomer's notice).
+  std::set<proc_id> unseeded_;
+  std::map<proc_id, proc_id> giver_of_;
   std::uint64_t hinted_adoptions_ = 0;
 };
 
