@@ -238,6 +238,17 @@ void supervisor::set_own(vnode_set own) {
   mark_all_subtrees();
 }
 
+void supervisor::report_disowned(timestamp now, proc_id by, vnode_set lost, outbox& out) {
+  if (lost.empty())
+    return;
+  tree_event e;
+  e.what = tree_event::kind::disowned;
+  e.at = now;
+  e.peer = by;
+  e.vnodes = std::move(lost);
+  out.events.push_back(std::move(e));
+}
+
 bool supervisor::apply_told_routes(timestamp now, proc_id by,
                                    const std::vector<wire::route_entry>& routes, outbox& out) {
   const auto before = own_;
@@ -247,14 +258,7 @@ bool supervisor::apply_told_routes(timestamp now, proc_id by,
   auto lost = before - own_;
   for (auto& [seq, o] : offers_)
     lost -= o.vnodes; // given away by us: the receiver's route may come round first
-  if (!lost.empty()) {
-    tree_event e;
-    e.what = tree_event::kind::disowned;
-    e.at = now;
-    e.peer = by;
-    e.vnodes = std::move(lost);
-    out.events.push_back(std::move(e));
-  }
+  report_disowned(now, by, std::move(lost), out);
   return changed;
 }
 
@@ -982,14 +986,7 @@ void supervisor::refute(timestamp now, proc_id by, outbox& out) {
   for (auto& r : mine)
     routes_.assign(vnode_set::range(r.lo, r.hi), no_proc, r.epoch);
   set_own(routes_.owned_by(self_));
-  if (!lost.empty()) {
-    tree_event e;
-    e.what = tree_event::kind::disowned;
-    e.at = now;
-    e.peer = by;
-    e.vnodes = std::move(lost);
-    out.events.push_back(std::move(e));
-  }
+  report_disowned(now, by, std::move(lost), out);
   // Whoever buried us dropped us as parent and child: start over in every tree.
   leave_all_trees(now, out);
   trigger(now, out);

@@ -348,6 +348,8 @@ private:
   /// notice): reported as `disowned`.
   bool apply_told_routes(timestamp now, proc_id by, const std::vector<wire::route_entry>& routes,
                          outbox& out);
+  /// A `disowned` event for `lost` (none when empty): `by` told us.
+  void report_disowned(timestamp now, proc_id by, vnode_set lost, outbox& out);
   /// Offers vnodes to a newcomer that asked for them (those not already on offer).
   void hand_over(const vnode_set& vnodes, proc_id to, outbox& out);
   void offer(const vnode_set& vnodes, proc_id to, bool leaving, outbox& out);
