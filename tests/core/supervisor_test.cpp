@@ -682,6 +682,21 @@ BOOST_AUTO_TEST_CASE(a_newcomer_s_trees_are_seeded_from_its_giver_s_without_prob
   }
 }
 
+namespace {
+/// 1 and 3 leave, both handing their vnodes to 2, and join again at once asking for them:
+/// two joiners of one giver (on an 8-processor grid just built).
+void rejoin_two_through_one_giver(mini_grid& g) {
+  g.start();
+  g.run();
+  g.leave(1, 2);
+  g.leave(3, 2); // processor 2 holds vnodes 1, 2, 3
+  g.run();
+  BOOST_TEST_REQUIRE(!g.busy());
+  g.join(1, 0, vnode_set{1});
+  g.join(3, 0, vnode_set{3});
+}
+} // namespace
+
 // Two joiners take their vnodes back from one giver (chain_joiners): in bandwidth trees
 // the second hangs below the first instead of beside it, so the giver's NIC feeds one of
 // them; latency trees keep both one hop from the giver. Fails with chaining off.
@@ -689,14 +704,7 @@ BOOST_AUTO_TEST_CASE(joiners_of_one_giver_hang_in_a_chain_in_bandwidth_trees) {
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
     BOOST_TEST_CONTEXT("seed " << seed) {
       mini_grid g{tiny(), seed, no_extra_measurements()};
-      g.start();
-      g.run();
-      g.leave(1, 2);
-      g.leave(3, 2); // processor 2 holds vnodes 1, 2, 3
-      g.run();
-      BOOST_TEST_REQUIRE(!g.busy());
-      g.join(1, 0, vnode_set{1});
-      g.join(3, 0, vnode_set{3});
+      rejoin_two_through_one_giver(g);
       g.run();
       BOOST_TEST(!g.busy());
       check_trees(g);
@@ -752,14 +760,7 @@ BOOST_AUTO_TEST_CASE(vnodes_handed_to_joiners_stay_below_the_giver_until_they_ar
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
     BOOST_TEST_CONTEXT("seed " << seed) {
       mini_grid g{tiny(), seed, no_extra_measurements()};
-      g.start();
-      g.run();
-      g.leave(1, 2);
-      g.leave(3, 2); // processor 2 holds vnodes 1, 2, 3
-      g.run();
-      BOOST_TEST_REQUIRE(!g.busy());
-      g.join(1, 0, vnode_set{1});
-      g.join(3, 0, vnode_set{3});
+      rejoin_two_through_one_giver(g);
       const vnode_set moved{1, 3};
       for (int step = 0; step < 2500; ++step) { // 50 ms
         g.run_for(std::chrono::microseconds(20));
