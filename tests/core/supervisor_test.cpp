@@ -607,16 +607,23 @@ BOOST_AUTO_TEST_CASE(step_parents_that_leave_at_the_same_moment_point_on) {
   BOOST_TEST(checked >= 2);
 }
 
+namespace {
+/// On an 8-processor grid just built: 3 leaves, handing vnode 3 to 2, and all settles.
+void leave_3_to_2(mini_grid& g) {
+  g.start();
+  g.run();
+  g.leave(3, 2);
+  g.run();
+}
+} // namespace
+
 // A joiner first attaches under the member that gives it vnodes, in every tree (a LAN
 // edge when the giver held them while it was away), before measuring anything.
 BOOST_AUTO_TEST_CASE(a_joiner_s_first_parent_is_its_giver) {
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
     BOOST_TEST_CONTEXT("seed " << seed) {
       mini_grid g{tiny(), seed, no_extra_measurements()};
-      g.start();
-      g.run();
-      g.leave(3, 2); // processor 2 takes vnode 3
-      g.run();
+      leave_3_to_2(g);
       g.join(3, 0, vnode_set{3}); // through 0, asking 2 for vnode 3 back
       g.run();
       BOOST_TEST(!g.busy());
@@ -630,10 +637,7 @@ BOOST_AUTO_TEST_CASE(a_joiner_s_first_parent_is_its_giver) {
             BOOST_TEST(g.sup(3)->parent({r, k}) == proc_id{2}, "tree " << r << " " << to_string(k));
       // With the usual measurements afterwards, the trees still end whole.
       mini_grid m{tiny(), seed};
-      m.start();
-      m.run();
-      m.leave(3, 2);
-      m.run();
+      leave_3_to_2(m);
       m.join(3, 0, vnode_set{3});
       m.run();
       BOOST_TEST(!m.busy());
@@ -652,10 +656,7 @@ BOOST_AUTO_TEST_CASE(a_newcomer_s_trees_are_seeded_from_its_giver_s_without_prob
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
     BOOST_TEST_CONTEXT("seed " << seed) {
       mini_grid g{tiny(), seed};
-      g.start();
-      g.run();
-      g.leave(3, 2); // processor 2 takes vnode 3
-      g.run();
+      leave_3_to_2(g);
       BOOST_TEST_REQUIRE(!g.busy());
       std::vector<std::uint64_t> probes(8);
       for (proc_id p = 0; p < 8; ++p)
@@ -733,10 +734,7 @@ BOOST_AUTO_TEST_CASE(a_joiner_placed_by_its_giver_probes_only_the_extra_measurem
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
     BOOST_TEST_CONTEXT("seed " << seed) {
       mini_grid g{tiny(), seed, cfg};
-      g.start();
-      g.run();
-      g.leave(3, 2);
-      g.run();
+      leave_3_to_2(g);
       g.join(3, 0, vnode_set{3});
       g.run();
       BOOST_TEST(!g.busy());
