@@ -14,6 +14,7 @@
 
 #include "banyan/actors/emulated_cluster.hpp"
 #include "banyan/core/topology.hpp"
+#include "bench_bandwidth.hpp" // parse_size
 #include "bench_common.hpp"
 #include "svg_plot.hpp"
 
@@ -419,15 +420,17 @@ void add_bench_churn_command(CLI::App& bench, std::function<int()>& action) {
   struct args {
     bench_options common;
     churn_options opt;
+    std::string size = "4M";
   };
   auto a = std::make_shared<args>();
   auto cmd = bench.add_subcommand(
-    "churn", "continuous 4 MiB broadcasts while half of the processors leave and rejoin");
+    "churn", "continuous broadcasts (4 MiB) while half of the processors leave and rejoin");
   add_bench_options(*cmd, a->common);
   cmd->add_option("--leave-at", a->opt.leave_at_ms, "ms after the trees formed (1000)");
   cmd->add_option("--rejoin-at", a->opt.rejoin_at_ms, "ms after the trees formed (3000)");
   cmd->add_option("--duration", a->opt.duration_ms, "ms of broadcasting (5000)");
   cmd->add_option("--window", a->opt.window, "broadcasts in flight (2)");
+  cmd->add_option("--size", a->size, "bytes per broadcast, e.g. 256K (4M)");
   cmd->add_option("--trace", a->opt.trace_path,
                   "write a line per frame and tree event to FILE (virtual time; large)");
   cmd->add_option("--trace-from", a->opt.trace_from_ms, "ms on the timeline the trace starts at (0)");
@@ -438,6 +441,12 @@ void add_bench_churn_command(CLI::App& bench, std::function<int()>& action) {
         return 2;
       }
       auto o = a->opt;
+      auto size = parse_size(a->size);
+      if (!size || *size == 0) {
+        std::cerr << tag << "bad --size '" << a->size << "' (a positive size such as 256K or 4M)\n";
+        return 2;
+      }
+      o.message_bytes = *size;
       o.topology = a->common.topology;
       o.seed = a->common.seed;
       o.clock = a->common.clock;
