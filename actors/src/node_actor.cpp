@@ -153,7 +153,11 @@ struct node_machine {
   std::mutex q_mtx;                        ///< guards the three below
   std::deque<std::function<void()>> queue; ///< handlers to run, in order
   bool draining = false;                   ///< some thread is running them
-  bool posted = false;                     ///< a dispatch_atom is on its way to the actor
+  bool posted = false; ///< a dispatch is on its way to the actor or the loop (`loop`)
+  /// Set once, before any thread runs the machine: the transport, when its loop polls
+  /// (tcp_transport::busy_polling). Then the handlers a caller's thread leaves behind
+  /// run on that awake loop instead of waking the actor's thread.
+  net::tcp_transport* loop = nullptr;
   bool stopped = false; ///< under `mtx`: `shutdown` ran; nothing runs the machine any more
 
   template <class... Ts>
@@ -887,17 +891,40 @@ void on_linger(node_ptr self, const drained_ptr& w) {
   linger(self);
 }
 
+/// Who asks `drain` to run the queued handlers.
+enum class runner {
+  caller, ///< a program's thread: handlers never run inside its call
+  actor,  ///< the actor, after a timer: runs them, unless the loop polls (then the loop does)
+  here,   ///< the loop's callbacks, a dispatch that arrived, `shutdown`: runs them
+};
+
+void drain(node_ptr self, runner who);
+
+/// A dispatch posted by `drain` arrived (on the polling loop, or on the actor).
+void dispatched(node_ptr self) {
+  {
+    std::lock_guard<std::mutex> lk(self->q_mtx);
+    self->posted = false;
+  }
+  drain(self, runner::here);
+}
+
 /// Runs the queued handlers, one at a time and in order, unless some thread does already.
-/// A caller's thread (`node_thread` false) leaves them to the actor.
-void drain(node_ptr self, bool node_thread) {
+/// Handlers run on a node thread: the loop's callbacks run them at once; what a caller's
+/// thread leaves behind goes to the transport's loop when it polls (it is awake: no
+/// thread wakes up for them), else to the actor. When the loop polls, the actor hands
+/// what its timers produce to the loop as well, so that every handler runs on the loop.
+void drain(node_ptr self, runner who) {
   std::unique_lock<std::mutex> lk(self->q_mtx);
   if (self->queue.empty() || self->draining)
     return;
-  if (!node_thread) {
-    if (!self->posted) {
-      self->posted = true;
-      self->tell(dispatch_atom::value);
-    }
+  if (who == runner::caller || (who == runner::actor && self->loop)) {
+    if (self->posted)
+      return;
+    self->posted = true;
+    lk.unlock();
+    if (!self->loop || !self->loop->post([self] { dispatched(self); }))
+      self->tell(dispatch_atom::value); // the actor runs them (`here`)
     return;
   }
   self->draining = true;
@@ -913,14 +940,14 @@ void drain(node_ptr self, bool node_thread) {
 
 /// Runs `f` on the state machine, then the handlers it queued.
 template <class F>
-void run(node_ptr self, bool node_thread, F&& f) {
+void run(node_ptr self, runner who, F&& f) {
   {
     std::lock_guard<std::mutex> lk(self->mtx);
     if (self->stopped)
       return; // what `f` would have taken answers `stopped` from its destructor
     f(self);
   }
-  drain(self, node_thread);
+  drain(self, who);
 }
 
 /// The actor: the machine's timers, and the handlers callers' threads left behind.
@@ -928,20 +955,20 @@ caf::behavior node_actor(caf::event_based_actor*, std::shared_ptr<node_machine> 
   auto* self = m.get();
   return {
     [m, self](unreachable_atom, proc_id p) {
-      run(self, true, [p](node_ptr n) {
+      run(self, runner::actor, [p](node_ptr n) {
         n->state.unreachable_peers.insert(p);
         n->state.sup->on_unreachable(now_of(), p, n->state.out);
         after(n);
       });
     },
     [self](timer_atom, std::uint64_t token) {
-      run(self, true, [token](node_ptr n) {
+      run(self, runner::actor, [token](node_ptr n) {
         n->state.sup->on_timer(now_of(), token, n->state.out);
         after(n);
       });
     },
     [self](discover_atom, std::uint64_t attempt) {
-      run(self, true, [attempt](node_ptr n) {
+      run(self, runner::actor, [attempt](node_ptr n) {
         auto& s = n->state;
         if (!s.joining || !s.joining->discovering || s.joining->attempt != attempt)
           return;
@@ -952,7 +979,7 @@ caf::behavior node_actor(caf::event_based_actor*, std::shared_ptr<node_machine> 
       });
     },
     [self](engine_timer_atom, bool reduce, std::uint32_t membership, std::uint64_t token) {
-      run(self, true, [=](node_ptr n) {
+      run(self, runner::actor, [=](node_ptr n) {
         auto& st = n->state;
         if (!st.bcast || membership != st.membership)
           return; // an earlier membership's engine
@@ -964,7 +991,7 @@ caf::behavior node_actor(caf::event_based_actor*, std::shared_ptr<node_machine> 
       });
     },
     [self](overflow_atom) {
-      run(self, true, [](node_ptr n) {
+      run(self, runner::actor, [](node_ptr n) {
         auto& st = n->state;
         st.overflow_armed = false;
         auto held = std::move(st.overflow);
@@ -977,7 +1004,7 @@ caf::behavior node_actor(caf::event_based_actor*, std::shared_ptr<node_machine> 
       });
     },
     [self](forget_atom, proc_id p) {
-      run(self, true, [p](node_ptr n) {
+      run(self, runner::actor, [p](node_ptr n) {
         auto& st = n->state;
         auto it = st.departed.find(p);
         if (it == st.departed.end())
@@ -994,18 +1021,14 @@ caf::behavior node_actor(caf::event_based_actor*, std::shared_ptr<node_machine> 
       });
     },
     [self](linger_atom) {
-      run(self, true, [](node_ptr n) {
+      run(self, runner::actor, [](node_ptr n) {
         n->state.lingering = false;
         linger(n);
         after(n, false, false);
       });
     },
     [self](dispatch_atom) {
-      {
-        std::lock_guard<std::mutex> lk(self->q_mtx);
-        self->posted = false;
-      }
-      drain(self, true);
+      dispatched(self);
     },
   };
 }
@@ -1030,6 +1053,8 @@ node_core::node_core(caf::actor_system& sys, const node_config& cfg, std::uint64
   init.bcast_cfg = cfg.bcast;
   init.reduce_cfg = cfg.reduce;
   init.ops = cfg.ops;
+  if (tp && tp->busy_polling())
+    m_->loop = tp.get();
   init.tp = std::move(tp);
   init.shared = std::move(shared);
   publish(m_.get());
@@ -1070,27 +1095,27 @@ void node_core::shutdown() {
   }
   for (auto& w : waiters)
     w->set_value();
-  drain(m_.get(), true); // handlers still owed (answers given before the stop)
+  drain(m_.get(), runner::here); // handlers still owed (answers given before the stop)
 }
 
 void node_core::deliver(wire::envelope&& e) {
-  run(m_.get(), true, [&e](node_ptr n) { on_deliver(n, e); });
+  run(m_.get(), runner::here, [&e](node_ptr n) { on_deliver(n, e); });
 }
 
 void node_core::net_event(const net::transport_event& ev) {
-  run(m_.get(), true, [&ev](node_ptr n) { on_net_event(n, ev); });
+  run(m_.get(), runner::here, [&ev](node_ptr n) { on_net_event(n, ev); });
 }
 
 void node_core::request(node_request_ptr r) {
-  run(m_.get(), false, [&r](node_ptr n) { on_request(n, std::move(r)); });
+  run(m_.get(), runner::caller, [&r](node_ptr n) { on_request(n, std::move(r)); });
 }
 
 void node_core::collective(const collective_request_ptr& r) {
-  run(m_.get(), false, [&r](node_ptr n) { on_collective(n, r); });
+  run(m_.get(), runner::caller, [&r](node_ptr n) { on_collective(n, r); });
 }
 
 void node_core::set_address(const std::string& a) {
-  run(m_.get(), false, [&a](node_ptr n) {
+  run(m_.get(), runner::caller, [&a](node_ptr n) {
     n->state.address = a;
     n->state.sup->set_address(a);
     publish(n);
@@ -1098,7 +1123,7 @@ void node_core::set_address(const std::string& a) {
 }
 
 void node_core::linger(drained_ptr w) {
-  run(m_.get(), false, [&w](node_ptr n) { on_linger(n, w); });
+  run(m_.get(), runner::caller, [&w](node_ptr n) { on_linger(n, w); });
 }
 
 } // namespace banyan::actors

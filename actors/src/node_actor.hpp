@@ -14,7 +14,9 @@
 //
 // Handlers (deliveries, events, completion callbacks) run after the state lock is
 // released, one at a time and in order, on the loop thread or the actor, never on a
-// caller's thread: what a caller's call produced is handed to the actor to run. A handler
+// caller's thread: what a caller's call produced is handed to the actor to run, or, when
+// the transport's loop polls (node_config::busy_poll), to the loop, which is awake and
+// then runs every handler (the actor hands what its timers produce to it too). A handler
 // may call the node again (on the same thread); what that produces runs after it.
 // Everybody else sees the snapshot in `node_shared`.
 

@@ -159,17 +159,22 @@ private:
   std::ostream& out_;
 };
 
+/// One line on stdout (a JSON object; the newline is added here), written at once.
+void write_line(const std::string& line) {
+  static std::mutex mtx;
+  std::lock_guard<std::mutex> lk(mtx);
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
 /// One JSON object per line on stdout, with "t_us" (steady clock) unless it has one.
 void emit_line(nlohmann::json j) {
-  static std::mutex mtx;
   if (!j.contains("t_us"))
     j["t_us"] = std::chrono::duration_cast<std::chrono::microseconds>(
                   std::chrono::steady_clock::now().time_since_epoch())
                   .count();
-  auto text = j.dump() + "\n";
-  std::lock_guard<std::mutex> lk(mtx);
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
+  write_line(j.dump());
 }
 
 /// Control mode's loop: commands from stdin until `quit`, end of input or a signal
@@ -440,7 +445,7 @@ int run_node(const node_options& opt) {
 
   if (opt.control) {
     // Wanted vnodes when joining again: those asked for at first (empty: a share).
-    control_session session(n, contacts.empty() ? vnode_set{} : vnodes, emit_line);
+    control_session session(n, contacts.empty() ? vnode_set{} : vnodes, write_line);
     auto write_now = [&] {
       dirty = false;
       write_status(opt.json_status, status_json(n, {}));

@@ -3,6 +3,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -139,6 +140,20 @@ bool result_ok(reduce_kind k, const vnode_set& vnodes, std::size_t count, std::u
 
 } // namespace
 
+std::string delivered_line(const wire::collective_id& op, bool message, std::size_t vnodes,
+                           std::size_t size, bool ok, std::int64_t t_us) {
+  // Keys in nlohmann's order (sorted).
+  char buf[224];
+  const int n = std::snprintf(
+    buf, sizeof buf,
+    R"({"ev":"delivered","kind":"%s","ok":%s,"op":"%llu:%llu","size":%llu,"t_us":%lld,"vnodes":%llu})",
+    message ? "message" : "broadcast", ok ? "true" : "false",
+    static_cast<unsigned long long>(op.origin), static_cast<unsigned long long>(op.seq),
+    static_cast<unsigned long long>(size), static_cast<long long>(t_us),
+    static_cast<unsigned long long>(vnodes));
+  return std::string(buf, static_cast<std::size_t>(std::max(n, 0)));
+}
+
 std::optional<std::uint64_t> parse_uint(const std::string& s, std::uint64_t max) {
   if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos)
     return std::nullopt;
@@ -234,14 +249,14 @@ void control_session::ready() {
     received_.clear();
     awaiting_.clear();
   }
-  emit_({{"ev", "ready"},
+  put({{"ev", "ready"},
          {"id", s.id},
          {"port", n_.port()},
          {"vnodes", vnodes_text(s.own_vnodes)}});
 }
 
 void control_session::error(const std::string& detail) {
-  emit_({{"ev", "error"}, {"detail", detail}});
+  put({{"ev", "error"}, {"detail", detail}});
 }
 
 std::uint64_t control_session::next_seq() {
@@ -257,34 +272,44 @@ void control_session::started(const wire::collective_id& id, std::uint64_t predi
   // guess right from now on.
   std::lock_guard<std::mutex> lk(mtx_);
   next_seq_ = seq + 1;
-  emit_({{"ev", "error"},
-         {"detail", "operation " + op_name(id) + " was expected to be number "
+  put({{"ev", "error"},
+       {"detail", "operation " + op_name(id) + " was expected to be number "
                         + std::to_string(predicted) + ": its payload pattern is off"}});
 }
 
+void control_session::put(nlohmann::json j) {
+  if (!j.contains("t_us"))
+    j["t_us"] = now_us();
+  emit_(j.dump());
+}
+
 void control_session::emit_or_hold(nlohmann::json j) {
+  if (!j.contains("t_us"))
+    j["t_us"] = now_us(); // when it happened, not when it is written
+  emit_or_hold(j.dump());
+}
+
+void control_session::emit_or_hold(std::string line) {
   {
     std::lock_guard<std::mutex> lk(mtx_);
     const auto now = now_us();
     for (auto& [seq, a] : awaiting_) {
       if (a.acked_at >= 0 || now - a.started_at >= hold_us_)
         continue;
-      if (!j.contains("t_us"))
-        j["t_us"] = now; // when it happened, not when it is written
       if (held_.empty())
         held_since_ = now;
-      held_.push_back(std::move(j));
+      held_.push_back(std::move(line));
       return;
     }
     if (!held_.empty())
       flush_held_locked(); // the held lines first
   }
-  emit_(std::move(j));
+  emit_(line);
 }
 
 void control_session::flush_held_locked() {
   for (auto& h : held_)
-    emit_(std::move(h));
+    emit_(h);
   held_.clear();
 }
 
@@ -399,7 +424,7 @@ bool control_session::handle(const std::string& line) {
     nlohmann::json members = nlohmann::json::array();
     for (auto& m : s.members)
       members.push_back(m.id);
-    emit_({{"ev", "status"},
+    put({{"ev", "status"},
            {"id", s.id},
            {"state", to_string(s.state)},
            {"members", members},
@@ -456,7 +481,7 @@ void control_session::cmd_bcast(std::istringstream& in) {
           if (!id) {
             std::lock_guard<std::mutex> lk(mtx_);
             awaiting_.erase(seq);
-            emit_({{"ev", "error"}, {"detail", "bcast: " + id.err().to_string()}});
+            put({{"ev", "error"}, {"detail", "bcast: " + id.err().to_string()}});
             return;
           }
           started(*id, seq);
@@ -468,7 +493,7 @@ void control_session::cmd_bcast(std::istringstream& in) {
               it->second.name = op_name(*id);
               if (it->second.acked_at >= 0) {
                 flush_held_locked();
-                emit_({{"ev", "acked"}, {"op", it->second.name}, {"acks", it->second.acked.size()},
+                put({{"ev", "acked"}, {"op", it->second.name}, {"acks", it->second.acked.size()},
                        {"t_us", it->second.acked_at}});
                 awaiting_.erase(it);
               }
@@ -498,7 +523,7 @@ void control_session::cmd_send(std::istringstream& in) {
           if (!id)
             return error("send: " + id.err().to_string());
           started(*id, seq);
-          emit_({{"ev", "sent"}, {"op", op_name(*id)}, {"size", size}, {"t_us", t0}});
+          put({{"ev", "sent"}, {"op", op_name(*id)}, {"size", size}, {"t_us", t0}});
         });
 }
 
@@ -558,12 +583,12 @@ void control_session::cmd_reduce(std::istringstream& in) {
           if (!res)
             return error("reduce " + std::to_string(s) + ": " + res.err().to_string());
           if (res->vnodes.empty() && res->value.empty()) {
-            emit_({{"ev", "reduce_sent"}, {"seq", s}});
+            put({{"ev", "reduce_sent"}, {"seq", s}});
             return;
           }
           const auto t = now_us(); // when it came, not when it was checked
           const bool ok = reduce_result_ok(op, res->vnodes, n, s, res->value);
-          emit_({{"ev", "reduced"},
+          put({{"ev", "reduced"},
                  {"seq", s},
                  {"vnodes", res->vnodes.size()},
                  {"ok", ok},
@@ -577,7 +602,7 @@ void control_session::cmd_leave() {
   await(n_.leave(), "leave", [this](banyan::node::result r) {
     if (r)
       return error("leave: " + r->to_string());
-    emit_({{"ev", "left"}});
+    put({{"ev", "left"}});
   });
 }
 
@@ -629,7 +654,7 @@ void control_session::on_delivery(const node_delivery& d) {
                          .count();
           if (!a.name.empty()) {
             flush_held_locked();
-            emit_({{"ev", "acked"}, {"op", a.name}, {"acks", a.acked.size()}, {"t_us", a.acked_at}});
+            put({{"ev", "acked"}, {"op", a.name}, {"acks", a.acked.size()}, {"t_us", a.acked_at}});
             awaiting_.erase(it);
           }
         }
@@ -647,8 +672,8 @@ void control_session::on_delivery(const node_delivery& d) {
         if (t != ack_to_.end())
           ack_to = t->second;
         else
-          emit_({{"ev", "error"},
-                 {"detail", "acks: processor " + std::to_string(d.op.origin)
+          put({{"ev", "error"},
+               {"detail", "acks: processor " + std::to_string(d.op.origin)
                               + " owns no vnode this node knows of (acks on PROC:VNODE ...)"}});
       }
     }
@@ -665,13 +690,8 @@ void control_session::on_delivery(const node_delivery& d) {
     return;
   const auto seq = d.op.seq;
   const auto t = now_us(); // when it came, not when it was checked
-  emit_or_hold({{"ev", "delivered"},
-                {"t_us", t},
-                {"op", op_name(d.op)},
-                {"kind", message ? "message" : "broadcast"},
-                {"vnodes", d.vnodes.size()},
-                {"size", d.payload.size()},
-                {"ok", is_pattern(d.payload, seq)}});
+  emit_or_hold(delivered_line(d.op, message, d.vnodes.size(), d.payload.size(),
+                              is_pattern(d.payload, seq), t));
 }
 
 } // namespace banyan::cli

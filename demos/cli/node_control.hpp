@@ -64,12 +64,19 @@ std::vector<std::uint8_t> reduce_contribution(element_type type, vnode_id v, std
 bool reduce_result_ok(const reduce_op& op, const vnode_set& vnodes, std::size_t count,
                       std::uint64_t seq, const shared_bytes& value);
 
+/// The "delivered" line (without the newline), written out directly: the same text as
+/// nlohmann's dump of that object, without building one. It is written on every
+/// receiver's loop thread right after the ack, on the path of each hop, and building the
+/// object cost about as much as the rest of the handler.
+std::string delivered_line(const wire::collective_id& op, bool message, std::size_t vnodes,
+                           std::size_t size, bool ok, std::int64_t t_us);
+
 /// The command interpreter of one node. Methods other than the delivery handler are
 /// called from one thread (the one reading stdin).
 class control_session {
 public:
-  /// Writes one JSON line on stdout (adding "t_us": now, unless it is there).
-  using emit_fn = std::function<void(nlohmann::json)>;
+  /// Writes one line on stdout: a JSON object (without the newline) that has "t_us".
+  using emit_fn = std::function<void(const std::string&)>;
 
   /// `wanted`: the vnodes asked for when joining again (empty: a share).
   /// `hold`: how long the origin may hold its lines back while its broadcast waits for
@@ -114,6 +121,10 @@ private:
   /// the operation being timed. Held lines go out right before an "acked" line, from
   /// `collect` once `hold` has passed since the first was held, and from `finish`.
   void emit_or_hold(nlohmann::json j);
+  /// The same for a line already written out (with its "t_us").
+  void emit_or_hold(std::string line);
+  /// Writes `j`, adding "t_us": now unless it is there.
+  void put(nlohmann::json j);
   /// The held lines, in order (under mtx_); emits them.
   void flush_held_locked();
 
@@ -141,7 +152,7 @@ private:
     std::int64_t acked_at = -1; ///< when the last ack came (t_us); -1: not yet
     std::int64_t started_at = 0; ///< t_us
   };
-  std::vector<nlohmann::json> held_; ///< see emit_or_hold
+  std::vector<std::string> held_;    ///< see emit_or_hold
   std::int64_t held_since_ = 0;      ///< t_us of the first held line
   std::map<std::uint64_t, awaiting> awaiting_;
   std::list<std::future<void>> pending_;

@@ -500,22 +500,23 @@ void tcp_impl::on_write(write_req* w, int status) {
   std::unique_ptr<write_req> own(w);
   connection* c = w->conn;
   c->in_flight -= w->bytes;
-  release(w->counter, w->bytes); // handed to the kernel, or lost with the connection
+  if (status >= 0 && !w->close_after && c->side == connection::role::initiator
+      && c->state == connection::phase::established)
+    if (auto* p = find_peer(c->peer); p != nullptr && p->out == c) {
+      pump(c, *p);
+      update_direct(*p); // idle again: senders may write directly
+    }
+  // Released only now (handed to the kernel, or lost with the connection): a sender that
+  // `drain` lets go on finds the direct path open again when the connection is idle.
+  release(w->counter, w->bytes);
   if (status < 0) {
     if (status != UV_ECANCELED)
       close_conn(c, transport_event::kind::error,
                  std::string("write failed: ") + uv_strerror(status));
     return;
   }
-  if (w->close_after) {
+  if (w->close_after)
     close_conn(c, transport_event::kind::rejected, ""); // the event was reported already
-    return;
-  }
-  if (c->side == connection::role::initiator && c->state == connection::phase::established)
-    if (auto* p = find_peer(c->peer); p != nullptr && p->out == c) {
-      pump(c, *p);
-      update_direct(*p); // idle again: senders may write directly
-    }
 }
 
 // --- closing ----------------------------------------------------------------------------

@@ -190,7 +190,7 @@ struct resolve_req {
 
 /// Something `send`, `add_peer` or `remove_peer` asks the loop to do.
 struct command {
-  enum class kind { frame, local, add_peer, remove_peer } what = kind::frame;
+  enum class kind { frame, local, add_peer, remove_peer, call } what = kind::frame;
   proc_id peer = no_proc;
   std::string address;                 // add_peer
   counter_ptr counter;                 // add_peer, frame: the counter charged
@@ -198,6 +198,7 @@ struct command {
   std::optional<wire::envelope> local; // local
   bool returned = false;               // local: handed back to ourselves
   std::size_t bytes = 0;               // frame, local: bytes charged
+  std::function<void()> fn;            // call
 };
 
 class tcp_impl {
@@ -214,6 +215,8 @@ public:
   bool drain(duration timeout) const;
   void stop();
   std::uint16_t port() const;
+  bool post(std::function<void()> fn);
+  bool busy_polling() const { return cfg_.busy_poll > duration::zero(); }
 
   // --- loop thread only (tcp_transport.cpp) -------------------------------------------
   void on_async();

@@ -85,6 +85,12 @@ void tcp_transport::stop() {
 std::uint16_t tcp_transport::port() const {
   return impl_->port();
 }
+bool tcp_transport::post(std::function<void()> fn) {
+  return impl_->post(std::move(fn));
+}
+bool tcp_transport::busy_polling() const {
+  return impl_->busy_polling();
+}
 
 namespace detail {
 
@@ -457,6 +463,18 @@ std::uint16_t tcp_impl::port() const {
   return port_;
 }
 
+bool tcp_impl::post(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lk(mtx_);
+  if (state_ != run_state::running)
+    return false;
+  command c;
+  c.what = command::kind::call;
+  c.fn = std::move(fn);
+  commands_.push_back(std::move(c));
+  uv_async_send(&async_);
+  return true;
+}
+
 void tcp_impl::stop() {
   {
     std::lock_guard<std::mutex> lk(mtx_);
@@ -596,6 +614,10 @@ void tcp_impl::process(command& c) {
       deliver(std::move(*c.local));
     }
     release(c.counter, c.bytes);
+    break;
+  case command::kind::call:
+    if (!shutting_down_ && callbacks_on_)
+      c.fn();
     break;
   }
 }

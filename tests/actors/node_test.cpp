@@ -844,6 +844,56 @@ BOOST_AUTO_TEST_CASE(handlers_run_on_the_node_s_threads_one_at_a_time_and_may_se
     n->stop();
 }
 
+// With busy polling, the handlers a caller's thread leaves behind (here the origin's own
+// delivery of its broadcast) run on the transport's loop thread, which is awake, and not
+// on the actor's thread, which would have to be woken (docs/api.md, "Threads and
+// signals"). The loop thread is the one that delivers what comes over the network.
+BOOST_AUTO_TEST_CASE(with_busy_polling_a_caller_s_handlers_run_on_the_loop_thread) {
+  const auto all = vnode_set::range(0, 10);
+  auto ca = collective_config(0);
+  auto cb = collective_config(1);
+  ca.busy_poll = cb.busy_poll = 50ms;
+  node a(ca);
+  node b(cb);
+  const auto caller = std::this_thread::get_id();
+  std::mutex mtx;
+  std::vector<std::pair<node_delivery::kind, std::thread::id>> seen; // a's deliveries
+  a.on_deliver([&](const node_delivery& d) {
+    std::lock_guard<std::mutex> lk(mtx);
+    seen.emplace_back(d.what, std::this_thread::get_id());
+  });
+  BOOST_REQUIRE(a.start().has_value());
+  BOOST_REQUIRE(b.start().has_value());
+  form(a, {&b}, all);
+  const auto count = [&] {
+    std::lock_guard<std::mutex> lk(mtx);
+    return seen.size();
+  };
+  const int rounds = 5;
+  for (int i = 0; i < rounds; ++i) {
+    // A message from b reaches a on a's loop thread ...
+    const auto v = a.own_vnodes().front();
+    auto m = b.send(v, pattern(10, static_cast<std::uint64_t>(i)));
+    started(m);
+    BOOST_REQUIRE(poll_until(10s, [&] { return count() == static_cast<std::size_t>(2 * i + 1); }));
+    // ... and so does a's own delivery of the broadcast this thread starts.
+    auto s = a.broadcast(pattern(10, static_cast<std::uint64_t>(100 + i)));
+    started(s);
+    BOOST_REQUIRE(poll_until(10s, [&] { return count() == static_cast<std::size_t>(2 * i + 2); }));
+  }
+  std::lock_guard<std::mutex> lk(mtx);
+  BOOST_REQUIRE_EQUAL(seen.size(), static_cast<std::size_t>(2 * rounds));
+  const auto loop = seen.front().second;
+  for (std::size_t k = 0; k < seen.size(); ++k) {
+    BOOST_TEST((seen[k].first == (k % 2 == 0 ? node_delivery::kind::message
+                                             : node_delivery::kind::broadcast)));
+    BOOST_TEST((seen[k].second == loop), "delivery " << k << " ran on another thread");
+  }
+  BOOST_TEST((loop != caller));
+  a.stop();
+  b.stop();
+}
+
 // A user-supplied associative and commutative operator, registered in every node's
 // config, reduces over TCP like the built-in ones; a node without it refuses to start it.
 BOOST_AUTO_TEST_CASE(user_operators_reduce_over_tcp) {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -35,7 +36,8 @@ struct lines {
   std::mutex mtx;
   std::vector<json> all;
   cli::control_session::emit_fn fn() {
-    return [this](json j) {
+    return [this](const std::string& line) {
+      auto j = json::parse(line);
       std::lock_guard<std::mutex> lk(mtx);
       all.push_back(std::move(j));
     };
@@ -146,4 +148,35 @@ BOOST_AUTO_TEST_CASE(the_origin_holds_its_lines_until_its_acks_are_in) {
   }
   BOOST_TEST(la.count("acked", op1) == 1u);
   BOOST_TEST(la.count("acked", op2) == 0u); // b acked once
+}
+
+// The "delivered" line is written out by hand (it is on the path of every hop): it must be
+// exactly what nlohmann writes for the same object, which the driver parses.
+BOOST_AUTO_TEST_CASE(the_delivered_line_is_the_json_object_it_stands_for) {
+  struct row {
+    wire::collective_id op;
+    bool message;
+    std::size_t vnodes, size;
+    bool ok;
+    std::int64_t t_us;
+  };
+  const row rows[] = {
+    {{0, 1}, false, 1, 1, true, 0},
+    {{7, (std::uint64_t{1234567} << 32) + 5}, false, 100, 67108864, true, 9000000000123},
+    {{max_node_id, (std::uint64_t{1} << 63) | 42}, true, 0, 0, false, -5},
+    {{3, ~std::uint64_t{0}}, true, ~std::size_t{0}, ~std::size_t{0}, false,
+     std::numeric_limits<std::int64_t>::max()},
+  };
+  for (auto& r : rows) {
+    json want{{"ev", "delivered"},
+              {"t_us", r.t_us},
+              {"op", std::to_string(r.op.origin) + ":" + std::to_string(r.op.seq)},
+              {"kind", r.message ? "message" : "broadcast"},
+              {"vnodes", r.vnodes},
+              {"size", r.size},
+              {"ok", r.ok}};
+    const auto line = cli::delivered_line(r.op, r.message, r.vnodes, r.size, r.ok, r.t_us);
+    BOOST_TEST(line == want.dump());
+    BOOST_TEST(json::parse(line) == want);
+  }
 }

@@ -192,6 +192,17 @@ public:
   /// The port listened on (0 before `start`).
   std::uint16_t port() const;
 
+  /// Runs `fn` on the loop thread, after the commands (`send`, `add_peer`, ...) given
+  /// before it, like a callback: never concurrently with one, never after `stop`
+  /// returns. Returns false, and drops `fn` without running it, when the transport is
+  /// not running; `fn` is also dropped unrun when `stop` comes first. Thread-safe. Costs
+  /// a wake-up of the loop thread unless it is polling (`busy_polling`).
+  bool post(std::function<void()> fn);
+
+  /// Whether the loop polls its sockets after activity instead of sleeping at once
+  /// (`tcp_config::busy_poll` > 0): then `post` reaches a loop that is usually awake.
+  bool busy_polling() const;
+
 private:
   std::unique_ptr<detail::tcp_impl> impl_;
 };
