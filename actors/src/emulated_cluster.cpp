@@ -270,6 +270,7 @@ std::optional<error> emulated_cluster::join(proc_id p, proc_id contact, const vn
   // The network attaches the new incarnation and hands it the join once an earlier one,
   // still draining after its leave, has detached.
   d.spawn(p, false);
+  ++d.ctr->joining; // until the network hands the join over (quiet() waits for it)
   caf::anon_send(d.net, attach_atom::value, p, d.procs[p], contact, wanted);
   // The reductions not completed yet: the joiner starts them once it takes part (its
   // vnodes may come with histories that still owe them).
@@ -348,7 +349,7 @@ bool emulated_cluster::run_until_quiet(duration limit, duration settle) {
 
 bool emulated_cluster::quiet() const {
   return impl_->mon.measuring() == 0 && impl_->ctr->in_flight.load() == 0 &&
-         impl_->ctr->holding.load() == 0;
+         impl_->ctr->holding.load() == 0 && impl_->ctr->joining.load() == 0;
 }
 
 const banyan::topology& emulated_cluster::topo() const {

@@ -136,10 +136,13 @@ caf::behavior network_actor(
       if (p >= st.procs.size())
         return;
       if (st.procs[p]) {
+        if (st.waiting.count(p)) // replaced before it could join: that join is off
+          --st.ctr->joining;
         st.waiting[p] = {std::move(a), contact, wanted};
         return;
       }
       st.procs[p] = a;
+      --st.ctr->joining;
       self->send(a, join_atom::value, contact, wanted);
     },
     [=](detach_atom, proc_id p, const caf::actor& who) {
@@ -152,6 +155,7 @@ caf::behavior network_actor(
         auto [next, contact, wanted] = std::move(i->second);
         st.waiting.erase(i);
         st.procs[p] = next;
+        --st.ctr->joining;
         self->send(next, join_atom::value, contact, wanted);
       }
     },

@@ -28,6 +28,10 @@ struct shared_counters {
   /// Processors whose collective engines hold something (a stream, a partial waiting
   /// for children, a frame waiting for a retry): the cluster is not quiet meanwhile.
   std::atomic<std::int64_t> holding{0};
+  /// Joins asked of the network that it has not handed to their processor yet (a
+  /// rejoining incarnation waits until its predecessor has drained and detached): the
+  /// cluster is not quiet meanwhile.
+  std::atomic<std::int64_t> joining{0};
 };
 
 caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> sup,

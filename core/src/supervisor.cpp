@@ -1586,7 +1586,13 @@ void supervisor::finish_probe(timestamp now, bool completed, outbox& out) {
 }
 
 void supervisor::on_pong(timestamp now, proc_id from, const wire::pong& m, outbox& out) {
-  if (!probe_ || probe_->seq != m.seq || probe_->cand != from || probe_->at != probe::phase::ping)
+  if (!probe_ || probe_->seq != m.seq || probe_->cand != from)
+    return;
+  if (probe_->at == probe::phase::download) {
+    probe_->mark = now; // the download's first frame: its transfer starts here
+    return;
+  }
+  if (probe_->at != probe::phase::ping)
     return;
   strikes_.erase(from);
   probe_->rtt = now - probe_->sent;
@@ -1594,6 +1600,7 @@ void supervisor::on_pong(timestamp now, proc_id from, const wire::pong& m, outbo
   f.rtt = std::min(f.rtt, probe_->rtt);
   probe_->at = probe::phase::download;
   probe_->sent = now;
+  probe_->mark.reset();
   send(out, from, wire::bw_request{m.seq});
 }
 
@@ -1615,6 +1622,10 @@ void supervisor::on_bw_request(proc_id from, const wire::bw_request& m, outbox& 
   reply.padding = bare < wire::bw_probe_bytes
                     ? static_cast<std::uint32_t>(wire::bw_probe_bytes - bare)
                     : 0u;
+  // The mark: a pong right before the reply, on the same path. The prober times the
+  // reply from the mark's arrival, so neither the RTT nor the queue both waited in
+  // counts as transfer time.
+  send(out, from, wire::pong{m.seq});
   send(out, from, std::move(reply));
 }
 
@@ -1629,11 +1640,23 @@ void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& 
   // only be too low. Subtracting an inflated RTT left transfers of ~0 and rates of
   // 10^11 B/s, which the best-figure rule then kept for good: on paper-4c137 the
   // bandwidth trees fed a cluster through a 100 Mbit link for that reason.
+  //
+  // With the mark (a pong the candidate sent right before the reply, on the same path),
+  // the transfer is the time from the mark's arrival to the reply's: the reply's own
+  // bytes, at the rate the path gives it now. The RTT samples do not enter: every one
+  // can be inflated by queues while broadcasts run (tiny-2c8: a best RTT of 36 ms on a
+  // 2 ms link made a 100 Mbit link measure 191 Mbit, and the best-figure rule kept it,
+  // so no local parent ever looked good enough again).
   auto elapsed = now - probe_->sent;
-  auto base_rtt = std::min(probe_->rtt, figures_[from].rtt);
-  auto transfer = elapsed - base_rtt;
-  if (transfer < elapsed / 8)
-    transfer = elapsed;
+  duration transfer{0};
+  if (probe_->mark) {
+    transfer = now - *probe_->mark;
+  } else {
+    auto base_rtt = std::min(probe_->rtt, figures_[from].rtt);
+    transfer = elapsed - base_rtt;
+    if (transfer < elapsed / 8)
+      transfer = elapsed;
+  }
   transfer = std::max(transfer, duration{1000});
   auto bytes = static_cast<double>(wire::wire_size(wire::message{m}));
   probe_->bw = bytes * 1e9 / static_cast<double>(transfer.count());

@@ -13,8 +13,9 @@
 ///     | ping (1 byte)  ------------------> |
 ///     | <------------------------------ pong     RTT(p,c)
 ///     | bw_request ----------------------> |
+///     | <------------------------ pong     the mark, right before the reply
 ///     | <------------- bw_reply (128 KiB: c's tree_info for every tree)
-///     |    bw(p,c) = bytes / (elapsed - RTT); rules decide per tree
+///     |    bw(p,c) = bytes / (reply - mark); rules decide per tree
 ///     | adopt_request(trees, subtrees) --> |   c refuses trees where p is its
 ///     | <------------------- adopt_reply   |   ancestor or it is unconnected
 ///     | release -> each old parent
@@ -285,6 +286,8 @@ private:
     proc_id cand = no_proc;
     phase at = phase::pause;
     timestamp sent{0};
+    /// When the candidate's mark (the pong it sends right before its bw_reply) came.
+    std::optional<timestamp> mark;
     duration rtt{0};
     rate bw = 0;
     std::vector<wire::subtree_entry> requested; // what the adopt_request offered
