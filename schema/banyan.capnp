@@ -281,6 +281,26 @@ struct ReduceHandoff {
   hops @1 :UInt32;
 }
 
+struct BcastOffer {
+  # A vnode's old owner -> its new owner: the sender holds broadcast (origin, seq),
+  # assembled, for `vnodes`, which it no longer owns, and offers the responsibility for
+  # them without the bytes. The receiver takes it if it holds the broadcast's payload.
+  origin @0 :UInt32;
+  seq @1 :UInt64;
+  vnodes @2 :List(Interval);
+  tag @3 :UInt64;           # the sender's number for this offer, echoed in the answer
+  hops @4 :UInt32;          # offers taken and passed on since bytes were last sent
+}
+
+struct BcastAnswer {
+  # The answer to a BcastOffer: accepted (the receiver is responsible now) or not (the
+  # sender still is, and sends the message itself).
+  origin @0 :UInt32;
+  seq @1 :UInt64;
+  tag @2 :UInt64;
+  accepted @3 :Bool;
+}
+
 # --- connection handshake (issue 4; not carried yet) -------------------------
 #
 # Proposed flow (issue 4 settles it): challenge-response on a fresh TCP connection,
@@ -348,6 +368,8 @@ struct Frame {
     bcastSegment @21 :BcastSegment;
     reducePartial @22 :ReducePartial;
     reduceHandoff @23 :ReduceHandoff;
+    bcastOffer @25 :BcastOffer;     # appended after `returned` (@24)
+    bcastAnswer @26 :BcastAnswer;
   }
   returned @24 :Bool;
   # A frame handed back to the processor that sent it (`from` is the processor that

@@ -63,6 +63,7 @@ void pump(network_ptr self) {
         self->delayed_send(st.procs[e.from], back, unreachable_atom::value, e.to);
         // The engines need the frame itself back (the supervisor, the notice above).
         if (std::holds_alternative<wire::bcast_segment>(e.body) ||
+            std::holds_alternative<wire::bcast_offer>(e.body) ||
             std::holds_alternative<wire::reduce_partial>(e.body) ||
             std::holds_alternative<wire::reduce_handoff>(e.body))
           bounce(self, std::move(e), back);

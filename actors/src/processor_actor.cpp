@@ -55,10 +55,9 @@ bool is_static(const wire::collective_id& op) {
 
 broadcast_engine* bcast_engine_for(processor_ptr self, const wire::message& m) {
   auto& st = self->state;
-  auto* seg = std::get_if<wire::bcast_segment>(&m);
-  if (!seg)
+  if (!broadcast_engine::handles(m))
     return nullptr;
-  return is_static(seg->op) ? st.static_bcast.get() : st.bcast.get();
+  return is_static(broadcast_engine::op_of(m)) ? st.static_bcast.get() : st.bcast.get();
 }
 
 reduce_engine* reduce_engine_for(processor_ptr self, const wire::message& m) {

@@ -100,10 +100,35 @@ wire::collective_id broadcast_engine::originate(timestamp now, wire::collective_
   return id;
 }
 
+wire::collective_id broadcast_engine::op_of(const wire::message& m) {
+  if (auto* s = std::get_if<wire::bcast_segment>(&m))
+    return s->op;
+  if (auto* o = std::get_if<wire::bcast_offer>(&m))
+    return o->op;
+  if (auto* a = std::get_if<wire::bcast_answer>(&m))
+    return a->op;
+  return {};
+}
+
 bool broadcast_engine::on_message(timestamp now, proc_id from, const wire::message& m,
                                   broadcast_outbox& out) {
-  auto* s = std::get_if<wire::bcast_segment>(&m);
-  return s && on_segment(now, from, *s, out);
+  if (auto* s = std::get_if<wire::bcast_segment>(&m))
+    return on_segment(now, from, *s, out);
+  if (auto* o = std::get_if<wire::bcast_offer>(&m)) {
+    view_.refresh();
+    // One that no longer takes part owns nothing and knows little: the offer goes back
+    // and its sender sends the bytes.
+    if (!view_.participating())
+      return false;
+    on_offer(now, from, *o, out);
+    return true;
+  }
+  if (auto* a = std::get_if<wire::bcast_answer>(&m)) {
+    view_.refresh();
+    on_answer(now, *a, out);
+    return true;
+  }
+  return false;
 }
 
 bool broadcast_engine::on_segment(timestamp now, proc_id from, const wire::bcast_segment& m,
@@ -146,7 +171,7 @@ void broadcast_engine::on_timer(timestamp now, std::uint64_t token, broadcast_ou
   for (std::uint32_t k = 0; k < s.count; ++k)
     if (s.have[k])
       dispatch(now, key, k, s.segments[k], out);
-  if (s.deliver.empty())
+  if (!keeps_all(s))
     std::vector<shared_bytes>(s.count).swap(s.segments);
   if (s.received == s.count)
     complete(now, key, out);
@@ -154,9 +179,23 @@ void broadcast_engine::on_timer(timestamp now, std::uint64_t token, broadcast_ou
 
 void broadcast_engine::on_undeliverable(timestamp now, proc_id to, const wire::message& m,
                                         broadcast_outbox& out) {
+  if (auto* o = std::get_if<wire::bcast_offer>(&m)) {
+    // Nobody took it there: the vnodes are still ours, and the bytes go (avoiding `to`).
+    view_.refresh();
+    ++stats_.bounces;
+    unreachable_[to] = now + cfg_.unreachable_memory;
+    auto i = offers_.find(o->tag);
+    if (i == offers_.end())
+      return;
+    auto back = std::move(i->second);
+    offers_.erase(i);
+    ++stats_.offer_fallbacks;
+    hand_on(now, back.msg, back.vnodes, back.hops, false, out);
+    return;
+  }
   auto* seg = std::get_if<wire::bcast_segment>(&m);
   if (!seg)
-    return;
+    return; // an answer whose offerer is gone: it had nothing left to hear
   view_.refresh();
   ++stats_.bounces;
   unreachable_[to] = now + cfg_.unreachable_memory;
@@ -187,6 +226,9 @@ void broadcast_engine::on_view_change(timestamp now, broadcast_outbox& out) {
   view_.refresh();
   for (auto i = unreachable_.begin(); i != unreachable_.end();)
     i = now >= i->second ? unreachable_.erase(i) : std::next(i);
+  kept_.erase(std::remove_if(kept_.begin(), kept_.end(),
+                             [&](const kept& k) { return now >= k.until; }),
+              kept_.end());
 }
 
 broadcast_engine::stream& broadcast_engine::open(const stream_key& key, const vnode_set& header,
@@ -209,12 +251,14 @@ broadcast_engine::stream& broadcast_engine::open(const stream_key& key, const vn
   return s;
 }
 
-broadcast_engine::stream& broadcast_engine::local_stream(const stream& parent,
+broadcast_engine::stream& broadcast_engine::local_stream(const wire::collective_id& op,
+                                                         tree_kind kind, std::uint32_t count,
+                                                         std::uint64_t total,
                                                          std::uint64_t tag,
                                                          const vnode_set& vnodes,
                                                          broadcast_outbox& out) {
-  const stream_key key{std::get<0>(parent.key), view_.self(), tag};
-  stream& s = open(key, vnodes, parent.kind, parent.count, parent.total, true, 0);
+  const stream_key key{op, view_.self(), tag};
+  stream& s = open(key, vnodes, kind, count, total, true, 0);
   s.fresh = true;
   s.held = true;
   ++stats_.holds;
@@ -238,7 +282,7 @@ void broadcast_engine::feed(timestamp now, const stream_key& key, std::uint32_t 
   ++s.received;
   if (!s.planned && !s.held)
     plan(now, s, out); // once per stream, at its first segment
-  if (!s.planned || !s.deliver.empty())
+  if (keeps_all(s))
     s.segments[index] = seg;
   if (!s.planned)
     return;
@@ -262,7 +306,7 @@ void broadcast_engine::plan(timestamp now, stream& s, broadcast_outbox& out) {
   auto hold = [&](const vnode_set& part) {
     forward f{self, part, true, next_tag_++, true};
     s.forwards.push_back(f);
-    local_stream(s, f.tag, part, out);
+    local_stream(std::get<0>(s.key), s.kind, s.count, s.total, f.tag, part, out);
   };
   if (!s.fresh && s.hops >= cfg_.max_hops) {
     hold(rest); // gone round too long: wait, then go point-to-point afresh
@@ -310,7 +354,8 @@ void broadcast_engine::dispatch(timestamp now, const stream_key& key, std::uint3
     if (f.local)
       feed(now, {std::get<0>(key), view_.self(), f.tag}, index, seg, out);
     else
-      send_segment(now, s, f, index, seg, out);
+      send_segment(now, s.out_hops, f, {std::get<0>(key), s.kind, s.count, s.total}, index,
+                   seg, out);
   }
 }
 
@@ -321,35 +366,127 @@ void broadcast_engine::complete(timestamp now, const stream_key& key, broadcast_
   for (auto& f : s.forwards)
     if (!f.local)
       tag_owner_.erase(f.tag);
-  if (s.deliver.empty())
+  const auto vnodes = s.deliver | s.adopted;
+  if (vnodes.empty())
     return;
-  const auto message = assemble(s.segments, s.total);
+  whole msg{{std::get<0>(key), s.kind, s.count, s.total}, s.out_hops, std::move(s.segments)};
+  const auto bytes = assemble(msg.segments, msg.head.total);
+  keep(now, msg, bytes);
+  settle(now, msg, bytes, vnodes, s.adopted.empty() ? 0 : s.adopted_hops, out);
+}
+
+void broadcast_engine::settle(timestamp now, const whole& msg, const shared_bytes& bytes,
+                              const vnode_set& vnodes, std::uint32_t hops,
+                              broadcast_outbox& out) {
   vnode_set own;
   if (view_.participating())
-    own = s.deliver & view_.own_vnodes();
+    own = vnodes & view_.own_vnodes();
   if (!own.empty()) {
     stats_.delivered += own.size();
-    out.deliveries.push_back({std::get<0>(key), own, message, is_p2p(std::get<0>(key))});
+    out.deliveries.push_back({msg.head.op, own, bytes, is_p2p(msg.head.op)});
   }
-  const auto moved = s.deliver - own;
-  if (moved.empty())
-    return;
-  // Moved away while the segments came: the whole message goes to the new owner.
-  ++stats_.redirected;
-  auto parts = route_to_owners(view_, moved, [&](proc_id p) { return unusable(now, p); });
-  if (auto mine = parts.find(view_.self()); mine != parts.end()) {
-    forward f{view_.self(), mine->second, true, next_tag_++, true};
-    auto& held = local_stream(s, f.tag, mine->second, out);
+  const auto moved = vnodes - own;
+  if (!moved.empty())
+    hand_on(now, msg, moved, hops, cfg_.offer_handoff, out);
+}
+
+void broadcast_engine::hand_on(timestamp now, const whole& msg, const vnode_set& vnodes,
+                               std::uint32_t hops, bool offer, broadcast_outbox& out) {
+  const proc_id self = view_.self();
+  auto parts = route_to_owners(view_, vnodes, [&](proc_id p) { return unusable(now, p); });
+  if (auto mine = parts.find(self); mine != parts.end()) {
+    // Nobody to hand them to yet: held here, then planned afresh.
+    auto& held = local_stream(msg.head.op, msg.head.kind, msg.head.count, msg.head.total,
+                              next_tag_++, mine->second, out);
     const auto held_key = held.key;
-    for (std::uint32_t k = 0; k < s.count; ++k)
-      feed(now, held_key, k, s.segments[k], out);
+    for (std::uint32_t k = 0; k < msg.head.count; ++k)
+      feed(now, held_key, k, msg.segments[k], out);
     parts.erase(mine);
   }
+  if (parts.empty())
+    return;
+  if (offer && !is_p2p(msg.head.op) && hops < cfg_.max_offer_hops) {
+    // The responsibility, not the bytes: a new owner most likely receives this broadcast
+    // for its own vnodes anyway. The vnodes stay ours until its answer says otherwise.
+    for (auto& [owner, part] : parts) {
+      const auto tag = next_tag_++;
+      out.sends.push_back({self, owner, wire::bcast_offer{msg.head.op, part, tag, hops}});
+      offers_[tag] = offer_out{owner, std::move(part), hops, msg};
+      ++stats_.offered;
+    }
+    last_send_ = now;
+    return;
+  }
+  // The whole message goes to the new owners.
+  ++stats_.redirected;
   for (auto& g : group_owners(view_, parts, cfg_.direct_fanout)) {
     forward f{g.head, std::move(g.vnodes), true, next_tag_++, false};
-    for (std::uint32_t k = 0; k < s.count; ++k)
-      send_segment(now, s, f, k, s.segments[k], out);
+    for (std::uint32_t k = 0; k < msg.head.count; ++k)
+      send_segment(now, msg.out_hops, f, msg.head, k, msg.segments[k], out);
   }
+}
+
+void broadcast_engine::on_offer(timestamp now, proc_id from, const wire::bcast_offer& m,
+                                broadcast_outbox& out) {
+  bool taken = false;
+  if (!is_p2p(m.op) && !m.vnodes.empty()) {
+    // A stream of that broadcast here that has kept every segment delivers to them too
+    // when it completes; else a completed copy kept here delivers now.
+    for (auto i = streams_.lower_bound({m.op, 0, 0});
+         i != streams_.end() && std::get<0>(i->first) == m.op && !taken; ++i)
+      if (keeps_all(i->second)) {
+        i->second.adopted |= m.vnodes;
+        i->second.adopted_hops = std::max(i->second.adopted_hops, m.hops + 1);
+        taken = true;
+      }
+    if (!taken)
+      if (auto* k = kept_copy(now, m.op)) {
+        const auto msg = k->msg;
+        const auto bytes = k->bytes;
+        taken = true;
+        settle(now, msg, bytes, m.vnodes, m.hops + 1, out);
+      }
+  }
+  ++(taken ? stats_.offers_taken : stats_.offers_refused);
+  out.sends.push_back({view_.self(), from, wire::bcast_answer{m.op, m.tag, taken}});
+  last_send_ = now;
+}
+
+void broadcast_engine::on_answer(timestamp now, const wire::bcast_answer& m,
+                                 broadcast_outbox& out) {
+  auto i = offers_.find(m.tag);
+  if (i == offers_.end() || i->second.msg.head.op != m.op)
+    return;
+  auto o = std::move(i->second);
+  offers_.erase(i);
+  if (m.accepted)
+    return; // theirs now
+  ++stats_.offer_fallbacks;
+  hand_on(now, o.msg, o.vnodes, o.hops, false, out);
+}
+
+void broadcast_engine::keep(timestamp now, const whole& msg, const shared_bytes& bytes) {
+  if (is_p2p(msg.head.op) || !view_.participating() || cfg_.keep_count == 0 ||
+      bytes.size() > cfg_.keep_bytes)
+    return;
+  auto stale = [&](const kept& k) { return now >= k.until || k.msg.head.op == msg.head.op; };
+  kept_.erase(std::remove_if(kept_.begin(), kept_.end(), stale), kept_.end());
+  kept_.push_back({msg, bytes, now + cfg_.keep_for});
+  std::size_t total = 0;
+  for (auto& k : kept_)
+    total += k.bytes.size();
+  while (kept_.size() > cfg_.keep_count || total > cfg_.keep_bytes) {
+    total -= kept_.front().bytes.size();
+    kept_.erase(kept_.begin());
+  }
+}
+
+const broadcast_engine::kept* broadcast_engine::kept_copy(timestamp now,
+                                                          const wire::collective_id& op) const {
+  for (auto& k : kept_)
+    if (k.msg.head.op == op && now < k.until)
+      return &k;
+  return nullptr;
 }
 
 std::string broadcast_engine::describe() const {
@@ -360,30 +497,35 @@ std::string broadcast_engine::describe() const {
          std::to_string(from) + " stream " + std::to_string(tag) + " for " +
          s.header.to_string() + ": " + std::to_string(s.received) + "/" +
          std::to_string(s.count) + " segments" + (s.held ? ", held" : "") +
-         (s.planned ? ", delivers " + s.deliver.to_string() : ", not planned");
+         (s.planned ? ", delivers " + s.deliver.to_string() : ", not planned") +
+         (s.adopted.empty() ? "" : ", adopted " + s.adopted.to_string());
     for (auto& f : s.forwards)
       r += ", " + f.vnodes.to_string() + (f.local ? " held as " : f.direct ? " direct to " : " to child ") +
            (f.local ? std::to_string(f.tag) : std::to_string(f.to));
     r += "\n";
   }
+  for (auto& [tag, o] : offers_)
+    r += "broadcast (" + std::to_string(o.msg.head.op.origin) + "," +
+         std::to_string(o.msg.head.op.seq) + ") offered to " + std::to_string(o.to) + " for " +
+         o.vnodes.to_string() + " (offer " + std::to_string(tag) + "), no answer yet\n";
   return r;
 }
 
-void broadcast_engine::send_segment(timestamp now, const stream& s, forward& f,
-                                    std::uint32_t index, const shared_bytes& seg,
-                                    broadcast_outbox& out) {
+void broadcast_engine::send_segment(timestamp now, std::uint32_t hops, forward& f,
+                                    const message_head& head, std::uint32_t index,
+                                    const shared_bytes& seg, broadcast_outbox& out) {
   wire::bcast_segment m;
-  m.op = std::get<0>(s.key);
-  m.kind = s.kind;
+  m.op = head.op;
+  m.kind = head.kind;
   m.vnodes = f.vnodes;
   m.direct = f.direct;
-  m.hops = s.out_hops;
+  m.hops = hops;
   m.stream = f.tag;
   m.first = !f.opened;
   f.opened = true;
   m.index = index;
-  m.count = s.count;
-  m.total = s.total;
+  m.count = head.count;
+  m.total = head.total;
   m.payload = seg;
   out.sends.push_back({view_.self(), f.to, std::move(m)});
   ++(f.direct ? stats_.direct_frames : stats_.tree_frames);

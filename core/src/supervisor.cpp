@@ -1100,7 +1100,7 @@ void supervisor::do_join(timestamp now, proc_id contact, const vnode_set& wanted
   given_to_.clear();
   chain_tail_.clear();
   lent_.clear();
-  settling_ = false;
+  settling_ = repair_round_ = false;
   me_.id = self_;
   me_.incarnation = (rng_() ^ cfg_.incarnation_salt) | 1; // a new one every join (0: founders)
   add_member(me_);
@@ -1422,8 +1422,10 @@ void supervisor::do_message(timestamp now, proc_id from, const wire::message& m,
         // Measuring starts at once too (cfg_.measure_during_repair; probes leave the
         // trees a step-parent is asked in alone), else once the step-parents answered
         // (on_step_reply), unless some tree has none to ask.
-        if (hinted)
+        if (hinted) {
           ask_step_parents(out);
+          repair_round_ = true; // placed by the repair: improve it within the LAN
+        }
         if (unhinted || (hinted && cfg_.measure_during_repair))
           trigger(now, out);
       } else if constexpr (std::is_same_v<T, wire::tree_update>) {
@@ -1487,7 +1489,7 @@ void supervisor::maybe_probe(timestamp now, outbox& out) {
   const bool was_active = schedule_.active();
   if (members_.size() < 2 || !schedule_.next(parented)) {
     if (was_active)
-      settling_ = false;
+      settling_ = repair_round_ = false;
     if (members_.size() < 2)
       schedule_ = measurement_schedule(cfg_.extra_measurements);
     return;
@@ -1502,7 +1504,7 @@ void supervisor::maybe_probe(timestamp now, outbox& out) {
       p.cand = r; // adopted without a measurement: measure it now
   }
   if (p.cand == no_proc)
-    p.cand = pick_candidate();
+    p.cand = pick_candidate(repair_round_ && parented && cfg_.repaired_local_probes);
   probe_ = std::move(p);
   auto pause = cfg_.probe_jitter.count() > 0
                  ? duration{std::uniform_int_distribution<duration::rep>(
@@ -1551,9 +1553,9 @@ rule_context supervisor::context() const {
   return ctx;
 }
 
-proc_id supervisor::pick_candidate() {
-  if (cfg_.local_bias > 0
-      && std::bernoulli_distribution(cfg_.local_bias)(rng_)) {
+proc_id supervisor::pick_candidate(bool local_only) {
+  if (local_only
+      || (cfg_.local_bias > 0 && std::bernoulli_distribution(cfg_.local_bias)(rng_))) {
     auto ctx = context();
     std::vector<proc_id> local;
     for (auto& [peer, fig] : figures_)

@@ -323,6 +323,23 @@ void write(const wire::reduce_handoff& m, body_builder b) {
   r.setHops(m.hops);
 }
 
+void write(const wire::bcast_offer& m, body_builder b) {
+  auto r = b.initBcastOffer();
+  r.setOrigin(m.op.origin);
+  r.setSeq(m.op.seq);
+  write_vnodes(m.vnodes, [&](unsigned n) { return r.initVnodes(n); });
+  r.setTag(m.tag);
+  r.setHops(m.hops);
+}
+
+void write(const wire::bcast_answer& m, body_builder b) {
+  auto r = b.initBcastAnswer();
+  r.setOrigin(m.op.origin);
+  r.setSeq(m.op.seq);
+  r.setTag(m.tag);
+  r.setAccepted(m.accepted);
+}
+
 // --- shared pieces, capnp -> C++ -------------------------------------------------
 
 tree_kind from_capnp(cs::TreeKind k) {
@@ -549,6 +566,16 @@ wire::reduce_handoff read(cs::ReduceHandoff::Reader r) {
   return wire::reduce_handoff{read_list(r.getRecords()), r.getHops()};
 }
 
+wire::bcast_offer read(cs::BcastOffer::Reader r) {
+  return wire::bcast_offer{wire::collective_id{r.getOrigin(), r.getSeq()},
+                           read_vnodes(r.getVnodes()), r.getTag(), r.getHops()};
+}
+
+wire::bcast_answer read(cs::BcastAnswer::Reader r) {
+  return wire::bcast_answer{wire::collective_id{r.getOrigin(), r.getSeq()}, r.getTag(),
+                            r.getAccepted()};
+}
+
 wire::message read_body(body_reader b) {
   using W = cs::Frame::Body::Which;
   switch (b.which()) {
@@ -573,6 +600,8 @@ wire::message read_body(body_reader b) {
     case W::BCAST_SEGMENT: return read(b.getBcastSegment());
     case W::REDUCE_PARTIAL: return read(b.getReducePartial());
     case W::REDUCE_HANDOFF: return read(b.getReduceHandoff());
+    case W::BCAST_OFFER: return read(b.getBcastOffer());
+    case W::BCAST_ANSWER: return read(b.getBcastAnswer());
   }
   reject("unknown message type " + std::to_string(static_cast<unsigned>(b.which())));
 }

@@ -56,6 +56,10 @@ broadcast_stats total_stats(mini_grid& g, std::size_t n) {
       t.holds += s.holds;
       t.bounces += s.bounces;
       t.malformed += s.malformed;
+      t.offered += s.offered;
+      t.offers_taken += s.offers_taken;
+      t.offers_refused += s.offers_refused;
+      t.offer_fallbacks += s.offer_fallbacks;
     }
   return t;
 }
@@ -218,12 +222,18 @@ BOOST_AUTO_TEST_CASE(broadcasts_under_churn_reach_every_vnode_exactly_once) {
       all.bounces += t.bounces;
       all.holds += t.holds;
       all.direct_frames += t.direct_frames;
+      all.offered += t.offered;
+      all.offers_taken += t.offers_taken;
+      all.offer_fallbacks += t.offer_fallbacks;
     }
   }
-  // The hard paths were all taken somewhere.
+  // The hard paths were all taken somewhere: handovers without the bytes, and with them.
   BOOST_TEST(all.direct_frames > 0u);
   BOOST_TEST(all.redirected > 0u);
   BOOST_TEST(all.bounces > 0u);
+  BOOST_TEST(all.offered > 0u);
+  BOOST_TEST(all.offers_taken > 0u);
+  BOOST_TEST(all.offer_fallbacks > 0u);
 }
 
 // A processor in the middle of the bandwidth tree leaves while segments stream through

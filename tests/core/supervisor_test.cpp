@@ -1,8 +1,10 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <random>
+#include <set>
 
 #include "banyan/core/supervisor_view.hpp"
 #include "core/mini_grid.hpp"
@@ -581,6 +583,64 @@ BOOST_AUTO_TEST_CASE(a_leaver_s_children_go_to_their_step_parents_without_probin
     }
   }
   BOOST_TEST(checked >= 3);
+}
+
+// The orphans a repair placed (step-parents) improve their place with probes to their
+// own LAN only (repaired_local_probes): the 128 KiB replies of that round's extra
+// probes stay off the wide-area links. The one probe that may cross is the measurement
+// of a processor that adopted the orphan without one (a step-parent, measured first).
+// With the rule off, probes to others cross too (control). Measuring waits for the
+// step-parents here (measure_during_repair off), so every probe counted is made with
+// every tree parented.
+BOOST_AUTO_TEST_CASE(repaired_orphans_probe_only_their_lan) {
+  const auto topo = tiny();
+  const auto cluster = topo.cluster_of();
+  for (bool local : {true, false}) {
+    std::size_t probes = 0, remote_others = 0;
+    for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+      supervisor_config cfg;
+      cfg.measure_during_repair = false;
+      cfg.repaired_local_probes = local;
+      mini_grid g{topo, seed, cfg};
+      g.start();
+      g.run();
+      BOOST_TEST_REQUIRE(!g.busy());
+      auto found = inner_node(g, 8, 1);
+      if (!found)
+        continue;
+      const proc_id l = found->second;
+      std::set<proc_id> orphans; // processors l is a parent of, in some tree
+      for (proc_id r = 0; r < 8; ++r)
+        for (auto k : {tree_kind::bandwidth, tree_kind::latency})
+          if (auto t = g.sup(l)->tree({r, k}))
+            for (auto& [c, vs] : t->children())
+              orphans.insert(c);
+      std::map<proc_id, std::set<proc_id>> answered; // orphan -> who answered its adoption
+      g.slow(
+        [&](const wire::envelope& e) {
+          if (std::holds_alternative<wire::adopt_reply>(e.body))
+            answered[e.to].insert(e.from);
+          if (std::holds_alternative<wire::bw_request>(e.body) && orphans.count(e.from)) {
+            ++probes;
+            if (cluster[e.from] != cluster[e.to] && !answered[e.from].count(e.to))
+              ++remote_others;
+          }
+          return false; // only watching
+        },
+        duration{0});
+      g.leave(l);
+      g.run();
+      BOOST_TEST(!g.busy());
+      check_trees(g);
+    }
+    BOOST_TEST_CONTEXT("repaired_local_probes " << local) {
+      BOOST_TEST(probes > 0u);
+      if (local)
+        BOOST_TEST(remote_others == 0u);
+      else
+        BOOST_TEST(remote_others > 0u);
+    }
+  }
 }
 
 // Many leave at the same moment: the leaver, its parent (a child's step-parent) and

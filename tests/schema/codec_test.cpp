@@ -170,6 +170,8 @@ struct gen {
       case 18: return segment();
       case 19: return partial();
       case 20: return wire::reduce_handoff{list([&] { return record(); }), u32()};
+      case 21: return wire::bcast_offer{{proc(), u64()}, vnodes(), u64(), u32()};
+      case 22: return wire::bcast_answer{{proc(), u64()}, u64(), coin()};
     }
     BOOST_FAIL("no such message type");
     return wire::ping{};
@@ -314,6 +316,10 @@ BOOST_AUTO_TEST_CASE(wire_size_equals_encoding_at_rounding_edges) {
   }
   ms.push_back(wire::reduce_handoff{});
   ms.push_back(wire::reduce_handoff{{{vnode_set{}, 0}, {vnode_set{1, 5}, 3}}, 2});
+  ms.push_back(wire::bcast_offer{});
+  ms.push_back(wire::bcast_offer{{3, ~std::uint64_t{0}}, vnode_set{1, 5, 9}, 7, 2});
+  ms.push_back(wire::bcast_answer{});
+  ms.push_back(wire::bcast_answer{{3, 4}, 5, true});
   for (const auto& m : ms) {
     BOOST_TEST_CONTEXT(wire::name_of(m)) {
       const wire::envelope e{1, 2, m};

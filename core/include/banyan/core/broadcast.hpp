@@ -30,15 +30,18 @@
 /// forwarding plan (what to deliver, which part to which child or owner) is decided at
 /// its first segment and applied to every later one, so a vnode gets all the segments of
 /// a message along one path. A vnode is delivered to once all segments are here, if it
-/// is still owned here then; if it moved away meanwhile, the assembled message goes
-/// point-to-point to its new owner instead.
+/// is still owned here then; if it moved away meanwhile, its new owner is offered the
+/// responsibility without the bytes (`bcast_offer`): it takes it if it holds the same
+/// broadcast (a stream of it here, or a completed one it keeps for a while) and delivers
+/// its own copy; otherwise the assembled message goes to it point-to-point.
 ///
 /// Exactly once: at every moment each (broadcast, vnode) is the responsibility of
 /// exactly one stream, or one frame in flight; a plan splits a header into disjoint
 /// parts, delivery ends the responsibility, and nothing is ever dropped: a frame that
 /// cannot be delivered comes back (`on_undeliverable`) and is routed again, a frame that
 /// has passed `max_hops` processors is held for `retry_delay` and then sent
-/// point-to-point afresh. See docs/collectives.md.
+/// point-to-point afresh; an offered (broadcast, vnodes) stays the offerer's until the
+/// answer says it was taken. See docs/collectives.md.
 ///
 /// Leaving: a processor whose supervisor has left must stay reachable, feeding this
 /// engine, until `drained(now)`: it holds no stream and has sent nothing for
@@ -99,6 +102,20 @@ struct broadcast_config {
   std::size_t direct_fanout = 2;
   /// A processor a frame bounced from is avoided (its parts go to a peer) this long.
   duration unreachable_memory = std::chrono::seconds(1);
+  /// A vnode that moved away from where a broadcast was to be delivered to it: offer the
+  /// new owner the responsibility without the bytes (`wire::bcast_offer`), which it takes
+  /// when it holds that broadcast's payload; the assembled message goes to it only if it
+  /// does not. false: always send the message (point-to-point messages always are).
+  bool offer_handoff = true;
+  /// Completed broadcasts whose payloads are kept (they are shared, not copied) so that
+  /// offers arriving after this processor's own copy was delivered can still be taken:
+  /// at most `keep_count` of them, `keep_bytes` in all, each for `keep_for`.
+  std::size_t keep_count = 4;
+  std::size_t keep_bytes = 32u << 20;
+  duration keep_for = std::chrono::seconds(2);
+  /// An offer taken for vnodes that moved on again is offered on; after this many such
+  /// steps (stale tables passing it round) the bytes go instead.
+  std::uint32_t max_offer_hops = 8;
   /// The first broadcast number, and the first stream number. Broadcasts are named
   /// (origin, number) and streams (sender, number): a processor that joins again must
   /// start beyond the numbers its earlier incarnation used (for example from its
@@ -139,6 +156,10 @@ struct broadcast_stats {
   std::uint64_t direct_frames = 0; ///< frames sent point-to-point (III, redirects, retries)
   std::uint64_t delivered = 0;     ///< vnode deliveries (a delivery to 3 vnodes counts 3)
   std::uint64_t redirected = 0;    ///< assembled messages sent on because a vnode moved
+  std::uint64_t offered = 0;       ///< offers sent for vnodes that moved (no bytes)
+  std::uint64_t offers_taken = 0;  ///< offers of others taken here (delivered from our copy)
+  std::uint64_t offers_refused = 0; ///< offers of others refused here (no payload held)
+  std::uint64_t offer_fallbacks = 0; ///< our offers refused or bounced: the bytes went
   std::uint64_t holds = 0;         ///< streams held for `retry_delay`
   std::uint64_t bounces = 0;       ///< frames that came back undeliverable
   std::uint64_t malformed = 0;     ///< segments dropped as inconsistent with their stream
@@ -168,10 +189,14 @@ public:
   expected<wire::collective_id> send(timestamp now, vnode_set to, shared_bytes message,
                                      broadcast_outbox& out);
 
-  /// Whether `m` is for this engine (a `bcast_segment`).
+  /// Whether `m` is for this engine (a `bcast_segment`, `bcast_offer` or `bcast_answer`).
   static bool handles(const wire::message& m) {
-    return std::holds_alternative<wire::bcast_segment>(m);
+    return std::holds_alternative<wire::bcast_segment>(m) ||
+           std::holds_alternative<wire::bcast_offer>(m) ||
+           std::holds_alternative<wire::bcast_answer>(m);
   }
+  /// The broadcast a frame for this engine belongs to (`handles(m)` must hold).
+  static wire::collective_id op_of(const wire::message& m);
   /// A frame for this engine arrived from `from`. Returns false when the engine does
   /// not take it: the runtime must then hand it back to its sender as undeliverable
   /// (`on_undeliverable` there), as if nobody ran here. A stream is taken whole or not
@@ -193,8 +218,9 @@ public:
   /// The view may have changed (call after every event of the processor's supervisor).
   void on_view_change(timestamp now, broadcast_outbox& out);
 
-  /// Still responsible for some vnodes of some broadcast.
-  bool holding() const noexcept { return !streams_.empty(); }
+  /// Still responsible for some vnodes of some broadcast (a stream, or an offer not
+  /// answered yet).
+  bool holding() const noexcept { return !streams_.empty() || !offers_.empty(); }
   /// Holds nothing and has sent nothing for `drain_linger`: a processor that has left
   /// may stop now.
   bool drained(timestamp now) const { return !holding() && now >= last_send_ + cfg_.drain_linger; }
@@ -231,6 +257,34 @@ private:
     std::vector<shared_bytes> segments; ///< kept while held or for local delivery
     std::vector<bool> have;
     std::uint32_t received = 0;
+    vnode_set adopted;           ///< taken over by offers: delivered here when complete
+    std::uint32_t adopted_hops = 0;
+  };
+  /// What every frame of one message says about it.
+  struct message_head {
+    wire::collective_id op;
+    tree_kind kind = tree_kind::latency;
+    std::uint32_t count = 1;
+    std::uint64_t total = 0;
+  };
+  /// A whole message as a stream's segments (what a redirect or an offer needs).
+  struct whole {
+    message_head head;
+    std::uint32_t out_hops = 0; ///< the hop count its frames carry
+    std::vector<shared_bytes> segments;
+  };
+  /// A completed broadcast's payload, kept for offers.
+  struct kept {
+    whole msg;
+    shared_bytes bytes;
+    timestamp until;
+  };
+  /// An offer sent and not answered: the vnodes are still this engine's.
+  struct offer_out {
+    proc_id to = no_proc;
+    vnode_set vnodes;
+    std::uint32_t hops = 0;
+    whole msg;
   };
 
   /// Starts a message from here to `to` (every vnode for a broadcast).
@@ -240,7 +294,8 @@ private:
   stream& open(const stream_key& key, const vnode_set& header, tree_kind kind,
                std::uint32_t count, std::uint64_t total, bool direct, std::uint32_t hops);
   /// A held stream of this engine's own, for the part `vnodes` (retried after a delay).
-  stream& local_stream(const stream& parent, std::uint64_t tag, const vnode_set& vnodes,
+  stream& local_stream(const wire::collective_id& op, tree_kind kind, std::uint32_t count,
+                       std::uint64_t total, std::uint64_t tag, const vnode_set& vnodes,
                        broadcast_outbox& out);
   void feed(timestamp now, const stream_key& key, std::uint32_t index, const shared_bytes& seg,
             broadcast_outbox& out);
@@ -248,9 +303,24 @@ private:
   void dispatch(timestamp now, const stream_key& key, std::uint32_t index,
                 const shared_bytes& seg, broadcast_outbox& out);
   void complete(timestamp now, const stream_key& key, broadcast_outbox& out);
-  void send_segment(timestamp now, const stream& s, forward& f, std::uint32_t index,
-                    const shared_bytes& seg, broadcast_outbox& out);
+  void send_segment(timestamp now, std::uint32_t hops, forward& f, const message_head& head,
+                    std::uint32_t index, const shared_bytes& seg, broadcast_outbox& out);
   bool unusable(timestamp now, proc_id p) const;
+  /// Whether `s` has kept every segment so far (so it can deliver to more vnodes).
+  static bool keeps_all(const stream& s) {
+    return !s.planned || !s.deliver.empty() || !s.adopted.empty();
+  }
+  /// `vnodes` of a complete message: delivered where owned here, handed on otherwise.
+  void settle(timestamp now, const whole& msg, const shared_bytes& bytes,
+              const vnode_set& vnodes, std::uint32_t hops, broadcast_outbox& out);
+  /// Vnodes of a complete message that are not owned here: offered to their owners, or
+  /// (`offer` false, point-to-point messages, too many offer hops) sent to them.
+  void hand_on(timestamp now, const whole& msg, const vnode_set& vnodes, std::uint32_t hops,
+               bool offer, broadcast_outbox& out);
+  void on_offer(timestamp now, proc_id from, const wire::bcast_offer& m, broadcast_outbox& out);
+  void on_answer(timestamp now, const wire::bcast_answer& m, broadcast_outbox& out);
+  void keep(timestamp now, const whole& msg, const shared_bytes& bytes);
+  const kept* kept_copy(timestamp now, const wire::collective_id& op) const;
 
   tree_view& view_;
   broadcast_config cfg_;
@@ -261,6 +331,8 @@ private:
   std::map<std::uint64_t, stream_key> tag_owner_; ///< outgoing stream tag -> its stream
   std::map<std::uint64_t, stream_key> timers_;    ///< retry token -> held stream
   std::map<proc_id, timestamp> unreachable_;      ///< bounced peers, avoided until then
+  std::map<std::uint64_t, offer_out> offers_;     ///< offer tag -> offer not answered yet
+  std::vector<kept> kept_;                        ///< completed broadcasts, oldest first
   timestamp last_send_{timestamp::min() / 2};
   broadcast_stats stats_;
 };

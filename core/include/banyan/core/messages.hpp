@@ -292,11 +292,38 @@ struct reduce_handoff {
   }
 };
 
+/// A vnode's old owner -> its new owner: the sender holds broadcast `op`, assembled, for
+/// `vnodes`, which it no longer owns; it offers the responsibility for them, without the
+/// bytes. A receiver that holds the broadcast's payload (a stream of it here, or a
+/// completed one it still keeps) takes them over and delivers its own copy; otherwise
+/// the sender sends the message (docs/collectives.md, "Handing over without the bytes").
+struct bcast_offer {
+  collective_id op;
+  vnode_set vnodes;
+  std::uint64_t tag = 0;  ///< the sender's number for this offer, echoed in the answer
+  std::uint32_t hops = 0; ///< offers taken and passed on since the last bytes sent (loop bound)
+  friend bool operator==(const bcast_offer& a, const bcast_offer& b) {
+    return a.op == b.op && a.vnodes == b.vnodes && a.tag == b.tag && a.hops == b.hops;
+  }
+};
+
+/// The answer to a `bcast_offer`: accepted (the receiver is responsible for those vnodes
+/// now) or not (the sender still is, and sends the bytes).
+struct bcast_answer {
+  collective_id op;
+  std::uint64_t tag = 0; ///< the offer's
+  bool accepted = false;
+  friend bool operator==(const bcast_answer& a, const bcast_answer& b) {
+    return a.op == b.op && a.tag == b.tag && a.accepted == b.accepted;
+  }
+};
+
 using message = std::variant<ping, pong, bw_request, bw_reply, adopt_request, adopt_reply,
                              release, orphan, tree_update, subtree_update, join_request,
                              join_accept, member_joined, member_left, handover_request,
                              routing_update, vnode_handover, vnode_handover_ack,
-                             bcast_segment, reduce_partial, reduce_handoff>;
+                             bcast_segment, reduce_partial, reduce_handoff, bcast_offer,
+                             bcast_answer>;
 
 /// A message with its endpoints, as the network moves it.
 struct envelope {

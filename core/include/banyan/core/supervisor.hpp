@@ -52,6 +52,15 @@ struct supervisor_config {
   /// Count those extra measurements from the last probe that changed a parent
   /// (false: from the moment every tree had a parent, as the paper does).
   bool until_stable = true;
+  /// An orphan repaired by step-parents (its parent left and named them) makes the extra
+  /// measurements of that round (those once every tree has a parent) to peers known to
+  /// be in its own LAN only (local_bias 1 for them): the repair gave it a place, and
+  /// measuring improves that. After half of paper-4c160 left, every survivor probed about
+  /// 57 times in the next second, a third of them across the wide-area links, and the
+  /// probes' 128 KiB replies took about two thirds of each wide-area link from the
+  /// broadcasts (docs/benchmarks.md, "Latest: payload-free handoff"). A tree still
+  /// without a parent is measured as before.
+  bool repaired_local_probes = true;
   /// A probe whose candidate has not answered by then is abandoned.
   duration probe_timeout = std::chrono::seconds(1);
   /// A random pause in [0, probe_jitter] before each probe, so that processors do
@@ -418,7 +427,8 @@ private:
 
   // probing
   void maybe_probe(timestamp now, outbox& out);
-  proc_id pick_candidate();
+  /// A member to probe: with `local_only`, one known to be in this LAN (if any).
+  proc_id pick_candidate(bool local_only = false);
   rule_context context() const;
   void start_probe(timestamp now, outbox& out);
   void finish_probe(timestamp now, bool completed, outbox& out);
@@ -545,6 +555,9 @@ private:
   /// Placed by our giver in every tree: this round of measuring counts extra probes the
   /// paper's way (joiner_paper_count).
   bool settling_ = false;
+  /// Repaired by step-parents: this round's extra probes stay in the LAN
+  /// (repaired_local_probes).
+  bool repair_round_ = false;
   /// Newcomers we handed vnodes to, and when; per bandwidth tree, the last of them placed
   /// below us (chain_joiners).
   std::map<proc_id, timestamp> given_to_;
