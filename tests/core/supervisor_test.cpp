@@ -99,16 +99,22 @@ void check_routing(const mini_grid& g, std::size_t vnodes) {
   BOOST_TEST((owned == vnode_set::range(0, static_cast<vnode_id>(vnodes))));
 }
 
+/// The grid has settled (nothing measuring or waiting) and its trees, subtree sets and
+/// routing tables are all true.
+void check_settled(const mini_grid& g, std::size_t vnodes) {
+  BOOST_TEST(!g.busy());
+  check_trees(g);
+  check_subtrees(g);
+  check_routing(g, vnodes);
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(trees_form_span_and_stop_measuring) {
   mini_grid g{tiny(), 1};
   g.start();
   g.run();
-  BOOST_TEST(!g.busy());
-  check_trees(g);
-  check_subtrees(g);
-  check_routing(g, 8);
+  check_settled(g, 8);
   for (proc_id p = 0; p < 8; ++p) {
     BOOST_TEST(g.sup(p)->all_parented());
     // at least the 10 extra probes, and not endlessly many
@@ -177,10 +183,7 @@ BOOST_AUTO_TEST_CASE(leave_hands_vnodes_over_and_trees_heal) {
   g.leave(3, 2);
   g.leave(6);
   g.run();
-  BOOST_TEST(!g.busy());
-  check_trees(g);
-  check_subtrees(g);
-  check_routing(g, 8);
+  check_settled(g, 8);
   BOOST_TEST(g.sup(2)->own_vnodes().contains(3));
   BOOST_TEST(!g.live()[3]);
 }
@@ -227,10 +230,7 @@ BOOST_AUTO_TEST_CASE(join_takes_wanted_vnodes_and_new_trees_form) {
   g.join(6, 0, {});        // a share of processor 0's vnodes (it has only one: none)
   g.join(7, 1, vnode_set{4, 5});
   g.run();
-  BOOST_TEST(!g.busy());
-  check_trees(g);
-  check_subtrees(g);
-  check_routing(g, 6);
+  check_settled(g, 6);
   BOOST_TEST((g.sup(7)->own_vnodes() == vnode_set{4, 5}));
   BOOST_TEST(g.sup(4)->own_vnodes().empty());
 }
@@ -266,10 +266,7 @@ BOOST_AUTO_TEST_CASE(random_topologies_and_churn_keep_every_tree_spanning) {
       for (proc_id p = 1; p < n; p += 2)
         g.join(p, 0, vnode_set{p});
       g.run();
-      BOOST_TEST(!g.busy());
-      check_trees(g);
-      check_subtrees(g);
-      check_routing(g, n);
+      check_settled(g, n);
       for (proc_id p = 0; p < n; ++p)
         BOOST_TEST((g.sup(p)->own_vnodes() == vnode_set{p}));
     }
@@ -563,10 +560,7 @@ BOOST_AUTO_TEST_CASE(a_leaver_s_children_go_to_their_step_parents_without_probin
       }
       g.leave(l);
       g.run();
-      BOOST_TEST(!g.busy());
-      check_trees(g); // spanning, no cycle
-      check_subtrees(g);
-      check_routing(g, 8);
+      check_settled(g, 8);
       // One child (the heir) is under the leaver's parent, the others under the heir.
       proc_id heir = no_proc;
       for (auto c : kids)
@@ -677,10 +671,7 @@ BOOST_AUTO_TEST_CASE(step_parents_that_leave_at_the_same_moment_point_on) {
         for (auto p : leaving)
           h.leave(p);
         h.run();
-        BOOST_TEST(!h.busy());
-        check_trees(h);
-        check_subtrees(h);
-        check_routing(h, 8);
+        check_settled(h, 8);
         auto now = h.sup(survivor)->parent(key);
         BOOST_TEST(now != no_proc);
         BOOST_TEST(std::count(leaving.begin(), leaving.end(), now) == 0);
@@ -711,10 +702,7 @@ BOOST_AUTO_TEST_CASE(a_joiner_s_first_parent_is_its_giver) {
       leave_3_to_2(g);
       g.join(3, 0, vnode_set{3}); // through 0, asking 2 for vnode 3 back
       g.run();
-      BOOST_TEST(!g.busy());
-      check_trees(g);
-      check_subtrees(g);
-      check_routing(g, 8);
+      check_settled(g, 8);
       BOOST_TEST(g.sup(3)->own_vnodes().contains(3));
       for (proc_id r = 0; r < 8; ++r)
         for (auto k : {tree_kind::bandwidth, tree_kind::latency})
@@ -725,10 +713,7 @@ BOOST_AUTO_TEST_CASE(a_joiner_s_first_parent_is_its_giver) {
       leave_3_to_2(m);
       m.join(3, 0, vnode_set{3});
       m.run();
-      BOOST_TEST(!m.busy());
-      check_trees(m);
-      check_subtrees(m);
-      check_routing(m, 8);
+      check_settled(m, 8);
     }
   }
 }
@@ -749,10 +734,7 @@ BOOST_AUTO_TEST_CASE(a_newcomer_s_trees_are_seeded_from_its_giver_s_without_prob
           probes[p] = probes_of(*g.sup(p));
       g.join(3, 0, vnode_set{3}); // through 0, asking 2 for vnode 3 back
       g.run();
-      BOOST_TEST(!g.busy());
-      check_trees(g);
-      check_subtrees(g);
-      check_routing(g, 8);
+      check_settled(g, 8);
       for (proc_id p = 0; p < 8; ++p) {
         if (p == 3)
           continue;
@@ -792,10 +774,7 @@ BOOST_AUTO_TEST_CASE(joiners_of_one_giver_hang_in_a_chain_in_bandwidth_trees) {
       mini_grid g{tiny(), seed, no_extra_measurements()};
       rejoin_two_through_one_giver(g);
       g.run();
-      BOOST_TEST(!g.busy());
-      check_trees(g);
-      check_subtrees(g);
-      check_routing(g, 8);
+      check_settled(g, 8);
       for (proc_id r : {0, 2, 4, 5, 6, 7}) {
         auto b1 = g.sup(1)->parent({r, tree_kind::bandwidth});
         auto b3 = g.sup(3)->parent({r, tree_kind::bandwidth});
