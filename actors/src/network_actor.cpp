@@ -59,7 +59,8 @@ struct network_state {
   std::vector<bool> syncing;             ///< a sync to q is unanswered
   /// last_from[p][q]: `handed[q]` right after the last engine frame of p reached q: p's
   /// frames there are settled once q confirmed that many (a refusal arrives before).
-  std::vector<std::vector<std::uint64_t>> last_from;
+  /// Only receivers not known to have handled them are kept (a sender writes to few).
+  std::vector<std::map<proc_id, std::uint64_t>> last_from;
   /// Leavers asking to detach: (the incarnation, messages it had received then).
   std::map<proc_id, std::pair<caf::actor, std::uint64_t>> asks;
   std::set<proc_id> dirty; ///< asks to look at again
@@ -148,9 +149,14 @@ void answer_asks(network_ptr self) {
     if (st.flying_out[p] > 0 || st.returning[p] > 0)
       continue;
     bool settled = true;
-    for (proc_id q = 0; q < st.procs.size(); ++q) {
-      if (st.last_from[p][q] <= st.confirmed[q])
+    auto& sent_to = st.last_from[p];
+    for (auto i = sent_to.begin(); i != sent_to.end();) {
+      const auto q = i->first;
+      if (i->second <= st.confirmed[q]) {
+        i = sent_to.erase(i);
         continue;
+      }
+      ++i;
       settled = false;
       if (!st.syncing[q] && st.procs[q]) {
         st.syncing[q] = true;
@@ -230,7 +236,7 @@ caf::behavior network_actor(
   init.base.assign(n, 0);
   init.confirmed.assign(n, 0);
   init.syncing.assign(n, false);
-  init.last_from.assign(n, std::vector<std::uint64_t>(n, 0));
+  init.last_from.resize(n);
   init.model = std::make_unique<net::wan_model>(std::move(topo));
   init.ctr = std::move(ctr);
   return {
