@@ -29,8 +29,26 @@ using refuse_atom = caf::atom_constant<caf::atom("brefuse")>;
 using bctimer_atom = caf::atom_constant<caf::atom("bbctimer")>;
 /// Reduction engine timers: (rdtimer_atom, static engine?, token).
 using rdtimer_atom = caf::atom_constant<caf::atom("brdtimer")>;
-/// A processor that has left polls whether its engines have drained.
-using drain_atom = caf::atom_constant<caf::atom("bdrain")>;
+// Detaching a processor that has left as soon as nothing it sent can come back (the
+// network knows every frame's fate; core/send_fates.hpp, docs/collectives.md):
+/// A processor that has left under the blind rule polls whether its engines drained.
+using drain_poll_atom = caf::atom_constant<caf::atom("bdrainpoll")>;
+/// processor -> network: (drain_ask_atom, p, itself, messages received from the network):
+/// my engines hold nothing; may I detach?
+using drain_ask_atom = caf::atom_constant<caf::atom("bdrainask")>;
+/// network -> processor: (drain_ok_atom): none of your frames can come back; frames for
+/// you wait at the network until you detach or cancel.
+using drain_ok_atom = caf::atom_constant<caf::atom("bdrainok")>;
+/// network -> processor: (drain_no_atom): you were sent something since you asked.
+using drain_no_atom = caf::atom_constant<caf::atom("bdrainno")>;
+/// processor -> network: (drain_cancel_atom, p, itself): my engines sent or took
+/// something after all; I stay.
+using drain_cancel_atom = caf::atom_constant<caf::atom("bdraincan")>;
+/// network -> processor: (sync_atom, n); the processor answers (synced_atom, p, n) once
+/// it has handled the network's first n messages to its id (a refusal among them reaches
+/// the network before the answer: messages between two actors stay in order).
+using sync_atom = caf::atom_constant<caf::atom("bsync")>;
+using synced_atom = caf::atom_constant<caf::atom("bsynced")>;
 /// Start a broadcast or a point-to-point message: (bcast_atom, request).
 using bcast_atom = caf::atom_constant<caf::atom("bbcast")>;
 /// Start a reduction: (reduce_atom, request).
@@ -126,11 +144,12 @@ using static_install_ptr = std::shared_ptr<const static_install>;
 
 /// A processor that also hosts the collective engines reporting to `ledger`.
 /// `incarnation` numbers the broadcasts it starts apart from those of its earlier
-/// incarnations.
+/// incarnations. `blind_linger`: see cluster_config.
 caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> sup,
                            caf::actor net, cluster_monitor* mon, std::uint32_t incarnation,
                            std::shared_ptr<collective_ledger> ledger,
-                           std::shared_ptr<shared_counters> counters);
+                           std::shared_ptr<shared_counters> counters,
+                           std::optional<duration> blind_linger = {});
 
 } // namespace banyan::actors
 

@@ -112,7 +112,7 @@ struct emulated_cluster::impl {
     auto sup = std::make_shared<supervisor>(p, cfg.sup, seed);
     sups[p] = sup;
     history.push_back(sup);
-    procs[p] = spawn_processor(*sys, sup, net, &mon, inc, ledger, ctr);
+    procs[p] = spawn_processor(*sys, sup, net, &mon, inc, ledger, ctr, cfg.blind_linger);
     if (attach)
       caf::anon_send(net, attach_atom::value, p, procs[p]);
   }
@@ -367,7 +367,7 @@ duration emulated_cluster::last_change() const {
 
 network_stats emulated_cluster::net_stats() const {
   auto& c = *impl_->ctr;
-  return {c.messages.load(), c.bytes.load(), c.dropped.load()};
+  return {c.messages.load(), c.bytes.load(), c.dropped.load(), c.stray_returns.load()};
 }
 
 bool emulated_cluster::running(proc_id p) const {

@@ -105,6 +105,13 @@ struct node_state {
   // The collective engines of the current (or last) membership.
   broadcast_config bcast_cfg;
   reduce_config reduce_cfg;
+  double drain_rtts = 4;       ///< node_config
+  duration drain_floor{0};     ///< node_config
+  /// Peers the engines of this membership handed frames to (any may refuse one).
+  std::set<proc_id> written_to;
+  /// Since when nothing the engines sent has been queued in the transport (as a linger
+  /// poll found it), if so since their last send.
+  std::optional<timestamp> flushed_at;
   reduce_op_table ops;
   std::unique_ptr<supervisor_view> view;
   std::unique_ptr<broadcast_engine> bcast;
@@ -328,12 +335,43 @@ void send_one(node_ptr self, wire::envelope e) {
 
 // --- collectives ------------------------------------------------------------------------
 
+/// Whether the engines of the last membership have drained (core/send_fates.hpp): they
+/// hold nothing, nothing they sent waits in the transport (or in `overflow`), and a frame
+/// written to the kernel has had time to be refused and come back: `drain_rtts` round
+/// trips to the slowest peer written to (the supervisor's measurements, kept after a
+/// leave), at least `drain_floor`, from when the queues were found empty or the last
+/// send, whichever is later. A peer never measured: the blind `drain_linger`.
 bool engines_drained(node_ptr self) {
   auto& st = self->state;
   if (!st.bcast)
     return true;
   auto now = now_of();
-  return st.bcast->drained(now) && st.red->drained(now);
+  if (st.bcast->holding() || st.red->holding())
+    return false;
+  auto busy = [&] {
+    st.flushed_at.reset();
+    return false;
+  };
+  for (auto& [p, q] : st.overflow)
+    if (!q.empty())
+      return busy();
+  duration worst{0};
+  bool unmeasured = false;
+  for (auto p : st.written_to) {
+    if (st.tp->queued_bytes(p) != 0)
+      return busy();
+    if (auto rtt = st.sup->measured_rtt(p))
+      worst = std::max(worst, *rtt);
+    else
+      unmeasured = true;
+  }
+  const auto last = std::max(st.bcast->last_send(), st.red->last_send());
+  if (!st.flushed_at || *st.flushed_at < last)
+    st.flushed_at = now;
+  const auto bound = std::chrono::duration_cast<duration>(worst * st.drain_rtts);
+  const auto fates = unmeasured ? send_fates::blind(st.bcast_cfg.drain_linger)
+                                : send_fates::bounded(*st.flushed_at, std::max(st.drain_floor, bound));
+  return st.bcast->drained(now, fates) && st.red->drained(now, fates);
 }
 
 /// New engines for a membership that is about to begin (`settled`: a founder's vnodes).
@@ -353,6 +391,8 @@ void new_engines(node_ptr self, const vnode_set& settled) {
   st.red = std::make_unique<reduce_engine>(*st.view, st.ops, st.reduce_cfg, settled);
   st.bo.clear();
   st.ro.clear();
+  st.written_to.clear();
+  st.flushed_at.reset();
 }
 
 /// Hands `e`, from an engine, to the transport; what cannot go now waits in `overflow`
@@ -367,6 +407,7 @@ bool send_engine_frame(node_ptr self, wire::envelope& e) {
   }
   net::send_options opt;
   opt.return_undeliverable = true;
+  st.written_to.insert(e.to);
   switch (st.tp->send(e, opt)) {
   case net::send_status::queued:
   case net::send_status::stopped:
@@ -1052,6 +1093,8 @@ node_core::node_core(caf::actor_system& sys, const node_config& cfg, std::uint64
       std::chrono::system_clock::now().time_since_epoch()).count() & 0x3fffffff);
   init.bcast_cfg = cfg.bcast;
   init.reduce_cfg = cfg.reduce;
+  init.drain_rtts = cfg.drain_rtts;
+  init.drain_floor = cfg.drain_floor;
   init.ops = cfg.ops;
   if (tp && tp->busy_polling())
     m_->loop = tp.get();

@@ -1,5 +1,6 @@
 #include "collective_glue.hpp"
 
+#include <algorithm>
 #include <deque>
 
 #include "banyan/core/broadcast.hpp"
@@ -11,9 +12,6 @@
 namespace banyan::actors {
 
 namespace {
-
-/// How often a processor that has left asks its engines whether they have drained.
-constexpr auto drain_poll = std::chrono::milliseconds(100);
 
 struct processor_state {
   std::shared_ptr<supervisor> sup;
@@ -44,6 +42,17 @@ struct processor_state {
   std::uint32_t sag_installs = 0;
   bool left = false;
   bool holding = false; ///< counted in ctr->holding
+  /// Detach blindly this long after the engines' last send instead of asking the
+  /// network (cluster_config::blind_linger).
+  std::optional<duration> blind_linger;
+  /// Messages received from the network (frames and bounces): a leaver's ask to detach
+  /// names it, so the network can tell whether it sent the leaver anything since.
+  std::uint64_t received = 0;
+  /// An ask to detach is out, made when the engines had sent these many frames.
+  bool asked = false;
+  struct sent_counts {
+    std::uint64_t bcast = 0, reduce = 0, static_bcast = 0, static_reduce = 0;
+  } asked_at;
   static inline const char* name = "banyan.processor";
 };
 
@@ -68,6 +77,8 @@ reduce_engine* reduce_engine_for(processor_ptr self, const wire::message& m) {
     return st.reduce.get(); // static trees never move vnodes
   return nullptr;
 }
+
+void maybe_ask(processor_ptr self);
 
 /// Keeps the cluster-wide count of processors whose engines hold something current.
 void update_holding(processor_ptr self) {
@@ -116,6 +127,7 @@ void carry_out_bcast(processor_ptr self, bool static_engine) {
   }
   bo.clear();
   update_holding(self);
+  maybe_ask(self);
 }
 
 void carry_out_reduce(processor_ptr self, bool static_engine) {
@@ -136,14 +148,36 @@ void carry_out_reduce(processor_ptr self, bool static_engine) {
   }
   ro.clear();
   update_holding(self);
+  maybe_ask(self);
 }
 
+/// The engines hold nothing (their own work is done; frames they sent may still come back).
+bool idle(processor_ptr self) {
+  auto& st = self->state;
+  return !st.bcast->holding() && (!st.reduce || !st.reduce->holding()) &&
+         (!st.static_bcast || !st.static_bcast->holding()) &&
+         (!st.static_reduce || !st.static_reduce->holding()) &&
+         (!st.sag || st.sag->in_progress() == 0);
+}
+
+processor_state::sent_counts frames_sent(processor_ptr self) {
+  auto& st = self->state;
+  return {st.bcast->frames_sent(), st.reduce ? st.reduce->frames_sent() : 0,
+          st.static_bcast ? st.static_bcast->frames_sent() : 0,
+          st.static_reduce ? st.static_reduce->frames_sent() : 0};
+}
+
+/// The network said none of the frames sent before the ask can come back: the engines
+/// have drained if they hold nothing and have sent nothing since (core/send_fates.hpp).
 bool drained(processor_ptr self) {
   auto& st = self->state;
   auto now = now_of(self);
-  return st.bcast->drained(now) && (!st.reduce || st.reduce->drained(now)) &&
-         (!st.static_bcast || st.static_bcast->drained(now)) &&
-         (!st.static_reduce || st.static_reduce->drained(now)) &&
+  const auto& at = st.asked_at;
+  return st.bcast->drained(now, send_fates::known(at.bcast)) &&
+         (!st.reduce || st.reduce->drained(now, send_fates::known(at.reduce))) &&
+         (!st.static_bcast || st.static_bcast->drained(now, send_fates::known(at.static_bcast))) &&
+         (!st.static_reduce ||
+          st.static_reduce->drained(now, send_fates::known(at.static_reduce))) &&
          (!st.sag || st.sag->in_progress() == 0);
 }
 
@@ -155,6 +189,34 @@ void stop(processor_ptr self) {
   }
   self->send(st.net, detach_atom::value, st.sup->self(), caf::actor_cast<caf::actor>(self));
   self->quit();
+}
+
+/// A processor that has left and whose engines hold nothing asks the network whether
+/// anything it sent can still come back (it answers when nothing can: drain_ok_atom).
+void maybe_ask(processor_ptr self) {
+  auto& st = self->state;
+  if (!st.left || st.asked || !idle(self))
+    return;
+  if (st.blind_linger) {
+    // Knowing nothing of the frames' fates: the engines' blind rule, polled.
+    auto now = now_of(self);
+    auto fates = send_fates::blind(*st.blind_linger);
+    if (st.bcast->drained(now, fates) && (!st.reduce || st.reduce->drained(now, fates)) &&
+        (!st.static_bcast || st.static_bcast->drained(now, fates)) &&
+        (!st.static_reduce || st.static_reduce->drained(now, fates))) {
+      stop(self);
+      return;
+    }
+    st.asked = true; // a poll is out
+    self->delayed_send(self, std::clamp(*st.blind_linger, duration{std::chrono::milliseconds(1)},
+                                        duration{std::chrono::milliseconds(100)}),
+                       drain_poll_atom::value);
+    return;
+  }
+  st.asked = true;
+  st.asked_at = frames_sent(self);
+  self->send(st.net, drain_ask_atom::value, st.sup->self(), caf::actor_cast<caf::actor>(self),
+             st.received);
 }
 
 void start_one(processor_ptr self, const reduce_request_ptr& req, const reduce_spec& spec,
@@ -272,21 +334,21 @@ void carry_out(processor_ptr self) {
   }
   start_pending(self);
   if (left && !st.left) {
-    // Stay reachable, feeding the engines, until they have drained.
+    // Stay reachable, feeding the engines, until they hold nothing and nothing they
+    // sent can come back (the network knows: maybe_ask).
     st.left = true;
     st.pending.clear();
-    if (drained(self))
-      stop(self);
-    else
-      self->delayed_send(self, drain_poll, drain_atom::value);
+    maybe_ask(self);
   }
 }
 
 caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> sup,
                               caf::actor net, cluster_monitor* mon, std::uint32_t incarnation,
                               std::shared_ptr<collective_ledger> ledger,
-                              std::shared_ptr<shared_counters> ctr) {
+                              std::shared_ptr<shared_counters> ctr,
+                              std::optional<duration> blind_linger) {
   auto& init = self->state;
+  init.blind_linger = blind_linger;
   init.sup = std::move(sup);
   init.net = std::move(net);
   init.mon = mon;
@@ -298,9 +360,10 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
   dynamic_cfg.first_seq = (std::uint64_t{incarnation} << 32) + 1;
   init.bcast = std::make_unique<broadcast_engine>(*init.view, dynamic_cfg);
   return {
-    [=](deliver_atom, const wire::envelope& e) {
+    [=](deliver_atom, const wire::envelope& e, std::uint64_t gen) {
       auto& st = self->state;
       auto now = now_of(self);
+      ++st.received;
       st.sup->heard_from(now, e.from);
       if (scatter_allgather_engine::handles(e.body)) {
         // A static baseline without recovery: a frame it cannot take is counted there
@@ -315,7 +378,7 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
         bool taken = eng && eng->on_message(now, e.from, e.body, st.bo);
         carry_out_bcast(self, eng == st.static_bcast.get() && eng);
         if (!taken)
-          self->send(st.net, refuse_atom::value, e);
+          self->send(st.net, refuse_atom::value, e, gen);
         return;
       }
       if (reduce_engine::handles(e.body)) {
@@ -323,7 +386,7 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
         bool taken = eng && eng->on_message(now, e.from, e.body, st.ro);
         carry_out_reduce(self, eng == st.static_reduce.get() && eng);
         if (!taken)
-          self->send(st.net, refuse_atom::value, e);
+          self->send(st.net, refuse_atom::value, e, gen);
         return;
       }
       st.sup->on_message(now, e.from, e.body, st.out);
@@ -335,6 +398,7 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
     },
     [=](bounced_atom, const wire::envelope& e) {
       auto& st = self->state;
+      ++st.received;
       if (scatter_allgather_engine::handles(e.body))
         return; // no recovery in MPICH's algorithm (processors do not leave it)
       if (auto* eng = bcast_engine_for(self, e.body)) {
@@ -365,11 +429,31 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       eng->on_timer(now_of(self), token, st.ro);
       carry_out_reduce(self, static_engine);
     },
-    [=](drain_atom) {
-      if (drained(self))
+    [=](drain_ok_atom) {
+      // Nothing sent before the ask can come back, and frames for this processor wait
+      // at the network: stop unless the engines sent or took something since.
+      auto& st = self->state;
+      st.asked = false;
+      if (drained(self)) {
         stop(self);
-      else
-        self->delayed_send(self, drain_poll, drain_atom::value);
+        return;
+      }
+      self->send(st.net, drain_cancel_atom::value, st.sup->self(),
+                 caf::actor_cast<caf::actor>(self));
+      maybe_ask(self);
+    },
+    [=](drain_poll_atom) {
+      self->state.asked = false;
+      maybe_ask(self);
+    },
+    [=](drain_no_atom) {
+      self->state.asked = false;
+      maybe_ask(self);
+    },
+    [=](sync_atom, std::uint64_t count) {
+      // Every message the network sent before this one has been handled here (and a
+      // refusal among them has gone back before this answer).
+      self->send(self->state.net, synced_atom::value, self->state.sup->self(), count);
     },
     [=](static_tree_atom, const static_install_ptr& inst) {
       // Emulation only: every processor is handed the same tree, and owns what its
@@ -501,9 +585,10 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
 caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> sup,
                            caf::actor net, cluster_monitor* mon, std::uint32_t incarnation,
                            std::shared_ptr<collective_ledger> ledger,
-                           std::shared_ptr<shared_counters> counters) {
+                           std::shared_ptr<shared_counters> counters,
+                           std::optional<duration> blind_linger) {
   return sys.spawn(processor_actor, std::move(sup), std::move(net), mon, incarnation,
-                   std::move(ledger), std::move(counters));
+                   std::move(ledger), std::move(counters), blind_linger);
 }
 
 caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> sup,

@@ -25,6 +25,9 @@ struct shared_counters {
   std::atomic<std::uint64_t> messages{0};
   std::atomic<std::uint64_t> bytes{0};
   std::atomic<std::uint64_t> dropped{0};
+  /// Frames that came back (bounced or refused) when the incarnation that sent them was
+  /// no longer attached: a crashed one's, or a leaver detached too early (a bug).
+  std::atomic<std::uint64_t> stray_returns{0};
   /// Processors whose collective engines hold something (a stream, a partial waiting
   /// for children, a frame waiting for a retry): the cluster is not quiet meanwhile.
   std::atomic<std::int64_t> holding{0};

@@ -413,6 +413,7 @@ void broadcast_engine::hand_on(timestamp now, const whole& msg, const vnode_set&
       out.sends.push_back({self, owner, wire::bcast_offer{msg.head.op, part, tag, hops}});
       offers_[tag] = offer_out{owner, std::move(part), hops, msg};
       ++stats_.offered;
+      ++frames_sent_;
     }
     last_send_ = now;
     return;
@@ -449,6 +450,7 @@ void broadcast_engine::on_offer(timestamp now, proc_id from, const wire::bcast_o
   }
   ++(taken ? stats_.offers_taken : stats_.offers_refused);
   out.sends.push_back({view_.self(), from, wire::bcast_answer{m.op, m.tag, taken}});
+  ++frames_sent_;
   last_send_ = now;
 }
 
@@ -529,6 +531,7 @@ void broadcast_engine::send_segment(timestamp now, std::uint32_t hops, forward& 
   m.payload = seg;
   out.sends.push_back({view_.self(), f.to, std::move(m)});
   ++(f.direct ? stats_.direct_frames : stats_.tree_frames);
+  ++frames_sent_;
   last_send_ = now;
 }
 

@@ -65,6 +65,7 @@ std::uint64_t reduce_engine::timer(reduce_outbox& out, duration after, timer_ent
 
 void reduce_engine::send(timestamp now, proc_id to, wire::message m, reduce_outbox& out) {
   out.sends.push_back({view_.self(), to, std::move(m)});
+  ++frames_sent_;
   last_send_ = now;
 }
 

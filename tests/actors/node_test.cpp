@@ -743,6 +743,53 @@ BOOST_AUTO_TEST_CASE(a_stream_to_a_node_that_leaves_is_not_split) {
     n->stop();
 }
 
+// A node leaves in the middle of a long broadcast and joins again at once. Its engines
+// relay what they hold; a new membership waits until they have drained, which over TCP
+// means: nothing they sent is still queued in the transport, and a few round trips to
+// the peers they wrote to (loopback: far below a millisecond; `drain_floor` 200 ms) have
+// passed, the time a refusal needs to come back. With the blind rule it would wait
+// `drain_linger` (5 s here) after their last send.
+BOOST_AUTO_TEST_CASE(a_node_that_leaves_joins_again_well_before_the_linger) {
+  const auto all = vnode_set::range(0, 60);
+  auto cfg = [](proc_id id) {
+    auto c = config(id);
+    c.bcast.drain_linger = 5s;
+    c.reduce.drain_linger = 5s;
+    return c;
+  };
+  node a(cfg(0));
+  node b(cfg(1));
+  node c(cfg(2));
+  delivery_ledger ledger;
+  for (auto* n : {&a, &b, &c}) {
+    n->on_deliver(ledger.handler(n->id()));
+    BOOST_REQUIRE(n->start().has_value());
+  }
+  form(a, {&b, &c}, all);
+  const auto vb = b.own_vnodes();
+  BOOST_REQUIRE(!vb.empty());
+  auto big = a.broadcast(pattern(4u << 20, 41));
+  auto big_op = started(big);
+  auto left = b.leave();
+  auto lerr = wait(left, 10s);
+  BOOST_REQUIRE_MESSAGE(!lerr.has_value(), "leave: " << (lerr ? lerr->to_string() : ""));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto rejoin = b.join({{c.address()}}, vb);
+  BOOST_REQUIRE_MESSAGE(!wait(rejoin, 15s).has_value(), "b could not join again");
+  const auto took = std::chrono::steady_clock::now() - t0;
+  BOOST_TEST_MESSAGE("joined again "
+                     << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                     << " ms after its leave completed");
+  BOOST_TEST((took < 2500ms)); // half the linger
+  BOOST_REQUIRE(poll_until(30s, [&] { return ledger.once(big_op, all) == all.size(); }));
+  BOOST_TEST(ledger.payloads_match(big_op, 4u << 20, 41));
+  require_converged({&a, &b, &c}, &all, 20s);
+  broadcast_everywhere(c, ledger, all, 3000, 42, 10s);
+  BOOST_TEST(ledger.duplicates() == 0);
+  for (auto* n : {&a, &b, &c})
+    n->stop();
+}
+
 BOOST_AUTO_TEST_CASE(collectives_of_a_stopped_node_resolve_with_stopped) {
   const auto all = vnode_set::range(0, 20);
   node a(collective_config(0));

@@ -59,6 +59,13 @@ struct cluster_config {
   std::size_t reduce_segment = 16 * 1024;
   /// Worker threads in real time.
   std::size_t threads = 2;
+  /// When a processor that has left may detach (core/send_fates.hpp). Nothing (the
+  /// default): once its engines hold nothing and the network, which sees every frame's
+  /// fate, says that nothing it sent can come back. A duration: blindly, that long after
+  /// its engines' last send, as a runtime that knows nothing must (the engines'
+  /// `drain_linger`; 2 s before the network knew); too short a one lets frames come back
+  /// after it detached (`network_stats::stray_returns`).
+  std::optional<duration> blind_linger;
   /// Instrumentation (may be empty): every frame the emulated network carries, and every
   /// tree event a processor reports, as they happen. Called on the actors' threads (one
   /// at a time in virtual time; concurrently in real time, so it must be thread-safe
@@ -72,6 +79,10 @@ struct network_stats {
   std::uint64_t messages = 0;
   std::uint64_t bytes = 0;
   std::uint64_t dropped = 0; ///< addressed to processors that were not running
+  /// Engine frames that came back (bounced or refused) after the incarnation that sent
+  /// them had detached: a crashed processor's; after a graceful leave never (a leaver
+  /// detaches only once nothing it sent can come back).
+  std::uint64_t stray_returns = 0;
 };
 
 /// What the processors reported of one broadcast or point-to-point message. Times are

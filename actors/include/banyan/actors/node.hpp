@@ -93,9 +93,16 @@ struct node_config {
   /// the same ones. The built-in operators need nothing here.
   reduce_op_table ops;
   /// `stop` of a node that has left waits this long at most for its collective engines
-  /// to drain (they hold nothing and sent nothing for `drain_linger`), so that frames
-  /// bounced back to them still find them.
+  /// to drain, so that frames bounced back to them still find them: they hold nothing,
+  /// nothing they sent is still queued in the transport, and `drain_rtts` round trips
+  /// to the slowest peer they wrote to (as the supervisor measured it; at least
+  /// `drain_floor`) have passed since the queues were found empty; a refusal comes back
+  /// within about one. With a peer never measured, `bcast.drain_linger` after the last
+  /// send instead (core/send_fates.hpp, docs/collectives.md). A new membership (found,
+  /// join) waits for the same.
   duration linger_timeout = std::chrono::seconds(5);
+  double drain_rtts = 4;
+  duration drain_floor = std::chrono::milliseconds(200);
   /// A member that sends nothing at all for this long is taken to have crashed and its
   /// vnodes are adopted (it replaces `sup.crash_timeout`; 0: only connections that
   /// cannot be made count). A process that dies is usually found sooner: its

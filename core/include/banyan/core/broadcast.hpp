@@ -44,8 +44,10 @@
 /// answer says it was taken. See docs/collectives.md.
 ///
 /// Leaving: a processor whose supervisor has left must stay reachable, feeding this
-/// engine, until `drained(now)`: it holds no stream and has sent nothing for
-/// `drain_linger` (so that frames it sent that bounce find it still there).
+/// engine, until `drained(now, fates)`: it holds no stream and none of the frames it
+/// sent can come back any more (so that frames it sent that bounce find it still
+/// there). What the runtime knows of their fates decides (core/send_fates.hpp); with
+/// nothing known, `drained(now)` waits `drain_linger` after the last send.
 
 #include <cstddef>
 #include <cstdint>
@@ -56,6 +58,7 @@
 
 #include "banyan/core/error.hpp"
 #include "banyan/core/messages.hpp"
+#include "banyan/core/send_fates.hpp"
 #include "banyan/core/shared_bytes.hpp"
 #include "banyan/core/supervisor.hpp"
 #include "banyan/core/tree_choice.hpp"
@@ -93,7 +96,8 @@ struct broadcast_config {
   std::uint32_t max_hops = 1024;
   duration retry_delay = std::chrono::milliseconds(5);
   /// How long a processor that no longer takes part must stay reachable after its last
-  /// send (bounces of its frames must find it). Well above any round trip.
+  /// send (bounces of its frames must find it) when its runtime knows nothing of their
+  /// fates (`drained(now)`; core/send_fates.hpp). Well above any round trip.
   duration drain_linger = std::chrono::seconds(2);
   /// The point-to-point step (III) sends to at most this many owners of the sender's
   /// LAN, each passing on a share of the rest, and to one owner beyond it that passes
@@ -221,9 +225,19 @@ public:
   /// Still responsible for some vnodes of some broadcast (a stream, or an offer not
   /// answered yet).
   bool holding() const noexcept { return !streams_.empty() || !offers_.empty(); }
-  /// Holds nothing and has sent nothing for `drain_linger`: a processor that has left
-  /// may stop now.
-  bool drained(timestamp now) const { return !holding() && now >= last_send_ + cfg_.drain_linger; }
+  /// Holds nothing and none of the frames it sent can come back, by what the runtime
+  /// knows of their fates (core/send_fates.hpp): a processor that has left may stop now.
+  bool drained(timestamp now, const send_fates& fates) const {
+    return !holding() && fates.none_can_return(frames_sent_, last_send_, now);
+  }
+  /// The blind rule: holds nothing and has sent nothing for `drain_linger`.
+  bool drained(timestamp now) const {
+    return drained(now, send_fates::blind(cfg_.drain_linger));
+  }
+  /// Frames sent so far (what `send_fates::settled` counts against).
+  std::uint64_t frames_sent() const noexcept { return frames_sent_; }
+  /// When the last frame was sent.
+  timestamp last_send() const noexcept { return last_send_; }
 
   const broadcast_stats& stats() const noexcept { return stats_; }
   /// The streams held, one per line, for logs and failure messages.
@@ -334,6 +348,7 @@ private:
   std::map<std::uint64_t, offer_out> offers_;     ///< offer tag -> offer not answered yet
   std::vector<kept> kept_;                        ///< completed broadcasts, oldest first
   timestamp last_send_{timestamp::min() / 2};
+  std::uint64_t frames_sent_ = 0;
   broadcast_stats stats_;
 };
 

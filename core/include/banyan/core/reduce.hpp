@@ -38,7 +38,7 @@
 ///
 /// Leaving: a processor whose supervisor has left flushes everything at once (partials
 /// to the root's owner, histories to the vnodes' new owners) and must stay reachable
-/// until `drained(now)`.
+/// until `drained(now, fates)` (core/send_fates.hpp).
 
 #include <cstddef>
 #include <cstdint>
@@ -52,6 +52,7 @@
 #include "banyan/core/error.hpp"
 #include "banyan/core/messages.hpp"
 #include "banyan/core/reduce_op.hpp"
+#include "banyan/core/send_fates.hpp"
 #include "banyan/core/shared_bytes.hpp"
 #include "banyan/core/supervisor.hpp"
 #include "banyan/core/tree_view.hpp"
@@ -71,7 +72,7 @@ struct reduce_config {
   /// `retry_delay`, then sent point-to-point afresh.
   std::uint32_t max_hops = 32;
   duration retry_delay = std::chrono::milliseconds(5);
-  /// See broadcast_config.
+  /// See broadcast_config (the blind rule of `drained(now)`).
   duration drain_linger = std::chrono::seconds(2);
   duration unreachable_memory = std::chrono::seconds(1);
   /// How long a reduction stays open here after this processor's part of it is done,
@@ -197,10 +198,19 @@ public:
 
   /// Holds partial results or frames that must still go somewhere.
   bool holding() const;
-  /// Holds nothing and has sent nothing for `drain_linger`.
-  bool drained(timestamp now) const {
-    return !holding() && now >= last_send_ + cfg_.drain_linger;
+  /// Holds nothing and none of the frames it sent can come back, by what the runtime
+  /// knows of their fates (core/send_fates.hpp).
+  bool drained(timestamp now, const send_fates& fates) const {
+    return !holding() && fates.none_can_return(frames_sent_, last_send_, now);
   }
+  /// The blind rule: holds nothing and has sent nothing for `drain_linger`.
+  bool drained(timestamp now) const {
+    return drained(now, send_fates::blind(cfg_.drain_linger));
+  }
+  /// Frames sent so far (what `send_fates::settled` counts against).
+  std::uint64_t frames_sent() const noexcept { return frames_sent_; }
+  /// When the last frame was sent.
+  timestamp last_send() const noexcept { return last_send_; }
   /// The vnodes settled here (owned, history at hand).
   vnode_set settled() const;
   /// The highest reduction started here (0: none).
@@ -274,6 +284,7 @@ private:
   std::map<std::uint64_t, wire::message> held_; ///< retry token -> frame to route again
   std::map<proc_id, timestamp> unreachable_;
   timestamp last_send_{timestamp::min() / 2};
+  std::uint64_t frames_sent_ = 0;
   reduce_stats stats_;
 };
 
