@@ -7,6 +7,7 @@
 #include <deque>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -330,6 +331,62 @@ plot_spec churn_plot(const churn_result& r) {
   return p;
 }
 
+namespace {
+
+nlohmann::json run_json(const churn_options& opt, const churn_result& r) {
+  nlohmann::json j;
+  j["topology"] = r.topology;
+  j["seed"] = opt.seed;
+  j["clock"] = opt.clock;
+  j["procs"] = r.procs;
+  j["vnodes"] = r.vnodes;
+  j["message_bytes"] = opt.message_bytes;
+  j["window"] = opt.window;
+  j["bucket_ms"] = opt.bucket_ms;
+  j["smooth_ms"] = opt.smooth_ms;
+  auto tl = nlohmann::json::array();
+  for (auto& p : r.timeline)
+    tl.push_back({{"t_ms", p.t_ms}, {"bandwidth_MBps", p.bandwidth_MBps}});
+  j["timeline"] = tl;
+  auto ev = nlohmann::json::array();
+  for (auto& e : r.events) {
+    nlohmann::json x = {{"event", e.what},
+                        {"at_ms", e.at_ms},
+                        {"procs", e.procs},
+                        {"steady_MBps", e.steady_MBps}};
+    x["restabilize_ms"] = e.restabilize_ms ? nlohmann::json(*e.restabilize_ms) : nlohmann::json();
+    ev.push_back(x);
+  }
+  j["events"] = ev;
+  j["restabilize_ms"] = {{"leave", ev[0]["restabilize_ms"]}, {"rejoin", ev[1]["restabilize_ms"]}};
+  j["broadcasts"] = r.broadcasts;
+  auto pb = nlohmann::json::array();
+  for (auto& b : r.per_broadcast)
+    pb.push_back({{"start_ms", b.start_ms}, {"last_delivery_ms", b.done_ms},
+                  {"complete", b.complete}});
+  j["per_broadcast"] = pb;
+  j["deliveries_expected"] = r.deliveries_expected;
+  j["deliveries"] = r.deliveries;
+  j["duplicates"] = r.duplicates;
+  j["lost"] = r.lost;
+  return j;
+}
+
+/// "not back" as infinity: the median of restabilization times, or nothing when it is
+/// "not back" itself.
+std::optional<double> median_ms(std::vector<std::optional<double>> v) {
+  std::vector<double> x;
+  for (auto& e : v)
+    x.push_back(e ? *e : std::numeric_limits<double>::infinity());
+  std::sort(x.begin(), x.end());
+  if (x.empty())
+    return std::nullopt;
+  auto m = x.size() % 2 ? x[x.size() / 2] : (x[x.size() / 2 - 1] + x[x.size() / 2]) / 2;
+  return std::isfinite(m) ? std::optional<double>{m} : std::nullopt;
+}
+
+} // namespace
+
 int run_bench_churn(const churn_options& opt, const std::string& json_path,
                     const std::string& plot_path, bool verbose) {
   for (auto* path : {&json_path, &plot_path})
@@ -371,41 +428,7 @@ int run_bench_churn(const churn_options& opt, const std::string& json_path,
     }
   }
   if (!json_path.empty()) {
-    nlohmann::json j;
-    j["topology"] = r.topology;
-    j["seed"] = opt.seed;
-    j["clock"] = opt.clock;
-    j["procs"] = r.procs;
-    j["vnodes"] = r.vnodes;
-    j["message_bytes"] = opt.message_bytes;
-    j["window"] = opt.window;
-    j["bucket_ms"] = opt.bucket_ms;
-    j["smooth_ms"] = opt.smooth_ms;
-    auto tl = nlohmann::json::array();
-    for (auto& p : r.timeline)
-      tl.push_back({{"t_ms", p.t_ms}, {"bandwidth_MBps", p.bandwidth_MBps}});
-    j["timeline"] = tl;
-    auto ev = nlohmann::json::array();
-    for (auto& e : r.events) {
-      nlohmann::json x = {{"event", e.what},
-                          {"at_ms", e.at_ms},
-                          {"procs", e.procs},
-                          {"steady_MBps", e.steady_MBps}};
-      x["restabilize_ms"] = e.restabilize_ms ? nlohmann::json(*e.restabilize_ms) : nlohmann::json();
-      ev.push_back(x);
-    }
-    j["events"] = ev;
-    j["restabilize_ms"] = {{"leave", ev[0]["restabilize_ms"]}, {"rejoin", ev[1]["restabilize_ms"]}};
-    j["broadcasts"] = r.broadcasts;
-    auto pb = nlohmann::json::array();
-    for (auto& b : r.per_broadcast)
-      pb.push_back({{"start_ms", b.start_ms}, {"last_delivery_ms", b.done_ms},
-                    {"complete", b.complete}});
-    j["per_broadcast"] = pb;
-    j["deliveries_expected"] = r.deliveries_expected;
-    j["deliveries"] = r.deliveries;
-    j["duplicates"] = r.duplicates;
-    j["lost"] = r.lost;
+    auto j = run_json(opt, r);
     std::ofstream f(json_path);
     if (!f) {
       std::cerr << tag << "cannot write " << json_path << "\n";
@@ -416,11 +439,117 @@ int run_bench_churn(const churn_options& opt, const std::string& json_path,
   return r.lost || r.duplicates ? 1 : 0;
 }
 
+int run_bench_churn_seeds(const churn_options& opt, const std::vector<std::uint64_t>& seeds,
+                          const std::string& json_path, const std::string& plot_path,
+                          bool verbose) {
+  for (auto* path : {&json_path, &plot_path})
+    if (!path->empty() && !std::ofstream(*path, std::ios::app)) {
+      std::cerr << tag << "cannot write " << *path << "\n";
+      return 2;
+    }
+  std::printf("churn on %s over %zu seeds (%zu KiB broadcasts from 0, %zu in flight, leave at "
+              "%.0f ms, rejoin at %.0f ms, emulated network, %s time)\n",
+              opt.topology.c_str(), seeds.size(), opt.message_bytes / 1024, opt.window,
+              opt.leave_at_ms, opt.rejoin_at_ms, opt.clock.c_str());
+  std::printf("%6s %10s %14s %14s %12s %10s %5s %5s\n", "seed", "broadcasts", "leave_ms",
+              "rejoin_ms", "steady_MBps", "wall_s", "dup", "lost");
+  auto runs = nlohmann::json::array();
+  plot_spec plot;
+  std::vector<std::optional<double>> leave, rejoin;
+  std::vector<double> broadcasts;
+  std::size_t dup = 0, lost = 0;
+  const double limit_ms = 1000; // the target: back within 1 s
+  std::size_t leave_ok = 0, rejoin_ok = 0;
+  for (std::size_t k = 0; k < seeds.size(); ++k) {
+    auto o = opt;
+    o.seed = seeds[k];
+    auto out = run_churn(o, [&](const std::string& s) {
+      if (verbose)
+        std::cerr << tag << "seed " << o.seed << " (" << k + 1 << " of " << seeds.size()
+                  << "): " << s << std::endl;
+    });
+    if (auto* err = std::get_if<std::string>(&out)) {
+      std::cerr << tag << "seed " << o.seed << ": " << *err << "\n";
+      return 2;
+    }
+    auto& r = std::get<churn_result>(out);
+    auto show = [](const std::optional<double>& v) {
+      return v ? std::to_string(static_cast<long>(*v)) : std::string{"not back"};
+    };
+    std::printf("%6llu %10zu %14s %14s %12.1f %10.1f %5zu %5zu\n",
+                static_cast<unsigned long long>(o.seed), r.broadcasts,
+                show(r.events[0].restabilize_ms).c_str(), show(r.events[1].restabilize_ms).c_str(),
+                r.events[0].steady_MBps, r.wall_s, r.duplicates, r.lost);
+    std::fflush(stdout);
+    leave.push_back(r.events[0].restabilize_ms);
+    rejoin.push_back(r.events[1].restabilize_ms);
+    leave_ok += leave.back() && *leave.back() <= limit_ms;
+    rejoin_ok += rejoin.back() && *rejoin.back() <= limit_ms;
+    broadcasts.push_back(static_cast<double>(r.broadcasts));
+    dup += r.duplicates;
+    lost += r.lost;
+    runs.push_back(run_json(o, r));
+    auto one = churn_plot(r);
+    one.series.front().label = "seed " + std::to_string(o.seed);
+    if (k == 0) {
+      plot = one;
+      plot.title += " over " + std::to_string(seeds.size()) + " seeds";
+    } else {
+      plot.series.push_back(std::move(one.series.front()));
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  auto show = [](const std::optional<double>& v) {
+    return v ? std::to_string(static_cast<long>(*v)) + " ms" : std::string{"not back"};
+  };
+  std::printf("back within 1 s: leave %zu of %zu, rejoin %zu of %zu; median restabilize_ms "
+              "leave %s, rejoin %s; median broadcasts %.1f; duplicates %zu, lost %zu\n",
+              leave_ok, seeds.size(), rejoin_ok, seeds.size(), show(median_ms(leave)).c_str(),
+              show(median_ms(rejoin)).c_str(), median(broadcasts), dup, lost);
+  if (!plot_path.empty())
+    if (auto err = write_svg(plot_path, plot)) {
+      std::cerr << tag << *err << "\n";
+      return 2;
+    }
+  if (!json_path.empty()) {
+    auto event_summary = [&](const std::vector<std::optional<double>>& v, std::size_t ok) {
+      auto m = median_ms(v);
+      std::size_t not_back = 0;
+      for (auto& e : v)
+        not_back += !e;
+      return nlohmann::json{{"back_within_1s", ok},
+                            {"not_back", not_back},
+                            {"median_ms", m ? nlohmann::json(*m) : nlohmann::json()}};
+    };
+    nlohmann::json j;
+    j["topology"] = opt.topology;
+    j["seeds"] = seeds;
+    j["runs"] = runs;
+    j["summary"] = {{"runs", seeds.size()},
+                    {"leave", event_summary(leave, leave_ok)},
+                    {"rejoin", event_summary(rejoin, rejoin_ok)},
+                    {"median_broadcasts", median(broadcasts)},
+                    {"duplicates", dup},
+                    {"lost", lost}};
+    std::ofstream f(json_path);
+    if (!f) {
+      std::cerr << tag << "cannot write " << json_path << "\n";
+      return 2;
+    }
+    f << j.dump(2) << "\n";
+  }
+  return lost || dup ? 1 : 0;
+}
+
 void add_bench_churn_command(CLI::App& bench, std::function<int()>& action) {
   struct args {
     bench_options common;
     churn_options opt;
     std::string size = "4M";
+    std::string seeds;
   };
   auto a = std::make_shared<args>();
   auto cmd = bench.add_subcommand(
@@ -434,6 +563,11 @@ void add_bench_churn_command(CLI::App& bench, std::function<int()>& action) {
   cmd->add_option("--trace", a->opt.trace_path,
                   "write a line per frame and tree event to FILE (virtual time; large)");
   cmd->add_option("--trace-from", a->opt.trace_from_ms, "ms on the timeline the trace starts at (0)");
+  cmd->add_option("--seeds", a->seeds,
+                  "run once per seed (e.g. 1-10, or 1,4,9) and summarize; the JSON has "
+                  "`runs` and `summary`, the plot a timeline per seed")
+    ->excludes("--seed")
+    ->excludes("--trace");
   cmd->callback([a, &action] {
     action = [a] {
       if (auto err = check(a->common)) {
@@ -450,6 +584,16 @@ void add_bench_churn_command(CLI::App& bench, std::function<int()>& action) {
       o.topology = a->common.topology;
       o.seed = a->common.seed;
       o.clock = a->common.clock;
+      if (!a->seeds.empty()) {
+        auto seeds = parse_seed_list(a->seeds);
+        if (auto* err = std::get_if<std::string>(&seeds)) {
+          std::cerr << tag << *err << "\n";
+          return 2;
+        }
+        return run_bench_churn_seeds(o, std::get<std::vector<std::uint64_t>>(seeds),
+                                     a->common.json_path, a->common.plot_path,
+                                     a->common.verbose);
+      }
       return run_bench_churn(o, a->common.json_path, a->common.plot_path, a->common.verbose);
     };
   });

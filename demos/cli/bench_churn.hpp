@@ -4,7 +4,8 @@
 //
 //   banyan bench churn --topology T [common options of bench_common.hpp: --seed, --clock,
 //                      --json, --plot, -q] [--leave-at MS] [--rejoin-at MS] [--duration MS]
-//                      [--window N] [--trace FILE [--trace-from MS]]
+//                      [--window N] [--size BYTES] [--trace FILE [--trace-from MS]]
+//                      [--seeds LIST]
 //
 // Progress on stderr (unless -q): a line per second of cluster time. In real time the
 // supervisors cannot be read, so the processors rejoin asking for a share of processor
@@ -24,6 +25,14 @@
 // is at least 90% of that steady bandwidth (long broadcasts complete in bursts, so single
 // buckets say little). Exactly-once: every vnode must get every broadcast once (vnodes are handed
 // over, never dropped, so every broadcast has the same vnodes to reach).
+//
+// --seeds LIST (e.g. 1-10, or 1,4,9; instead of --seed): one run per seed, a line each,
+// then how many came back within 1 s after each event and the medians ("not back"
+// counting as the longest). The runs are chaotic (a different seed is a different course
+// of probes, trees and timings), so one seed says little (docs/benchmarks.md). JSON:
+// `seeds`, `runs` (each what a single run writes) and `summary` (`leave` and `rejoin`:
+// `back_within_1s`, `not_back`, `median_ms` (null: not back); `median_broadcasts`,
+// `duplicates`, `lost`); the plot draws every seed's timeline.
 //
 // --trace FILE (virtual time): a line per frame and per tree event from --trace-from on,
 // times in ms on the timeline (to find where the time goes; docs/benchmarks.md):

@@ -22,6 +22,41 @@ void add_bench_options(CLI::App& cmd, bench_options& opt) {
     "-q,--quiet", [&opt](std::int64_t) { opt.verbose = false; }, "no progress lines on stderr");
 }
 
+std::variant<std::vector<std::uint64_t>, std::string> parse_seed_list(const std::string& text) {
+  std::vector<std::uint64_t> seeds;
+  auto bad = [&](const std::string& why) {
+    return "bad seed list '" + text + "': " + why + " (for example 1-10, 3,5,8 or 1-3,7)";
+  };
+  auto number = [](const std::string& t) -> std::optional<std::uint64_t> {
+    if (t.empty() || t.size() > 18 || t.find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
+    return std::stoull(t);
+  };
+  std::size_t from = 0;
+  while (from <= text.size()) {
+    auto comma = text.find(',', from);
+    auto item = text.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    auto dash = item.find('-');
+    auto lo = number(dash == std::string::npos ? item : item.substr(0, dash));
+    auto hi = dash == std::string::npos ? lo : number(item.substr(dash + 1));
+    if (!lo || !hi)
+      return bad("'" + item + "' is not a seed or a range of seeds");
+    if (*hi < *lo)
+      return bad("the range '" + item + "' runs backwards");
+    if (*hi - *lo >= 1000 || seeds.size() + (*hi - *lo + 1) > 1000)
+      return bad("more than 1000 seeds");
+    for (auto s = *lo; s <= *hi; ++s) {
+      if (std::find(seeds.begin(), seeds.end(), s) != seeds.end())
+        return bad("seed " + std::to_string(s) + " is named twice");
+      seeds.push_back(s);
+    }
+    if (comma == std::string::npos)
+      break;
+    from = comma + 1;
+  }
+  return seeds;
+}
+
 std::optional<std::string> check(const bench_options& opt) {
   if (opt.topology.empty())
     return std::string{"--topology is empty (`banyan topology` lists the built-in ones)"};

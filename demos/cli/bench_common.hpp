@@ -28,6 +28,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -53,6 +55,10 @@ void add_bench_options(CLI::App& cmd, bench_options& opt);
 /// What is wrong with `opt` that the parser does not catch (the clock's name, a plot
 /// that is not .svg, an empty topology): a one-line message, or nothing.
 std::optional<std::string> check(const bench_options& opt);
+
+/// Seeds from a list such as "1-10", "3,5,8" or "1-3,7" (ascending ranges, at most 1000
+/// seeds, no repeats), or a one-line message saying what is wrong with `text`.
+std::variant<std::vector<std::uint64_t>, std::string> parse_seed_list(const std::string& text);
 
 /// The clock mode `opt.clock` names (call after `check`).
 actors::clock_mode clock_of(const bench_options& opt);

@@ -147,3 +147,23 @@ BOOST_AUTO_TEST_CASE(writers_write_or_say_why_not) {
   BOOST_TEST(!write_plot("test", (dir / "r.json" / "p.svg").string(), p));
   std::filesystem::remove_all(dir);
 }
+
+BOOST_AUTO_TEST_CASE(seed_lists_parse_and_bad_ones_say_why) {
+  using seeds = std::vector<std::uint64_t>;
+  auto ok = [](const std::string& t) {
+    auto r = parse_seed_list(t);
+    BOOST_REQUIRE_MESSAGE(std::holds_alternative<seeds>(r), t);
+    return std::get<seeds>(r);
+  };
+  BOOST_TEST(ok("1-4") == (seeds{1, 2, 3, 4}), boost::test_tools::per_element());
+  BOOST_TEST(ok("7") == (seeds{7}), boost::test_tools::per_element());
+  BOOST_TEST(ok("3,5,8") == (seeds{3, 5, 8}), boost::test_tools::per_element());
+  BOOST_TEST(ok("1-3,7,10-11") == (seeds{1, 2, 3, 7, 10, 11}), boost::test_tools::per_element());
+  BOOST_TEST(ok("0-999").size() == 1000u);
+  for (std::string bad : {"", "1-", "-3", "a", "1,,2", "3-1", "1-3,2", "1 2", "0-1000",
+                          "99999999999999999999", "1.5"}) {
+    auto r = parse_seed_list(bad);
+    BOOST_REQUIRE_MESSAGE(std::holds_alternative<std::string>(r), "accepted '" << bad << "'");
+    BOOST_TEST(std::get<std::string>(r).find("bad seed list '" + bad + "'") == 0u);
+  }
+}
