@@ -12,7 +12,7 @@ using interval = vnode_set::interval;
 // Appends [lo, hi) to `out`, whose intervals are sorted by `lo` and end at or before
 // `lo` is reached; merges with the last interval when they overlap or touch, so the
 // result stays disjoint and non-adjacent.
-void append(std::vector<interval>& out, vnode_id lo, vnode_id hi) {
+void append(vnode_set::interval_list& out, vnode_id lo, vnode_id hi) {
   if (lo >= hi)
     return;
   if (!out.empty() && lo <= out.back().hi) {
@@ -32,7 +32,7 @@ interval singleton(vnode_id v) {
 
 // Index of the first interval whose `hi` is greater than v: the only interval that can
 // contain v, or the first interval entirely above v.
-std::size_t first_ending_after(const std::vector<interval>& xs, vnode_id v) {
+std::size_t first_ending_after(const vnode_set::interval_list& xs, vnode_id v) {
   auto it = std::upper_bound(xs.begin(), xs.end(), v,
                              [](vnode_id x, const interval& r) { return x < r.hi; });
   return static_cast<std::size_t>(it - xs.begin());
