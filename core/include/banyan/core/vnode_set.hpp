@@ -163,6 +163,10 @@ public:
 
   /// Throws `std::out_of_range` if `v` exceeds `max_member`.
   void insert(vnode_id v);
+  /// Adds [lo, hi) (nothing when lo >= hi) to a set built in order: `lo` must be at
+  /// least the `lo` of every interval already in it (merged where they overlap or
+  /// touch). Builds a set from sorted intervals without a scratch vector.
+  void append(vnode_id lo, vnode_id hi);
   void erase(vnode_id v);
   void clear() noexcept { runs_.clear(); }
 
