@@ -91,6 +91,16 @@ wire::collective_id broadcast_engine::originate(timestamp now, wire::collective_
     count = std::max<std::size_t>(1, (message.size() + cfg_.segment_size - 1) / cfg_.segment_size);
   // The origin is the first receiver of its own message, for every vnode it is for.
   const stream_key key{id, view_.self(), next_tag_++};
+  if (count == 1) {
+    stream s;
+    s.key = key;
+    s.header = to;
+    s.kind = kind;
+    s.total = message.size();
+    s.direct = direct;
+    run_whole(now, s, message, out);
+    return id;
+  }
   open(key, to, kind, static_cast<std::uint32_t>(count), message.size(), direct, 0);
   for (std::size_t i = 0; i < count; ++i) {
     const auto at = i * cfg_.segment_size;
@@ -143,6 +153,18 @@ bool broadcast_engine::on_segment(timestamp now, proc_id from, const wire::bcast
     return false;
   if (m.count == 0 || m.index >= m.count) {
     ++stats_.malformed;
+    return true;
+  }
+  if (i == streams_.end() && m.count == 1) {
+    // A whole message: planned, sent on and delivered now, never stored.
+    stream s;
+    s.key = key;
+    s.header = m.vnodes;
+    s.kind = m.kind;
+    s.total = m.total;
+    s.direct = m.direct;
+    s.hops = m.hops;
+    run_whole(now, s, m.payload, out);
     return true;
   }
   if (i == streams_.end())
@@ -321,6 +343,7 @@ void broadcast_engine::plan(timestamp now, stream& s, broadcast_outbox& out) {
     std::sort(kids.begin(), kids.end(), [](const tree_child& a, const tree_child& b) {
       return a.descendants != b.descendants ? a.descendants > b.descendants : a.id < b.id;
     });
+    s.forwards.reserve(kids.size()); // one allocation, not one per doubling
     for (auto& c : kids) {
       if (c.id == self || c.id == no_proc || unusable(now, c.id))
         continue;
@@ -329,7 +352,8 @@ void broadcast_engine::plan(timestamp now, stream& s, broadcast_outbox& out) {
         continue;
       rest -= part;
       s.forwards.push_back({c.id, std::move(part), false, next_tag_++, false});
-      tag_owner_[s.forwards.back().tag] = s.key;
+      if (!s.transient)
+        tag_owner_[s.forwards.back().tag] = s.key;
     }
   }
   // (III) point-to-point to the owners (or a peer that knows better), as a tree of
@@ -341,22 +365,41 @@ void broadcast_engine::plan(timestamp now, stream& s, broadcast_outbox& out) {
   }
   for (auto& g : group_owners(view_, parts, cfg_.direct_fanout)) {
     s.forwards.push_back({g.head, std::move(g.vnodes), true, next_tag_++, false});
-    tag_owner_[s.forwards.back().tag] = s.key;
+    if (!s.transient)
+      tag_owner_[s.forwards.back().tag] = s.key;
   }
 }
 
 void broadcast_engine::dispatch(timestamp now, const stream_key& key, std::uint32_t index,
                                 const shared_bytes& seg, broadcast_outbox& out) {
+  dispatch(now, streams_.at(key), index, seg, out);
+}
+
+void broadcast_engine::dispatch(timestamp now, stream& s, std::uint32_t index,
+                                const shared_bytes& seg, broadcast_outbox& out) {
   // Feeding a held stream never dispatches, so `s` and its forwards stay where they are.
-  stream& s = streams_.at(key);
+  const auto& op = std::get<0>(s.key);
+  out.sends.reserve(out.sends.size() + s.forwards.size());
   for (std::size_t k = 0; k < s.forwards.size(); ++k) {
     forward& f = s.forwards[k];
     if (f.local)
-      feed(now, {std::get<0>(key), view_.self(), f.tag}, index, seg, out);
+      feed(now, {op, view_.self(), f.tag}, index, seg, out);
     else
-      send_segment(now, s.out_hops, f, {std::get<0>(key), s.kind, s.count, s.total}, index,
-                   seg, out);
+      send_segment(now, s.out_hops, f, {op, s.kind, s.count, s.total}, index, seg, out);
   }
+}
+
+void broadcast_engine::run_whole(timestamp now, stream& s, const shared_bytes& payload,
+                                 broadcast_outbox& out) {
+  // What `feed` does for the first (and here only) segment, then `complete`.
+  s.transient = true;
+  s.count = 1;
+  s.received = 1;
+  plan(now, s, out);
+  dispatch(now, s, 0, payload, out);
+  if (keeps_all(s))
+    s.segments.assign(1, payload);
+  finish(now, s, out);
 }
 
 void broadcast_engine::complete(timestamp now, const stream_key& key, broadcast_outbox& out) {
@@ -366,13 +409,18 @@ void broadcast_engine::complete(timestamp now, const stream_key& key, broadcast_
   for (auto& f : s.forwards)
     if (!f.local)
       tag_owner_.erase(f.tag);
+  finish(now, s, out);
+}
+
+void broadcast_engine::finish(timestamp now, stream& s, broadcast_outbox& out) {
   const auto vnodes = s.deliver | s.adopted;
   if (vnodes.empty())
     return;
-  whole msg{{std::get<0>(key), s.kind, s.count, s.total}, s.out_hops, std::move(s.segments)};
+  whole msg{{std::get<0>(s.key), s.kind, s.count, s.total}, s.out_hops, std::move(s.segments)};
   const auto bytes = assemble(msg.segments, msg.head.total);
-  keep(now, msg, bytes);
   settle(now, msg, bytes, vnodes, s.adopted.empty() ? 0 : s.adopted_hops, out);
+  // Kept after settling (which reads `msg` only), so the copy for offers is `msg` itself.
+  keep(now, std::move(msg), bytes);
 }
 
 void broadcast_engine::settle(timestamp now, const whole& msg, const shared_bytes& bytes,
@@ -467,13 +515,13 @@ void broadcast_engine::on_answer(timestamp now, const wire::bcast_answer& m,
   hand_on(now, o.msg, o.vnodes, o.hops, false, out);
 }
 
-void broadcast_engine::keep(timestamp now, const whole& msg, const shared_bytes& bytes) {
+void broadcast_engine::keep(timestamp now, whole msg, const shared_bytes& bytes) {
   if (is_p2p(msg.head.op) || !view_.participating() || cfg_.keep_count == 0 ||
       bytes.size() > cfg_.keep_bytes)
     return;
   auto stale = [&](const kept& k) { return now >= k.until || k.msg.head.op == msg.head.op; };
   kept_.erase(std::remove_if(kept_.begin(), kept_.end(), stale), kept_.end());
-  kept_.push_back({msg, bytes, now + cfg_.keep_for});
+  kept_.push_back({std::move(msg), bytes, now + cfg_.keep_for});
   std::size_t total = 0;
   for (auto& k : kept_)
     total += k.bytes.size();

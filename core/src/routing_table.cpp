@@ -112,19 +112,18 @@ bool routing_table::knows(vnode_id v) const {
 }
 
 vnode_set routing_table::owned_by(proc_id p) const {
-  std::vector<vnode_set::interval> xs;
+  vnode_set result; // runs are sorted: appended in order
   for (const auto& r : runs_)
     if (r.owner == p)
-      xs.push_back({r.lo, r.hi});
-  return vnode_set::from_intervals(std::move(xs));
+      result.append(r.lo, r.hi);
+  return result;
 }
 
 vnode_set routing_table::all() const {
-  std::vector<vnode_set::interval> xs;
-  xs.reserve(runs_.size());
+  vnode_set result;
   for (const auto& r : runs_)
-    xs.push_back({r.lo, r.hi});
-  return vnode_set::from_intervals(std::move(xs));
+    result.append(r.lo, r.hi);
+  return result;
 }
 
 std::vector<wire::route_entry> routing_table::snapshot() const {
@@ -140,7 +139,8 @@ std::vector<wire::route_entry> routing_table::snapshot() const {
 }
 
 std::map<proc_id, vnode_set> routing_table::partition(const vnode_set& v) const {
-  std::map<proc_id, std::vector<vnode_set::interval>> groups;
+  // Each owner's pieces come in increasing order: appended to its set as they come.
+  std::map<proc_id, vnode_set> out;
   std::size_t i = 0;
   for (auto [lo, hi] : v.intervals()) {
     while (i < runs_.size() && runs_[i].hi <= lo)
@@ -150,19 +150,16 @@ std::map<proc_id, vnode_set> routing_table::partition(const vnode_set& v) const 
     for (auto j = i; cur < hi; ) {
       if (j < runs_.size() && runs_[j].lo <= cur) {
         auto end = std::min(runs_[j].hi, hi);
-        groups[runs_[j].owner].push_back({cur, end});
+        out[runs_[j].owner].append(cur, end);
         cur = end;
         ++j;
       } else {
         auto end = j < runs_.size() ? std::min(runs_[j].lo, hi) : hi;
-        groups[no_proc].push_back({cur, end});
+        out[no_proc].append(cur, end);
         cur = end;
       }
     }
   }
-  std::map<proc_id, vnode_set> out;
-  for (auto& [p, xs] : groups)
-    out.emplace(p, vnode_set::from_intervals(std::move(xs)));
   return out;
 }
 

@@ -12,7 +12,7 @@ using interval = vnode_set::interval;
 // Appends [lo, hi) to `out`, whose intervals are sorted by `lo` and end at or before
 // `lo` is reached; merges with the last interval when they overlap or touch, so the
 // result stays disjoint and non-adjacent.
-void append(std::vector<interval>& out, vnode_id lo, vnode_id hi) {
+void append_run(vnode_set::interval_list& out, vnode_id lo, vnode_id hi) {
   if (lo >= hi)
     return;
   if (!out.empty() && lo <= out.back().hi) {
@@ -32,7 +32,7 @@ interval singleton(vnode_id v) {
 
 // Index of the first interval whose `hi` is greater than v: the only interval that can
 // contain v, or the first interval entirely above v.
-std::size_t first_ending_after(const std::vector<interval>& xs, vnode_id v) {
+std::size_t first_ending_after(const vnode_set::interval_list& xs, vnode_id v) {
   auto it = std::upper_bound(xs.begin(), xs.end(), v,
                              [](vnode_id x, const interval& r) { return x < r.hi; });
   return static_cast<std::size_t>(it - xs.begin());
@@ -41,11 +41,9 @@ std::size_t first_ending_after(const std::vector<interval>& xs, vnode_id v) {
 } // namespace
 
 vnode_set::vnode_set(std::initializer_list<vnode_id> ids) {
-  std::vector<interval> xs;
-  xs.reserve(ids.size());
+  // Lists are short (a vnode or a few): inserted one by one, no scratch vector.
   for (auto v : ids)
-    xs.push_back(singleton(v));
-  *this = from_intervals(std::move(xs));
+    insert(v);
 }
 
 vnode_set vnode_set::range(vnode_id lo, vnode_id hi) {
@@ -61,7 +59,7 @@ vnode_set vnode_set::from_intervals(std::vector<interval> xs) {
   vnode_set result;
   result.runs_.reserve(xs.size());
   for (auto [lo, hi] : xs)
-    append(result.runs_, lo, hi);
+    append_run(result.runs_, lo, hi);
   return result;
 }
 
@@ -126,6 +124,10 @@ void vnode_set::insert(vnode_id v) {
   }
 }
 
+void vnode_set::append(vnode_id lo, vnode_id hi) {
+  append_run(runs_, lo, hi);
+}
+
 void vnode_set::erase(vnode_id v) {
   auto i = first_ending_after(runs_, v);
   if (i == runs_.size() || runs_[i].lo > v)
@@ -144,8 +146,7 @@ void vnode_set::erase(vnode_id v) {
 }
 
 vnode_set vnode_set::operator|(const vnode_set& other) const {
-  vnode_set result;
-  result.runs_.reserve(runs_.size() + other.runs_.size());
+  vnode_set result; // grows as it goes: a union of short sets stays inline
   std::size_t i = 0;
   std::size_t j = 0;
   // Feed intervals of both operands in order of `lo`; `append` merges overlaps.
@@ -153,7 +154,7 @@ vnode_set vnode_set::operator|(const vnode_set& other) const {
     bool take_ours = j == other.runs_.size() ||
                      (i < runs_.size() && runs_[i].lo <= other.runs_[j].lo);
     const auto& x = take_ours ? runs_[i++] : other.runs_[j++];
-    append(result.runs_, x.lo, x.hi);
+    append_run(result.runs_, x.lo, x.hi);
   }
   return result;
 }

@@ -319,6 +319,13 @@ int run_node(const node_options& opt) {
   auto poll_us = parse_uint(opt.busy_poll_us, 10 * 1000 * 1000);
   if (!poll_us)
     return bad("bad --busy-poll-us \"" + opt.busy_poll_us + "\" (microseconds, at most 10 s)");
+  std::optional<std::uint64_t> forward_us;
+  if (!opt.forward_overhead_us.empty()) {
+    forward_us = parse_uint(opt.forward_overhead_us, 1000 * 1000);
+    if (!forward_us)
+      return bad("bad --forward-overhead-us \"" + opt.forward_overhead_us
+                 + "\" (microseconds, at most 1 s)");
+  }
   auto leave_ms = parse_uint(opt.leave_timeout_ms, 3600 * 1000);
   if (!leave_ms)
     return bad("bad --leave-timeout \"" + opt.leave_timeout_ms + "\" (milliseconds)");
@@ -335,6 +342,8 @@ int run_node(const node_options& opt) {
   cfg.threads = static_cast<std::size_t>(*threads);
   cfg.busy_poll = std::chrono::microseconds(*poll_us);
   cfg.crash_timeout = std::chrono::milliseconds(*crash_ms);
+  if (forward_us)
+    cfg.sup.forward_overhead = std::chrono::microseconds(*forward_us);
   if (!opt.topology.empty()) {
     auto t = load_topology(opt.topology);
     if (!t)
@@ -488,6 +497,8 @@ void add_node_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--threads", opt->threads, "CAF worker threads (2)");
   cmd->add_option("--busy-poll-us", opt->busy_poll_us,
                   "after activity, poll the sockets this long before sleeping, as MPI does (0: never; costs CPU)");
+  cmd->add_option("--forward-overhead-us", opt->forward_overhead_us,
+                  "the latency rule's cost per child of a LAN parent, microseconds (default 20)");
   cmd->add_option("--seed", opt->seed, "seeds the supervisor's randomness (0: random)");
   cmd->add_option("--leave-timeout", opt->leave_timeout_ms, "ms to finish a graceful leave (10000)");
   cmd->add_option("--crash-timeout", opt->crash_timeout_ms,

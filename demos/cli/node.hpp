@@ -3,7 +3,7 @@
 //
 //   banyan node --id N --listen HOST:PORT --secret-file F
 //               [--join [ID@]HOST:PORT ...] [--vnodes SET] [--advertise HOST:PORT]
-//               [--topology T [--site GROUP]] [--json-status FILE] [--control] [--seed S] [--threads N] [--busy-poll-us US] [-v]
+//               [--topology T [--site GROUP]] [--json-status FILE] [--control] [--seed S] [--threads N] [--busy-poll-us US] [--forward-overhead-us US] [-v]
 //
 // Without --join it founds the computation, owning --vnodes (default 0-1023); with it,
 // it joins through the first contact that lets it in, asking for --vnodes (default: a
@@ -37,6 +37,8 @@ struct node_options {
   std::string seed = "0"; ///< the supervisor's randomness; 0: random
   std::string threads = "2"; ///< CAF worker threads
   std::string busy_poll_us = "0"; ///< net::tcp_config::busy_poll
+  /// supervisor_config::forward_overhead in microseconds (empty: its default)
+  std::string forward_overhead_us;
   bool verbose = false;
   bool control = false; ///< commands on stdin, JSON lines on stdout (node_control.hpp)
   std::vector<std::string> extras; ///< unrecognised arguments (an error)

@@ -303,6 +303,49 @@ BOOST_AUTO_TEST_CASE(for_each_visits_in_order) {
   BOOST_TEST(members(s) == (std::vector<vnode_id>{1, 2, 7, 8}));
 }
 
+// Sets keep their first few intervals inside themselves and the rest on the heap:
+// copies and moves between every pair of sizes around that boundary keep the members,
+// and a moved-from set is empty and usable.
+BOOST_AUTO_TEST_CASE(copies_and_moves_across_the_inline_boundary) {
+  auto spaced = [](std::size_t n) { // n intervals {0, 2, 4, ...}
+    vnode_set s;
+    for (std::size_t k = 0; k < n; ++k)
+      s.insert(static_cast<vnode_id>(2 * k));
+    return s;
+  };
+  const std::size_t top_n = 2 * vnode_set::inline_intervals + 2;
+  for (std::size_t a = 0; a <= top_n; ++a)
+    for (std::size_t b = 0; b <= top_n; ++b) {
+      BOOST_TEST_CONTEXT("sizes " << a << " and " << b) {
+        const auto src = spaced(a);
+        BOOST_TEST(src.interval_count() == a);
+        vnode_set copy(src);
+        BOOST_TEST(copy == src);
+        auto dst = spaced(b);
+        dst = src;
+        BOOST_TEST(dst == src);
+        BOOST_TEST(well_formed(dst));
+        auto moved_from = spaced(a);
+        auto target = spaced(b);
+        target = std::move(moved_from);
+        BOOST_TEST(target == src);
+        BOOST_TEST(moved_from.empty()); // NOLINT(bugprone-use-after-move): specified so
+        moved_from.insert(5);
+        BOOST_TEST(members(moved_from) == (std::vector<vnode_id>{5}));
+        vnode_set constructed(std::move(target));
+        BOOST_TEST(constructed == src);
+        BOOST_TEST(target.empty()); // NOLINT(bugprone-use-after-move)
+        auto& alias = dst;
+        dst = alias; // self-assignment
+        BOOST_TEST(dst == src);
+        // Growing a copy leaves its source alone.
+        copy.insert(static_cast<vnode_id>(4 * top_n + 1));
+        BOOST_TEST(copy.interval_count() == a + 1);
+        BOOST_TEST(src.interval_count() == a);
+      }
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(vnode_set_property)

@@ -29,7 +29,10 @@
 /// The segments a processor receives from one sender for one header form a stream. Its
 /// forwarding plan (what to deliver, which part to which child or owner) is decided at
 /// its first segment and applied to every later one, so a vnode gets all the segments of
-/// a message along one path. A vnode is delivered to once all segments are here, if it
+/// a message along one path. A message of one segment (every short one) is planned, sent
+/// on and completed within the event that brought it: its stream is never stored, so no
+/// later event can see it half done (nor does it need its per-segment bookkeeping).
+/// A vnode is delivered to once all segments are here, if it
 /// is still owned here then; if it moved away meanwhile, its new owner is offered the
 /// responsibility without the bytes (`bcast_offer`): it takes it if it holds the same
 /// broadcast (a stream of it here, or a completed one it keeps for a while) and delivers
@@ -273,6 +276,10 @@ private:
     std::uint32_t received = 0;
     vnode_set adopted;           ///< taken over by offers: delivered here when complete
     std::uint32_t adopted_hops = 0;
+    /// Never stored in `streams_`: a whole message (one segment), planned, sent on and
+    /// completed in one event (`run_whole`). Its forwards need no `tag_owner_` entry:
+    /// it has no later segment to divert.
+    bool transient = false;
   };
   /// What every frame of one message says about it.
   struct message_head {
@@ -316,7 +323,15 @@ private:
   void plan(timestamp now, stream& s, broadcast_outbox& out);
   void dispatch(timestamp now, const stream_key& key, std::uint32_t index,
                 const shared_bytes& seg, broadcast_outbox& out);
+  void dispatch(timestamp now, stream& s, std::uint32_t index, const shared_bytes& seg,
+                broadcast_outbox& out);
+  /// A stored stream has all its segments: out of `streams_`, then `finish`.
   void complete(timestamp now, const stream_key& key, broadcast_outbox& out);
+  /// A complete stream (no longer stored): its vnodes delivered or handed on.
+  void finish(timestamp now, stream& s, broadcast_outbox& out);
+  /// The single segment `payload` of a transient stream `s` (count 1, not held, not
+  /// planned): what `feed` and `complete` do for a stored one, in one step.
+  void run_whole(timestamp now, stream& s, const shared_bytes& payload, broadcast_outbox& out);
   void send_segment(timestamp now, std::uint32_t hops, forward& f, const message_head& head,
                     std::uint32_t index, const shared_bytes& seg, broadcast_outbox& out);
   bool unusable(timestamp now, proc_id p) const;
@@ -333,7 +348,7 @@ private:
                bool offer, broadcast_outbox& out);
   void on_offer(timestamp now, proc_id from, const wire::bcast_offer& m, broadcast_outbox& out);
   void on_answer(timestamp now, const wire::bcast_answer& m, broadcast_outbox& out);
-  void keep(timestamp now, const whole& msg, const shared_bytes& bytes);
+  void keep(timestamp now, whole msg, const shared_bytes& bytes);
   const kept* kept_copy(timestamp now, const wire::collective_id& op) const;
 
   tree_view& view_;

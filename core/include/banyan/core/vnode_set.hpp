@@ -2,8 +2,15 @@
 /// A set of virtual nodes stored as sorted, disjoint, non-adjacent half-open
 /// intervals [lo, hi). Contiguous ranges cost one interval however long they are, which
 /// is what compresses broadcast headers (the paper's planned improvement).
+///
+/// Up to `inline_intervals` intervals live inside the set itself, without a heap
+/// allocation: the sets a broadcast's frames, plans and deliveries carry are a few
+/// intervals long (docs/benchmarks.md, "Session 8": the engine's allocations per
+/// message), and copying or combining them then allocates nothing.
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <limits>
 #include <string>
@@ -20,6 +27,112 @@ public:
     vnode_id lo; ///< first member
     vnode_id hi; ///< one past the last member (lo < hi)
     friend bool operator==(interval a, interval b) { return a.lo == b.lo && a.hi == b.hi; }
+  };
+
+  /// The intervals: a vector that keeps its first `inline_intervals` elements inside
+  /// itself (no allocation until it grows beyond them).
+  static constexpr std::size_t inline_intervals = 4;
+  class interval_list {
+  public:
+    using value_type = interval;
+    using iterator = interval*;
+    using const_iterator = const interval*;
+
+    interval_list() noexcept = default;
+    interval_list(const interval_list& o) { assign(o); }
+    interval_list(interval_list&& o) noexcept { take(o); }
+    interval_list& operator=(const interval_list& o) {
+      if (this != &o) {
+        size_ = 0;
+        assign(o);
+      }
+      return *this;
+    }
+    interval_list& operator=(interval_list&& o) noexcept {
+      if (this != &o) {
+        release();
+        take(o);
+      }
+      return *this;
+    }
+    ~interval_list() { release(); }
+
+    std::size_t size() const noexcept { return size_; }
+    bool empty() const noexcept { return size_ == 0; }
+    interval* begin() noexcept { return data(); }
+    interval* end() noexcept { return data() + size_; }
+    const interval* begin() const noexcept { return data(); }
+    const interval* end() const noexcept { return data() + size_; }
+    interval& operator[](std::size_t i) noexcept { return data()[i]; }
+    const interval& operator[](std::size_t i) const noexcept { return data()[i]; }
+    interval& front() noexcept { return data()[0]; }
+    const interval& front() const noexcept { return data()[0]; }
+    interval& back() noexcept { return data()[size_ - 1]; }
+    const interval& back() const noexcept { return data()[size_ - 1]; }
+
+    void clear() noexcept { size_ = 0; }
+    void reserve(std::size_t n) {
+      if (n <= cap_)
+        return;
+      auto* p = new interval[n];
+      std::copy(begin(), end(), p);
+      const auto n0 = size_;
+      release();
+      heap_ = p;
+      cap_ = n;
+      size_ = n0;
+    }
+    void push_back(interval x) {
+      if (size_ == cap_)
+        reserve(cap_ * 2);
+      data()[size_++] = x;
+    }
+    interval* insert(interval* at, interval x) {
+      const auto i = static_cast<std::size_t>(at - data());
+      push_back(x);
+      std::rotate(data() + i, data() + size_ - 1, data() + size_);
+      return data() + i;
+    }
+    interval* erase(interval* at) {
+      std::copy(at + 1, end(), at);
+      --size_;
+      return at;
+    }
+    friend bool operator==(const interval_list& a, const interval_list& b) {
+      return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+    }
+
+  private:
+    interval* data() noexcept { return heap_ ? heap_ : inline_; }
+    const interval* data() const noexcept { return heap_ ? heap_ : inline_; }
+    void release() noexcept {
+      delete[] heap_;
+      heap_ = nullptr;
+      cap_ = inline_intervals;
+      size_ = 0;
+    }
+    void assign(const interval_list& o) {
+      reserve(o.size_);
+      std::copy(o.begin(), o.end(), data());
+      size_ = o.size_;
+    }
+    void take(interval_list& o) noexcept {
+      if (o.heap_) {
+        heap_ = o.heap_;
+        cap_ = o.cap_;
+        o.heap_ = nullptr;
+        o.cap_ = inline_intervals;
+      } else {
+        std::copy(o.begin(), o.end(), inline_);
+      }
+      size_ = o.size_;
+      o.size_ = 0;
+    }
+
+    interval* heap_ = nullptr;
+    std::size_t size_ = 0;
+    std::size_t cap_ = inline_intervals;
+    interval inline_[inline_intervals];
   };
 
   /// The largest vnode id a set can hold: `hi` must fit in a vnode_id, so 2^32-1 itself
@@ -41,7 +154,7 @@ public:
   std::size_t size() const noexcept;
   /// Number of intervals: the cost of the set on the wire.
   std::size_t interval_count() const noexcept { return runs_.size(); }
-  const std::vector<interval>& intervals() const noexcept { return runs_; }
+  const interval_list& intervals() const noexcept { return runs_; }
 
   bool contains(vnode_id v) const noexcept;
   bool intersects(const vnode_set& other) const noexcept;
@@ -50,6 +163,10 @@ public:
 
   /// Throws `std::out_of_range` if `v` exceeds `max_member`.
   void insert(vnode_id v);
+  /// Adds [lo, hi) (nothing when lo >= hi) to a set built in order: `lo` must be at
+  /// least the `lo` of every interval already in it (merged where they overlap or
+  /// touch). Builds a set from sorted intervals without a scratch vector.
+  void append(vnode_id lo, vnode_id hi);
   void erase(vnode_id v);
   void clear() noexcept { runs_.clear(); }
 
@@ -78,7 +195,7 @@ public:
   std::string to_string() const;
 
 private:
-  std::vector<interval> runs_; // sorted, disjoint, non-adjacent
+  interval_list runs_; // sorted, disjoint, non-adjacent
 };
 
 } // namespace banyan
