@@ -28,27 +28,9 @@
 #include "banyan/core/broadcast.hpp"
 #include "banyan/core/supervisor_view.hpp"
 #include "banyan/core/topology.hpp"
+#include "core/counting_new.hpp"
 #include "core/mini_grid.hpp"
 
-namespace {
-std::atomic<std::uint64_t> g_allocs{0};
-}
-
-void* operator new(std::size_t n) {
-  g_allocs.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1))
-    return p;
-  throw std::bad_alloc();
-}
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 using namespace banyan;
 using clk = std::chrono::steady_clock;
@@ -75,11 +57,11 @@ struct series {
 
 template <class F>
 void timed(series& s, F&& f) {
-  const auto a0 = g_allocs.load(std::memory_order_relaxed);
+  const auto a0 = banyan::test::allocations_so_far();
   const auto t0 = clk::now();
   f();
   const auto t1 = clk::now();
-  const auto a1 = g_allocs.load(std::memory_order_relaxed);
+  const auto a1 = banyan::test::allocations_so_far();
   s.ns.push_back(static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
   s.allocs.push_back(static_cast<double>(a1 - a0));
 }

@@ -15,27 +15,9 @@
 #include "banyan/core/broadcast.hpp"
 #include "banyan/core/supervisor_view.hpp"
 #include "banyan/core/topology.hpp"
+#include "core/counting_new.hpp"
 #include "core/mini_grid.hpp"
 
-namespace {
-std::atomic<std::uint64_t> g_allocs{0};
-} // namespace
-
-void* operator new(std::size_t n) {
-  g_allocs.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1))
-    return p;
-  throw std::bad_alloc();
-}
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 using namespace banyan;
 
@@ -43,9 +25,9 @@ namespace {
 
 template <class F>
 std::uint64_t allocations(F&& f) {
-  const auto before = g_allocs.load();
+  const auto before = banyan::test::allocations_so_far();
   f();
-  return g_allocs.load() - before;
+  return banyan::test::allocations_so_far() - before;
 }
 
 /// Eight processors on one LAN (processes on one host), one vnode each, their trees
