@@ -47,12 +47,8 @@ rate estimate_rate(rate bw, const wire::tree_info& cand_info, bool p_is_child_of
   return std::min({cand_info.est, bw, sendable / n});
 }
 
-bool shares_parents_link(const tree_state& self, proc_id cand, duration rtt,
-                         const rule_context& ctx) {
-  if (self.parent() == no_proc || !ctx.local(self.rtt_parent()) || ctx.local(rtt))
-    return false;
-  auto& above = self.parent_info().path;
-  return !above.empty() && above.front() == cand;
+bool second_copy_into_lan(const tree_state& self, duration rtt, const rule_context& ctx) {
+  return self.parent() != no_proc && ctx.local(self.rtt_parent()) && !ctx.local(rtt);
 }
 
 verdict bandwidth_rule(const tree_state& self, proc_id p, proc_id cand, rate bw, duration rtt,
@@ -68,7 +64,7 @@ verdict bandwidth_rule(const tree_state& self, proc_id p, proc_id cand, rate bw,
   auto current = self.est();
   if (ctx.variant == rule_variant::paper)
     return candidate > current * (1.0 + ctx.bw_margin) ? verdict::adopt : verdict::keep;
-  if (shares_parents_link(self, cand, rtt, ctx))
+  if (second_copy_into_lan(self, rtt, ctx))
     candidate = std::min(candidate, bw / 2);
   if (candidate > current * (1.0 + ctx.bw_margin))
     return verdict::adopt;

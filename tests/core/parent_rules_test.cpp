@@ -182,7 +182,7 @@ BOOST_AUTO_TEST_CASE(fan_out_shares_the_sender_not_the_wan_path) {
               == verdict::keep));
 }
 
-BOOST_AUTO_TEST_CASE(a_remote_ancestor_of_a_local_parent_shares_its_link) {
+BOOST_AUTO_TEST_CASE(a_remote_candidate_of_a_processor_fed_in_its_lan_is_judged_at_half) {
   // tiny-2c8 after the leave: p (5) gets the data from 6 in its LAN (0.2 ms), and 6
   // from 2 across the 100 Mbit (12.5 MB/s) WAN link; 6's estimate, measured while two
   // streams crossed that link, is 7 MB/s. p probes 2 with the link idle: 12.5 MB/s.
@@ -193,25 +193,31 @@ BOOST_AUTO_TEST_CASE(a_remote_ancestor_of_a_local_parent_shares_its_link) {
   t.set_sender_capacity(125e6);
   t.set_parent(6, 200us, 125e6, info(bw, 0ms, 7e6, 1, {2, 0}));
   BOOST_TEST(t.est() == 7e6);
-  BOOST_TEST(shares_parents_link(t, 2, 2ms, ctx));
+  BOOST_TEST(second_copy_into_lan(t, 2ms, ctx));
   // Adopting 2 would put a second stream on the link that feeds 6: judged at 6.25.
   BOOST_TEST((bandwidth_rule(t, p, 2, 12.5e6, 2ms, info(bw, 0ms, infinite_rate, 1, {0}), ctx)
               == verdict::keep));
   // A link twice as wide wins even shared (12.5 > 7 + 5%).
   BOOST_TEST((bandwidth_rule(t, p, 2, 25e6, 2ms, info(bw, 0ms, infinite_rate, 1, {0}), ctx)
               == verdict::adopt));
-  // A remote candidate that does not feed our parent directly may send over another
-  // path (the root 0 here, or any other remote processor): no share.
-  BOOST_TEST(!shares_parents_link(t, 0, 2ms, ctx));
-  BOOST_TEST(!shares_parents_link(t, 4, 2ms, ctx));
+  // Any other remote processor (the root 0, or 4 on the far side) would bring a second
+  // copy into the LAN too (after the rejoin of session 8, 7 moved from its LAN to 1 that
+  // way): judged at half as well, 6.25 against 7.
   BOOST_TEST((bandwidth_rule(t, p, 4, 12.5e6, 2ms, info(bw, 0ms, 50e6, 0, {0}), ctx)
+              == verdict::keep));
+  BOOST_TEST((bandwidth_rule(t, p, 0, 12.5e6, 2ms, info(bw, 0ms, infinite_rate, 0, {}), ctx)
+              == verdict::keep));
+  // A local candidate shares the sender's NIC, which the estimate already counts.
+  BOOST_TEST(!second_copy_into_lan(t, 300us, ctx));
+  BOOST_TEST((bandwidth_rule(t, p, 7, 12.5e6, 300us, info(bw, 0ms, 12.5e6, 0, {2, 0}), ctx)
               == verdict::adopt));
-  // A local ancestor shares the sender's NIC, which the estimate already counts.
-  BOOST_TEST(!shares_parents_link(t, 2, 300us, ctx));
-  // With a remote parent there is no LAN copy to share with.
+  // With a remote parent there is no LAN copy to share with: the full rate counts.
   tree_state r{bw, p};
+  r.set_sender_capacity(125e6);
   r.set_parent(6, 2ms, 125e6, info(bw, 0ms, 7e6, 1, {2, 0}));
-  BOOST_TEST(!shares_parents_link(r, 2, 2ms, ctx));
+  BOOST_TEST(!second_copy_into_lan(r, 2ms, ctx));
+  BOOST_TEST((bandwidth_rule(r, p, 4, 12.5e6, 2ms, info(bw, 0ms, 50e6, 0, {0}), ctx)
+              == verdict::adopt));
 }
 
 BOOST_AUTO_TEST_CASE(loops_are_prevented_explicitly) {
