@@ -20,6 +20,27 @@ using namespace std::chrono_literals;
 
 namespace {
 
+/// tiny-2c8 with two vnodes per processor, seed 3: the grid of the tests where a
+/// forwarder of long broadcasts leaves and joins again.
+cluster_config forwarder_config() {
+  cluster_config cfg;
+  cfg.topo = banyan::testing::require_topology("tiny-2c8");
+  cfg.vnodes_per_proc = 2;
+  cfg.seed = 3;
+  return cfg;
+}
+
+/// A processor other than the origin 0 with children in 0's bandwidth tree (so it holds
+/// streams for others, not only for itself); no_proc if there is none.
+proc_id bandwidth_forwarder(emulated_cluster& c) {
+  for (auto p : c.running_procs()) {
+    auto* t = p == 0 ? nullptr : c.inspect(p)->tree({0, tree_kind::bandwidth});
+    if (t && !t->children().empty())
+      return p;
+  }
+  return no_proc;
+}
+
 using banyan::testing::require_topology;
 
 /// The largest one-way shortest-path latency from `root`, in ms.
@@ -137,23 +158,10 @@ BOOST_AUTO_TEST_CASE(rejoin_while_draining_exactly_once) {
   // that stream (and keeps running to finish it). Every frame of the stream, and every
   // bounce of the frames it sent, must keep reaching the earlier incarnation: a stream
   // split between the two would never complete. Then a broadcast after the rejoin.
-  cluster_config cfg;
-  cfg.topo = require_topology("tiny-2c8");
-  cfg.vnodes_per_proc = 2;
-  cfg.seed = 3;
-  emulated_cluster c{cfg};
+  emulated_cluster c{forwarder_config()};
   c.start();
   BOOST_REQUIRE(c.run_until_quiet(600s));
-  // The forwarder: a processor other than the origin with children in the origin's
-  // bandwidth tree (so it holds a stream for others, not only for itself).
-  proc_id mover = no_proc;
-  for (auto p : c.running_procs()) {
-    auto* t = p == 0 ? nullptr : c.inspect(p)->tree({0, tree_kind::bandwidth});
-    if (t && !t->children().empty()) {
-      mover = p;
-      break;
-    }
-  }
+  const proc_id mover = bandwidth_forwarder(c);
   BOOST_REQUIRE_NE(mover, no_proc);
   const auto had = c.inspect(mover)->routes().owned_by(mover);
   const auto n = c.topo().proc_count();
@@ -230,21 +238,10 @@ BOOST_AUTO_TEST_CASE(rejoin_at_once_takes_part_well_before_the_linger) {
   // broadcasts back to back. Its earlier incarnation relays what it holds, then detaches
   // as soon as nothing it sent can come back (the network knows every frame's fate), not
   // a blind drain_linger after its last send: the new one takes part well before that.
-  cluster_config cfg;
-  cfg.topo = require_topology("tiny-2c8");
-  cfg.vnodes_per_proc = 2;
-  cfg.seed = 3;
-  emulated_cluster c{cfg};
+  emulated_cluster c{forwarder_config()};
   c.start();
   BOOST_REQUIRE(c.run_until_quiet(600s));
-  proc_id mover = no_proc;
-  for (auto p : c.running_procs()) {
-    auto* t = p == 0 ? nullptr : c.inspect(p)->tree({0, tree_kind::bandwidth});
-    if (t && !t->children().empty()) {
-      mover = p;
-      break;
-    }
-  }
+  const proc_id mover = bandwidth_forwarder(c);
   BOOST_REQUIRE_NE(mover, no_proc);
   const auto had = c.inspect(mover)->routes().owned_by(mover);
   const auto n = c.topo().proc_count();

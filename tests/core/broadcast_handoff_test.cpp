@@ -15,10 +15,7 @@
 #include <memory>
 #include <vector>
 
-#include "banyan/core/broadcast.hpp"
-#include "banyan/core/routing_table.hpp"
-#include "banyan/core/static_tree_view.hpp"
-#include "banyan/core/tree_builders.hpp"
+#include "core/flat_engines.hpp"
 
 using namespace banyan;
 
@@ -29,11 +26,16 @@ constexpr std::size_t procs = 4;
 constexpr std::size_t message_size = 16; // 4 segments of 4 bytes
 constexpr std::uint32_t segments = 4;
 
-struct hand_cluster {
-  // Each processor reads its own routing table (they all agree unless a case says not).
-  std::vector<std::unique_ptr<routing_table>> routes;
-  std::vector<std::unique_ptr<static_tree_view>> views;
-  std::vector<std::unique_ptr<broadcast_engine>> engines;
+broadcast_config hand_config() {
+  broadcast_config cfg;
+  cfg.rule = tree_rule::threshold;
+  cfg.long_threshold = 8;
+  cfg.segment_size = message_size / segments;
+  return cfg;
+}
+
+// Each processor reads its own routing table (they all agree unless a case says not).
+struct hand_cluster : banyan::test::flat_engines {
   std::deque<wire::envelope> wire;              ///< frames in flight, oldest first
   std::vector<wire::envelope> sent;             ///< every frame sent
   std::map<std::pair<vnode_id, std::uint64_t>, int> deliveries; ///< (vnode, seq) -> times
@@ -42,22 +44,7 @@ struct hand_cluster {
   timestamp now{};
   std::uint64_t epoch = 1;
 
-  hand_cluster() {
-    broadcast_config cfg;
-    cfg.rule = tree_rule::threshold;
-    cfg.long_threshold = 8;
-    cfg.segment_size = message_size / segments;
-    for (proc_id p = 0; p < procs; ++p) {
-      routes.push_back(std::make_unique<routing_table>());
-      for (proc_id q = 0; q < procs; ++q)
-        routes.back()->assign(vnode_set{q}, q, 0);
-      views.push_back(std::make_unique<static_tree_view>(
-        p, *routes.back(), [](tree_key k) { return flat_tree(procs, k.root); }));
-      engines.push_back(std::make_unique<broadcast_engine>(*views.back(), cfg));
-    }
-  }
-
-  broadcast_engine& engine(proc_id p) { return *engines[p]; }
+  hand_cluster() : flat_engines(procs, hand_config()) {}
 
   void take(proc_id p, broadcast_outbox& out) {
     for (auto& e : out.sends) {

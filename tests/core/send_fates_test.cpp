@@ -5,14 +5,8 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include <memory>
-#include <vector>
-
-#include "banyan/core/broadcast.hpp"
-#include "banyan/core/routing_table.hpp"
 #include "banyan/core/send_fates.hpp"
-#include "banyan/core/static_tree_view.hpp"
-#include "banyan/core/tree_builders.hpp"
+#include "core/flat_engines.hpp"
 
 using namespace banyan;
 using namespace std::chrono_literals;
@@ -53,21 +47,10 @@ BOOST_AUTO_TEST_CASE(bounded_linger_counts_from_when_the_queues_emptied) {
 BOOST_AUTO_TEST_CASE(an_engine_drains_by_what_its_runtime_knows) {
   // Three broadcast engines over a flat static tree; processor 0 broadcasts a short
   // message, which is one frame to each of the others.
-  constexpr std::size_t procs = 3;
-  std::vector<std::unique_ptr<routing_table>> routes;
-  std::vector<std::unique_ptr<static_tree_view>> views;
-  std::vector<std::unique_ptr<broadcast_engine>> engines;
   broadcast_config cfg;
   cfg.rule = tree_rule::threshold;
-  for (proc_id p = 0; p < procs; ++p) {
-    routes.push_back(std::make_unique<routing_table>());
-    for (proc_id q = 0; q < procs; ++q)
-      routes.back()->assign(vnode_set{q}, q, 0);
-    views.push_back(std::make_unique<static_tree_view>(
-      p, *routes.back(), [](tree_key k) { return flat_tree(procs, k.root); }));
-    engines.push_back(std::make_unique<broadcast_engine>(*views.back(), cfg));
-  }
-  auto& origin = *engines[0];
+  banyan::test::flat_engines net{3, cfg};
+  auto& origin = net.engine(0);
   timestamp now = 1s;
   BOOST_TEST(origin.frames_sent() == 0u);
   BOOST_TEST(origin.drained(now, send_fates::known(0)));
