@@ -130,6 +130,17 @@ bool supervisor::admit(timestamp now, const wire::member& m, outbox& out, bool h
   return true;
 }
 
+void supervisor::remember_path(proc_id p, const std::string& address,
+                               const peer_figures& f) {
+  if (!cfg_.remember_paths || p == self_)
+    return;
+  if (remembered_from_ != me_.address) {
+    remembered_.clear(); // measured from another place: none of it holds here
+    remembered_from_ = me_.address;
+  }
+  remembered_[p] = {address, f};
+}
+
 bool supervisor::depart(timestamp now, proc_id who, std::uint64_t inc, outbox& out) {
   if (who == self_)
     return false;
@@ -158,6 +169,11 @@ void supervisor::add_member(const wire::member& m) {
   if (is_member_[p])
     return;
   is_member_[p] = true;
+  if (auto r = remembered_.find(p); r != remembered_.end()) {
+    if (p != self_ && r->second.address == m.address && remembered_from_ == me_.address)
+      figures_.try_emplace(p, r->second.figures);
+    remembered_.erase(r);
+  }
   members_.insert(std::upper_bound(members_.begin(), members_.end(), p), p);
   auto needed = (static_cast<std::size_t>(p) + 1) * tree_kind_count;
   if (trees_.size() < needed) {
@@ -176,8 +192,11 @@ void supervisor::remove_member(timestamp now, proc_id p, outbox& out) {
     return;
   is_member_[p] = false;
   members_.erase(std::lower_bound(members_.begin(), members_.end(), p));
+  if (auto f = figures_.find(p); f != figures_.end()) {
+    remember_path(p, member_info_[p].address, f->second);
+    figures_.erase(f);
+  }
   member_info_.erase(p);
-  figures_.erase(p);
   strikes_.erase(p);
   for (auto k : kinds)
     trees_[index_of({p, k})].reset();
@@ -1087,7 +1106,9 @@ void supervisor::do_join(timestamp now, proc_id contact, const vnode_set& wanted
   if (status_ != status::idle && status_ != status::left)
     return;
   status_ = status::joining;
-  figures_.clear(); // kept after a leave, for the engines (measured_rtt)
+  // Kept after a leave, for the engines (measured_rtt), and into the memory of paths
+  // then (finish_leave): members admitted again get theirs back (add_member).
+  figures_.clear();
   steps_.clear();
   deferred_.clear();
   asks_.clear();
@@ -1224,7 +1245,10 @@ void supervisor::finish_leave(timestamp now, std::vector<wire::route_entry> rout
   probe_.reset();
   schedule_ = measurement_schedule(cfg_.extra_measurements);
   flush_pending_ = false;
-  // Forget everything: a later join starts afresh.
+  // Forget everything but the paths measured: a later join starts afresh.
+  for (auto& [p, f] : figures_)
+    if (auto i = member_info_.find(p); i != member_info_.end())
+      remember_path(p, i->second.address, f);
   routes_ = routing_table{};
   own_.clear();
   trees_.clear();

@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <queue>
 #include <random>
@@ -96,6 +97,19 @@ public:
   void join(proc_id p, proc_id contact, vnode_set wanted) {
     if (trace_ >= 0) std::fprintf(stderr, "t=%.3f JOIN %u via %u\n", to_ms(now_), p, contact);
     sups_[p] = std::make_unique<supervisor>(p, cfg_, seed_ * 7919 + p + 1000 * ++joins_);
+    outbox out;
+    sups_[p]->join(now_, contact, wanted, out);
+    carry_out(p, out);
+    attach_rider(p);
+  }
+
+  /// Processor p, which has left, joins again with the supervisor it had, as the
+  /// runtimes do (a node or processor actor keeps its supervisor across memberships);
+  /// `address`, when given, is its transport address from now on.
+  void join_again(proc_id p, proc_id contact, vnode_set wanted,
+                  std::optional<std::string> address = std::nullopt) {
+    if (address)
+      sups_[p]->set_address(*address);
     outbox out;
     sups_[p]->join(now_, contact, wanted, out);
     carry_out(p, out);

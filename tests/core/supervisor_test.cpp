@@ -846,3 +846,107 @@ BOOST_AUTO_TEST_CASE(vnodes_handed_to_joiners_stay_below_the_giver_until_they_ar
   }
   BOOST_TEST(checked > 0);
 }
+
+namespace {
+struct path_figures {
+  std::map<proc_id, duration> rtt;
+  std::map<proc_id, rate> bw;
+};
+
+/// What `s` has measured of its paths to the members of the grid, excluding `skip`.
+path_figures figures_of(const supervisor& s, std::size_t n, proc_id skip = no_proc) {
+  path_figures f;
+  for (proc_id q = 0; q < n; ++q) {
+    if (q == s.self() || q == skip)
+      continue;
+    if (auto r = s.measured_rtt(q))
+      f.rtt[q] = *r;
+    if (auto b = s.measured_bw(q))
+      f.bw[q] = *b;
+  }
+  return f;
+}
+
+/// Processor 3 measures, leaves, and joins again with its supervisor (as a node does);
+/// returns what 3 measured of the others before it left, and what the others measured
+/// of 3. `address`: 3's address for the second membership (nullopt: unchanged).
+std::pair<path_figures, std::map<proc_id, path_figures>>
+leave_and_join_again(mini_grid& g, std::optional<std::string> address) {
+  g.start();
+  g.run();
+  auto before = figures_of(*g.sup(3), 8);
+  std::map<proc_id, path_figures> of_3;
+  for (proc_id p = 0; p < 8; ++p)
+    if (p != 3)
+      of_3[p] = figures_of(*g.sup(p), 8);
+  g.leave(3, 2);
+  g.run();
+  g.join_again(3, 0, vnode_set{3}, std::move(address));
+  g.run();
+  return {before, of_3};
+}
+} // namespace
+
+// What was measured of a path outlives a membership (supervisor_config::remember_paths):
+// a processor that leaves and joins again gets back the figures it had of every member,
+// and the members theirs of it, without measuring again. Fails without the memory: the
+// rejoiner probes only its few extra measurements, and the members (seeded, not
+// measuring) none of it.
+BOOST_AUTO_TEST_CASE(figures_of_a_path_outlive_a_leave_and_come_back_with_the_rejoin) {
+  supervisor_config cfg;
+  cfg.extra_measurements = 2;
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      mini_grid g{tiny(), seed, cfg};
+      auto [before, others] = leave_and_join_again(g, std::nullopt);
+      BOOST_TEST(!g.busy());
+      check_trees(g);
+      auto after = figures_of(*g.sup(3), 8);
+      BOOST_TEST_REQUIRE(before.rtt.size() >= 2u); // it had measured some of the grid
+      for (auto [q, rtt] : before.rtt) {
+        BOOST_TEST_REQUIRE(after.rtt.count(q), "3 forgot its RTT to " << q);
+        BOOST_TEST((after.rtt[q] <= rtt)); // the best figure: kept, or improved since
+      }
+      for (auto [q, bw] : before.bw) {
+        BOOST_TEST_REQUIRE(after.bw.count(q), "3 forgot its bandwidth to " << q);
+        BOOST_TEST(after.bw[q] >= bw);
+      }
+      int knew_3 = 0;
+      for (auto& [p, f] : others) {
+        auto rtt = f.rtt.find(3);
+        if (rtt == f.rtt.end())
+          continue;
+        ++knew_3;
+        auto now = g.sup(p)->measured_rtt(3);
+        BOOST_TEST_REQUIRE(now.has_value(), p << " forgot its RTT to 3");
+        BOOST_TEST((*now <= rtt->second));
+      }
+      BOOST_TEST(knew_3 > 0);
+    }
+  }
+}
+
+// The memory holds for the same place only: a processor that comes back at another
+// transport address starts from what it measures anew, and so do the members about it.
+BOOST_AUTO_TEST_CASE(figures_are_not_given_back_to_a_processor_at_another_address) {
+  supervisor_config cfg;
+  cfg.extra_measurements = 0;
+  cfg.seed_new_trees = true;
+  mini_grid g{tiny(), 1, cfg};
+  auto [before, others] = leave_and_join_again(g, std::string{"10.0.0.3:7000"});
+  check_trees(g);
+  auto after = figures_of(*g.sup(3), 8);
+  std::size_t kept = 0;
+  for (auto [q, rtt] : before.rtt)
+    kept += after.rtt.count(q) && after.rtt[q] == rtt;
+  // Only what it measured again (a probe finds a figure equal to the old one at most
+  // for the few peers it probed while placing itself) can match.
+  BOOST_TEST(after.rtt.size() < before.rtt.size());
+  BOOST_TEST(kept < before.rtt.size());
+  std::size_t knew_3 = 0, know_3 = 0;
+  for (auto& [p, f] : others) {
+    knew_3 += f.rtt.count(3);
+    know_3 += g.sup(p)->measured_rtt(3).has_value();
+  }
+  BOOST_TEST(know_3 < knew_3);
+}

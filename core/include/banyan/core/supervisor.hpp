@@ -155,6 +155,16 @@ struct supervisor_config {
   /// of finding them in no child's subtree and sending them point-to-point over the
   /// wide-area link to the newcomer. Routing only: who delivers is what the routes say.
   duration lend_time = std::chrono::milliseconds(500);
+  /// What was measured of a path outlives a membership: the figures (best RTT, widest
+  /// bandwidth) of a member that leaves, crashes, or whom we leave, are kept, and given
+  /// back when a member of that id at the same transport address is admitted again (our
+  /// own address unchanged). A path's figures are the network's, not the membership's,
+  /// and the rules already keep the best figures forever (`best_measurements`). So a
+  /// processor that rejoins knows at once which members are in its LAN (its probes go
+  /// there with `local_bias`, the wide-area links stay free for the broadcasts) and
+  /// judges candidates by what it measured before. False: every join starts from no
+  /// figures (the paper's way).
+  bool remember_paths = true;
 };
 
 /// Something worth reporting to a monitor.
@@ -492,6 +502,15 @@ private:
   std::optional<probe> probe_;
   std::uint64_t next_seq_ = 1;
   std::map<proc_id, peer_figures> figures_;
+  /// Figures of processors that are not members now (remember_paths), with the address
+  /// they were measured at; `remembered_from_` is our own address then.
+  struct remembered_path {
+    std::string address;
+    peer_figures figures;
+  };
+  std::map<proc_id, remembered_path> remembered_;
+  std::string remembered_from_;
+  void remember_path(proc_id p, const std::string& address, const peer_figures& f);
   /// The widest bandwidth measured to anyone: the sender capacity of the bandwidth rule.
   rate widest_ = 0;
   std::map<proc_id, int> strikes_; ///< consecutive unanswered probes per candidate
