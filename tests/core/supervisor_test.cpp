@@ -59,7 +59,10 @@ void check_subtrees(const mini_grid& g) {
         if (!live[p])
           continue;
         auto& st = *g.sup(p)->tree({r, k});
-        BOOST_TEST_REQUIRE(st.children().size() == kids[p].size());
+        BOOST_TEST_REQUIRE(st.children().size() == kids[p].size(),
+                           "tree " << r << " " << to_string(k) << ": " << p << " has "
+                                   << st.children().size() << " children, "
+                                   << kids[p].size() << " name it their parent");
         for (auto c : kids[p])
           BOOST_TEST_REQUIRE((st.children().at(c) == below[c]),
                              "tree " << r << " " << to_string(k) << ": " << p
