@@ -53,6 +53,10 @@ struct network_state {
   std::vector<std::uint64_t> gen;        ///< attachments of each id so far
   std::vector<std::uint64_t> flying_out; ///< frames of p not handed to anyone yet
   std::vector<std::uint64_t> returning;  ///< frames of p on their way back to it
+  /// Engine frames on their way to p (not handed to it yet): a leaver stays for them, so
+  /// that it relays a stream that was sent to it before its senders heard it left
+  /// instead of letting every segment bounce back to a sender that then reroutes it.
+  std::vector<std::uint64_t> flying_in;
   std::vector<std::uint64_t> handed;     ///< messages handed to id q (frames, bounces)
   std::vector<std::uint64_t> base;       ///< `handed` when q's incarnation attached
   std::vector<std::uint64_t> confirmed;  ///< q has handled the first this many of them
@@ -106,6 +110,10 @@ void hand(network_ptr self, wire::envelope e, std::uint64_t gen, std::size_t byt
     --st.flying_out[from];
     touch(self, from);
   }
+  if (engine && to < st.flying_in.size()) {
+    --st.flying_in[to];
+    touch(self, to);
+  }
   if (st.trace)
     st.trace(running ? frame_trace::kind::delivered : frame_trace::kind::undeliverable, now, e,
              bytes);
@@ -146,7 +154,7 @@ void answer_asks(network_ptr self) {
       st.asks.erase(a);
       continue;
     }
-    if (st.flying_out[p] > 0 || st.returning[p] > 0)
+    if (st.flying_out[p] > 0 || st.returning[p] > 0 || st.flying_in[p] > 0)
       continue;
     bool settled = true;
     auto& sent_to = st.last_from[p];
@@ -232,6 +240,7 @@ caf::behavior network_actor(
   init.gen.assign(n, 0);
   init.flying_out.assign(n, 0);
   init.returning.assign(n, 0);
+  init.flying_in.assign(n, 0);
   init.handed.assign(n, 0);
   init.base.assign(n, 0);
   init.confirmed.assign(n, 0);
@@ -252,8 +261,10 @@ caf::behavior network_actor(
         auto id = st.model->submit(now, e.from, e.to, bytes);
         if (st.trace)
           st.trace(frame_trace::kind::sent, now, e, bytes);
-        if (engine_frame(e.body))
+        if (engine_frame(e.body)) {
           ++st.flying_out[e.from];
+          ++st.flying_in[e.to];
+        }
         const auto gen = st.gen[e.from];
         st.flying.emplace(id, flight{std::move(e), gen});
         ++st.ctr->in_flight;

@@ -11,7 +11,8 @@
 ///   -----------------  ----------------------------------  ------------------------------
 ///   emulated network   every frame's fate: in flight,      settled = the engine's
 ///                      delivered and taken or refused,      frames_sent() when the network
-///                      on its way back                      said none of them can come back
+///                      on its way back (and to the leaver:  said none of them can come back
+///                      it stays to relay those)
 ///   TCP transport      what is still queued per peer; a     written = when the queues were
 ///                      written frame's refusal returns      found empty, linger = a few
 ///                      within about a round trip            round trips to those peers
