@@ -39,9 +39,13 @@ std::vector<owner_group> group_owners(const tree_view& view,
       out.push_back({p, vs});
     return out;
   }
-  // Nearest first; the unmeasured after the measured, by id.
+  // Nearest first; the unmeasured after the measured, by id. An unmeasured owner whose
+  // latency tree reaches us along a path at least as long as the shortest wide-area
+  // RTT we measured is beyond our LAN too: it joins the measured remote ones, ranked
+  // by that path's length (estimated, after the measured).
   using ranked = std::tuple<bool, duration, proc_id>; // (unmeasured, rtt, id)
   std::vector<ranked> local, remote;
+  const auto wan = view.smallest_remote_rtt();
   for (auto& [p, vs] : parts) {
     if (view.owner(vs.front()) != p) {
       // A peer standing in for unknown or unreachable owners: it knows better where
@@ -50,6 +54,11 @@ std::vector<owner_group> group_owners(const tree_view& view,
       continue;
     }
     auto rtt = view.rtt(p);
+    if (!rtt && wan)
+      if (auto d = view.tree_distance(p); d && *d >= *wan) {
+        remote.emplace_back(false, duration::max() / 2 + *d / 2, p);
+        continue;
+      }
     (view.local(p) ? local : remote).emplace_back(!rtt, rtt.value_or(duration::max()), p);
   }
   std::sort(local.begin(), local.end());

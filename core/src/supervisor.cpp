@@ -101,6 +101,15 @@ bool supervisor::is_local(proc_id p) const {
   return rtt && context().local(*rtt);
 }
 
+std::optional<duration> supervisor::smallest_remote_rtt() const {
+  auto ctx = context();
+  std::optional<duration> best;
+  for (auto& [p, f] : figures_)
+    if (f.rtt != duration::max() && is_member(p) && !ctx.local(f.rtt) && (!best || f.rtt < *best))
+      best = f.rtt;
+  return best;
+}
+
 std::optional<rate> supervisor::measured_bw(proc_id p) const {
   auto i = figures_.find(p);
   if (i == figures_.end() || i->second.bw <= 0)

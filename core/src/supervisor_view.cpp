@@ -124,6 +124,13 @@ std::vector<proc_id> supervisor_view::peers() const {
   return result;
 }
 
+std::optional<duration> supervisor_view::tree_distance(proc_id root) const {
+  auto* t = sup_.tree({root, tree_kind::latency});
+  if (!t || !t->connected())
+    return std::nullopt;
+  return t->dist();
+}
+
 void supervisor_view::refresh() {
   if (!participating()) {
     // The handover the supervisor made on its way out is the last route change it

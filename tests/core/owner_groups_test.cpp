@@ -38,6 +38,18 @@ public:
     return i == rtts.end() ? std::nullopt : std::optional<duration>{i->second};
   }
   bool local(proc_id p) const override { return lan.count(p) > 0; }
+  std::map<proc_id, duration> tree_dists; ///< our distance in each root's latency tree
+  std::optional<duration> tree_distance(proc_id root) const override {
+    auto i = tree_dists.find(root);
+    return i == tree_dists.end() ? std::nullopt : std::optional<duration>{i->second};
+  }
+  std::optional<duration> smallest_remote_rtt() const override {
+    std::optional<duration> best;
+    for (auto& [p, r] : rtts)
+      if (!lan.count(p) && (!best || r < *best))
+        best = r;
+    return best;
+  }
 };
 
 std::map<proc_id, vnode_set> parts_of(std::initializer_list<proc_id> owners) {
@@ -135,3 +147,43 @@ BOOST_AUTO_TEST_CASE(a_peer_standing_in_for_unknown_owners_gets_their_part_alone
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// Owners not measured whose latency trees reach us along a path as long as a wide-area
+// round trip are beyond our LAN: they go in the one remote group (headed by the nearest
+// measured remote owner) instead of in groups by id, each of which would cross the
+// wide-area link with the whole message. Unmeasured owners along LAN-short paths, or
+// with no tree place known, are still grouped by id, apart.
+BOOST_AUTO_TEST_CASE(unmeasured_owners_far_along_their_trees_join_the_remote_group) {
+  fake_view v;
+  v.lan = {1, 2};
+  v.rtts = {{1, 200us}, {2, 250us}, {10, 6ms}};
+  // 11-14: unmeasured, their trees reach us across the WAN (6-7 ms); 20, 21: unmeasured,
+  // along LAN paths (0.5 ms); 30: unmeasured, no tree place known.
+  v.tree_dists = {{11, 6500us}, {12, 7ms}, {13, 6200us}, {14, 6800us}, {20, 500us}, {21, 450us}};
+  auto parts = parts_of({1, 2, 10, 11, 12, 13, 14, 20, 21, 30});
+  auto groups = group_owners(v, parts, 2);
+  check_partition(groups, parts);
+  const owner_group* far = nullptr;
+  for (auto& g : groups)
+    if (g.head == 10)
+      far = &g;
+  BOOST_REQUIRE(far);
+  BOOST_TEST((far->vnodes == vnode_set{10, 11, 12, 13, 14}));
+  for (auto& g : groups) {
+    BOOST_TEST(!(g.head >= 11 && g.head <= 14), "a far owner heads its own group: " << g.head);
+    if (g.head == 20 || g.head == 21 || g.head == 30)
+      BOOST_TEST(!g.vnodes.intersects(far->vnodes));
+  }
+  // With no remote RTT measured there is no yardstick: the unmeasured are grouped by id.
+  v.rtts = {{1, 200us}, {2, 250us}};
+  auto parts2 = parts_of({1, 11, 12, 13, 14});
+  auto groups2 = group_owners(v, parts2, 2);
+  check_partition(groups2, parts2);
+  BOOST_TEST(groups2.size() == 3u); // the local owner 1, and 11-14 in two groups by id
+  // Only far ones, none measured among the parts: the nearest along its tree heads them.
+  v.rtts = {{1, 200us}, {2, 250us}, {10, 6ms}};
+  auto parts3 = parts_of({11, 12, 13});
+  auto groups3 = group_owners(v, parts3, 2);
+  BOOST_REQUIRE(groups3.size() == 1u);
+  BOOST_TEST(groups3.front().head == 13u);
+}

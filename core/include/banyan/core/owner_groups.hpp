@@ -20,6 +20,13 @@
 /// - remote owners this processor measured go in one group to the nearest of them: it
 ///   is in the next cluster, where it splits its LAN's share and passes the rest on, so
 ///   a cluster is entered once, from the cluster nearest to it (increasing RTT);
+/// - owners not measured whose latency tree reaches this processor along a path at
+///   least as long as the shortest wide-area RTT it measured (`tree_view::
+///   tree_distance`, `smallest_remote_rtt`) are beyond its LAN too: they join that
+///   group, after the measured ones, nearest (shortest path) first. After churn the new
+///   owners of moved vnodes are mostly unmeasured: on paper-3c128 (seed 3) three
+///   processors of B sent seven 4 MiB streams across the one link to C, one per pair of
+///   unmeasured owners there, for a single broadcast;
 /// - owners never measured (all of them over static trees) may be anywhere, next door
 ///   too: they split into `fanout` groups of consecutive ids (where ids follow the
 ///   clusters, groups stay together), never joined to the remote group (that carried

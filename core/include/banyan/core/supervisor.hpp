@@ -290,13 +290,16 @@ public:
   /// One line on what the supervisor is doing (status, schedule, probe), for logs.
   std::string describe() const;
   /// Best RTT measured to p so far, if any. Measurements outlive a leave (the engines
-  /// of a processor that has left still route by them); a new join starts afresh.
+  /// of a processor that has left still route by them), and a membership
+  /// (`remember_paths`).
   std::optional<duration> measured_rtt(proc_id p) const;
   /// The best bandwidth measured to p (bytes per second), if any.
   std::optional<rate> measured_bw(proc_id p) const;
   /// Whether p is in this processor's LAN by the RTTs measured (the rules' notion:
   /// within `local_factor` of the smallest RTT, once RTTs span two classes).
   bool is_local(proc_id p) const;
+  /// The smallest RTT measured to a member outside this processor's LAN, if any.
+  std::optional<duration> smallest_remote_rtt() const;
 
 private:
   struct probe {

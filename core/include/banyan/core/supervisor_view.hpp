@@ -46,6 +46,10 @@ public:
   /// What the supervisor measured (kept after it has left).
   std::optional<duration> rtt(proc_id p) const override { return sup_.measured_rtt(p); }
   bool local(proc_id p) const override { return sup_.is_local(p); }
+  std::optional<duration> tree_distance(proc_id root) const override;
+  std::optional<duration> smallest_remote_rtt() const override {
+    return sup_.smallest_remote_rtt();
+  }
   void refresh() override;
 
 private:

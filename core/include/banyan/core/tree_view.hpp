@@ -83,6 +83,15 @@ public:
     (void) p;
     return false;
   }
+  /// This processor's distance from `root` along root's latency tree (the sum of the
+  /// hops' RTTs), when it has a place in that tree; nothing otherwise.
+  virtual std::optional<duration> tree_distance(proc_id root) const {
+    (void) root;
+    return std::nullopt;
+  }
+  /// The smallest RTT measured to a processor outside this one's LAN, if any: a path
+  /// at least that long crosses a wide-area link.
+  virtual std::optional<duration> smallest_remote_rtt() const { return std::nullopt; }
   /// Engines call this at the start of every event they handle: a view may take a
   /// snapshot of what it will still need once its source is gone.
   virtual void refresh() {}
