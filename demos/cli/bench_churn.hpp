@@ -70,8 +70,8 @@ struct churn_options {
   /// frame the network carried (F) and per tree event (T); see run_churn.
   std::string trace_path;
   double trace_from_ms = 0;
-  /// supervisor_config::bw_known_for in ms (nothing: its default; 0: every probe
-  /// downloads 128 KiB, as before session 9), to compare the two on the same build.
+  /// supervisor_config::bw_known_for in ms (nothing: its default, 0: every probe
+  /// downloads 128 KiB; e.g. 60000: repeat probes are bare), to compare on one build.
   std::optional<double> bw_known_for_ms;
 };
 

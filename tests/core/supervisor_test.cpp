@@ -889,7 +889,7 @@ BOOST_AUTO_TEST_CASE(repeat_probes_of_a_known_peer_ask_for_a_bare_reply) {
     std::size_t reply_bytes = 0, wan_reply_bytes = 0;
     std::uint64_t counted = 0;     ///< probes_bare() summed over the processors
   };
-  auto run = [&](std::optional<duration> known_for) {
+  auto run = [&](std::optional<duration> known_for) { // (nothing: the default)
     supervisor_config cfg;
     if (known_for)
       cfg.bw_known_for = *known_for;
@@ -935,7 +935,7 @@ BOOST_AUTO_TEST_CASE(repeat_probes_of_a_known_peer_ask_for_a_bare_reply) {
     return t;
   };
 
-  const auto now = run(std::nullopt); // the default: 60 s
+  const auto now = run(std::chrono::seconds(60));
   BOOST_TEST(now.full > 0u);
   BOOST_TEST(now.bare > now.full); // 8 processors probe each other over and over
   BOOST_TEST(now.first_bare == 0u);
@@ -944,7 +944,7 @@ BOOST_AUTO_TEST_CASE(repeat_probes_of_a_known_peer_ask_for_a_bare_reply) {
   BOOST_TEST(now.marks_bare == 0u);
   BOOST_TEST(now.counted == now.bare);
 
-  const auto before = run(duration{0});
+  const auto before = run(std::nullopt); // the default: 0, every probe downloads
   BOOST_TEST(before.bare == 0u);
   BOOST_TEST(before.counted == 0u);
   BOOST_TEST(before.full > 0u);
@@ -963,7 +963,9 @@ BOOST_AUTO_TEST_CASE(a_bare_probe_keeps_the_downloaded_figure) {
                              "group A procs 1 rtt 0.2ms\ngroup B procs 1 rtt 0.2ms\n"
                              "link A B rtt 2ms bw 100Mbit\n");
   BOOST_TEST_REQUIRE(topo.has_value());
-  mini_grid g{*topo, 5};
+  supervisor_config cfg;
+  cfg.bw_known_for = std::chrono::seconds(60);
+  mini_grid g{*topo, 5, cfg};
   g.start();
   g.run();
   BOOST_TEST(g.sup(0)->probes_bare() > 0u);

@@ -100,11 +100,13 @@ struct supervisor_config {
   /// (`wire::bw_request::bare`), judged with the best figures measured so far, since a
   /// repeat download could only raise a figure that contention had lowered. The first
   /// probe of every pair, and the first after this long, downloads. Needs
-  /// `best_measurements` (without it every probe downloads); 0: every probe downloads.
-  /// After half of paper-4c160 left, the survivors' 128 KiB replies took 20 MB of the
-  /// one 250 Mbit link into a cluster in 0.8 s, against 5.7 MB of broadcasts
-  /// (docs/benchmarks.md, "Session 9: repeat probes without the download").
-  duration bw_known_for = std::chrono::seconds(60);
+  /// `best_measurements` (without it every probe downloads); 0 (the default): every
+  /// probe downloads. Off because it did not pay: after half of paper-4c160 left, the
+  /// probes' replies took 20 MB of the one 250 Mbit link into a cluster in 0.8 s, but
+  /// three in four of the wide-area probes then are a pair's first, and with 60 s the
+  /// ten-seed churn runs came back no sooner (docs/benchmarks.md, "Session 9: repeat
+  /// probes without the download").
+  duration bw_known_for{0};
   /// Mixed into every incarnation this supervisor draws. Incarnations come from the
   /// seeded randomness, so two lives of one processor id with the same seed (a process
   /// restarted with a fixed seed) would draw the same first one, which the members
