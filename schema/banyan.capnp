@@ -98,7 +98,6 @@ struct Pong {
 struct BwRequest {
   # Bandwidth probe: the prober asks the candidate for a BwReply of about 128 KiB.
   seq @0 :UInt64;
-  bare @1 :Bool;  # the prober knows the path's bandwidth: the reply unpadded, no mark
 }
 
 struct BwReply {

@@ -60,7 +60,7 @@ constexpr shape route_entry_shape{2, 1};
 constexpr shape member_shape{2, 1};
 constexpr shape ping_shape{1, 0};
 constexpr shape pong_shape{1, 0};
-constexpr shape bw_request_shape{2, 0};
+constexpr shape bw_request_shape{1, 0};
 constexpr shape bw_reply_shape{1, 5};
 constexpr shape adopt_request_shape{1, 1};
 constexpr shape adopt_verdict_shape{2, 1};

@@ -1376,9 +1376,7 @@ void supervisor::do_message(timestamp now, proc_id from, const wire::message& m,
     } else {
       wire::bw_reply empty;
       empty.seq = std::get<wire::bw_request>(m).seq;
-      if (!std::get<wire::bw_request>(m).bare)
-        empty.padding =
-          static_cast<std::uint32_t>(wire::bw_probe_bytes - wire::wire_size(empty));
+      empty.padding = static_cast<std::uint32_t>(wire::bw_probe_bytes - wire::wire_size(empty));
       send(out, from, std::move(empty));
     }
     flush(out);
@@ -1605,13 +1603,7 @@ void supervisor::on_pong(timestamp now, proc_id from, const wire::pong& m, outbo
   probe_->at = probe::phase::download;
   probe_->sent = now;
   probe_->mark.reset();
-  // The rules judge by the best bandwidth measured (best_measurements): a fresh figure
-  // spares the path another 128 KiB, which could only raise it.
-  probe_->bare = cfg_.best_measurements && cfg_.bw_known_for.count() > 0 && f.bw > 0
-                 && f.downloaded && now - *f.downloaded <= cfg_.bw_known_for;
-  if (probe_->bare)
-    ++probes_bare_;
-  send(out, from, wire::bw_request{m.seq, probe_->bare});
+  send(out, from, wire::bw_request{m.seq});
 }
 
 void supervisor::on_bw_request(proc_id from, const wire::bw_request& m, outbox& out) {
@@ -1628,16 +1620,14 @@ void supervisor::on_bw_request(proc_id from, const wire::bw_request& m, outbox& 
     for (auto inc : incs)
       reply.departed.push_back({p, {}, inc});
   reply.routes = routes_.snapshot();
-  if (!m.bare) {
-    auto bare = wire::wire_size(reply);
-    reply.padding = bare < wire::bw_probe_bytes
-                      ? static_cast<std::uint32_t>(wire::bw_probe_bytes - bare)
-                      : 0u;
-    // The mark: a pong right before the reply, on the same path. The prober times the
-    // reply from the mark's arrival, so neither the RTT nor the queue both waited in
-    // counts as transfer time.
-    send(out, from, wire::pong{m.seq});
-  }
+  auto bare = wire::wire_size(reply);
+  reply.padding = bare < wire::bw_probe_bytes
+                    ? static_cast<std::uint32_t>(wire::bw_probe_bytes - bare)
+                    : 0u;
+  // The mark: a pong right before the reply, on the same path. The prober times the
+  // reply from the mark's arrival, so neither the RTT nor the queue both waited in
+  // counts as transfer time.
+  send(out, from, wire::pong{m.seq});
   send(out, from, std::move(reply));
 }
 
@@ -1659,27 +1649,21 @@ void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& 
   // can be inflated by queues while broadcasts run (tiny-2c8: a best RTT of 36 ms on a
   // 2 ms link made a 100 Mbit link measure 191 Mbit, and the best-figure rule kept it,
   // so no local parent ever looked good enough again).
-  auto& f = figures_[from];
-  if (!probe_->bare) {
-    auto elapsed = now - probe_->sent;
-    duration transfer{0};
-    if (probe_->mark) {
-      transfer = now - *probe_->mark;
-    } else {
-      auto base_rtt = std::min(probe_->rtt, f.rtt);
-      transfer = elapsed - base_rtt;
-      if (transfer < elapsed / 8)
-        transfer = elapsed;
-    }
-    transfer = std::max(transfer, duration{1000});
-    auto bytes = static_cast<double>(wire::wire_size(wire::message{m}));
-    probe_->bw = bytes * 1e9 / static_cast<double>(transfer.count());
-    f.bw = std::max(f.bw, probe_->bw);
-    f.downloaded = now;
+  auto elapsed = now - probe_->sent;
+  duration transfer{0};
+  if (probe_->mark) {
+    transfer = now - *probe_->mark;
   } else {
-    // A bare reply is too short to time (and has no mark): the known figure stands.
-    probe_->bw = f.bw;
+    auto base_rtt = std::min(probe_->rtt, figures_[from].rtt);
+    transfer = elapsed - base_rtt;
+    if (transfer < elapsed / 8)
+      transfer = elapsed;
   }
+  transfer = std::max(transfer, duration{1000});
+  auto bytes = static_cast<double>(wire::wire_size(wire::message{m}));
+  probe_->bw = bytes * 1e9 / static_cast<double>(transfer.count());
+  auto& f = figures_[from];
+  f.bw = std::max(f.bw, probe_->bw);
   if (cfg_.rules == rule_variant::banyan && probe_->bw > widest_) {
     // A wider sender capacity changes every bandwidth estimate (bandwidth_rule.hpp).
     widest_ = probe_->bw;

@@ -156,9 +156,6 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   }
   cfg.topo = *topo;
   cfg.seed = opt.seed;
-  if (opt.bw_known_for_ms)
-    cfg.sup.bw_known_for =
-      std::chrono::duration_cast<duration>(std::chrono::duration<double, std::milli>(*opt.bw_known_for_ms));
   cfg.clock = opt.clock == "real" ? actors::clock_mode::real_time : actors::clock_mode::virtual_time;
   // Owned here, and released instead of destroyed when a broadcast never completed: the
   // cluster's destructor runs the actors until they are all done, which frames that
@@ -566,10 +563,6 @@ void add_bench_churn_command(CLI::App& bench, std::function<int()>& action) {
   cmd->add_option("--trace", a->opt.trace_path,
                   "write a line per frame and tree event to FILE (virtual time; large)");
   cmd->add_option("--trace-from", a->opt.trace_from_ms, "ms on the timeline the trace starts at (0)");
-  cmd->add_option("--bw-known-for", a->opt.bw_known_for_ms,
-                  "ms a downloaded bandwidth figure spares repeat probes the download "
-                  "(supervisor_config::bw_known_for; 0: every probe downloads)")
-    ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seeds", a->seeds,
                   "run once per seed (e.g. 1-10, or 1,4,9) and summarize; the JSON has "
                   "`runs` and `summary`, the plot a timeline per seed")

@@ -5,7 +5,7 @@
 //   banyan bench churn --topology T [common options of bench_common.hpp: --seed, --clock,
 //                      --json, --plot, -q] [--leave-at MS] [--rejoin-at MS] [--duration MS]
 //                      [--window N] [--size BYTES] [--trace FILE [--trace-from MS]]
-//                      [--seeds LIST] [--bw-known-for MS]
+//                      [--seeds LIST]
 //
 // Progress on stderr (unless -q): a line per second of cluster time. In real time the
 // supervisors cannot be read, so the processors rejoin asking for a share of processor
@@ -70,9 +70,6 @@ struct churn_options {
   /// frame the network carried (F) and per tree event (T); see run_churn.
   std::string trace_path;
   double trace_from_ms = 0;
-  /// supervisor_config::bw_known_for in ms (nothing: its default, 0: every probe
-  /// downloads 128 KiB; e.g. 60000: repeat probes are bare), to compare on one build.
-  std::optional<double> bw_known_for_ms;
 };
 
 struct churn_point {

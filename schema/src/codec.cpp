@@ -132,11 +132,7 @@ void write_list(const std::vector<T>& xs, Init&& init) {
 
 void write(const wire::ping& m, body_builder b) { b.initPing().setSeq(m.seq); }
 void write(const wire::pong& m, body_builder b) { b.initPong().setSeq(m.seq); }
-void write(const wire::bw_request& m, body_builder b) {
-  auto r = b.initBwRequest();
-  r.setSeq(m.seq);
-  r.setBare(m.bare);
-}
+void write(const wire::bw_request& m, body_builder b) { b.initBwRequest().setSeq(m.seq); }
 
 void write(const wire::bw_reply& m, body_builder b) {
   auto r = b.initBwReply();
@@ -429,7 +425,7 @@ auto read_list(ListReader xs) {
 
 wire::ping read(cs::Ping::Reader r) { return wire::ping{r.getSeq()}; }
 wire::pong read(cs::Pong::Reader r) { return wire::pong{r.getSeq()}; }
-wire::bw_request read(cs::BwRequest::Reader r) { return wire::bw_request{r.getSeq(), r.getBare()}; }
+wire::bw_request read(cs::BwRequest::Reader r) { return wire::bw_request{r.getSeq()}; }
 
 wire::bw_reply read(cs::BwReply::Reader r) {
   wire::bw_reply m;

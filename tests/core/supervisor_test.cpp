@@ -5,7 +5,6 @@
 #include <optional>
 #include <random>
 #include <set>
-#include <tuple>
 
 #include "banyan/core/supervisor_view.hpp"
 #include "core/mini_grid.hpp"
@@ -871,106 +870,4 @@ BOOST_AUTO_TEST_CASE(a_joiner_takes_its_contact_s_incarnation_from_the_contact) 
   BOOST_TEST((j.state() == supervisor::status::member));
   BOOST_TEST_REQUIRE(j.member_info(5) != nullptr);
   BOOST_TEST(j.member_info(5)->incarnation == live_inc);
-}
-
-// A probe of a peer whose bandwidth was downloaded within `bw_known_for` asks for a bare
-// reply: the candidate's tree places and view, without the 128 KiB padding and without
-// the mark, and the known figure stands. The first probe of every pair downloads. With
-// bw_known_for 0 every probe downloads, as before. Trees form either way.
-BOOST_AUTO_TEST_CASE(repeat_probes_of_a_known_peer_ask_for_a_bare_reply) {
-  const auto topo = tiny();
-  const auto cluster = topo.cluster_of();
-  struct tally {
-    std::size_t full = 0, bare = 0;
-    std::size_t first_bare = 0;    ///< pairs whose first request was bare
-    std::size_t bare_unknown = 0;  ///< bare requests before any full reply on the pair
-    std::size_t padded_bare = 0;   ///< replies to bare requests that were padded
-    std::size_t marks_bare = 0;    ///< pongs (marks) sent for bare requests
-    std::size_t reply_bytes = 0, wan_reply_bytes = 0;
-    std::uint64_t counted = 0;     ///< probes_bare() summed over the processors
-  };
-  auto run = [&](std::optional<duration> known_for) { // (nothing: the default)
-    supervisor_config cfg;
-    if (known_for)
-      cfg.bw_known_for = *known_for;
-    mini_grid g{topo, 3, cfg};
-    tally t;
-    std::map<std::pair<proc_id, proc_id>, bool> requested; // (prober, cand): ever asked
-    std::set<std::pair<proc_id, proc_id>> downloaded;      // (prober, cand): full reply sent
-    std::map<std::tuple<proc_id, proc_id, std::uint64_t>, bool> bare_of; // (prober, cand, seq)
-    g.slow(
-      [&](const wire::envelope& e) {
-        if (auto* r = std::get_if<wire::bw_request>(&e.body)) {
-          const auto pair = std::make_pair(e.from, e.to);
-          if (!requested.count(pair) && r->bare)
-            ++t.first_bare;
-          requested[pair] = true;
-          if (r->bare && !downloaded.count(pair))
-            ++t.bare_unknown;
-          (r->bare ? t.bare : t.full) += 1;
-          bare_of[{e.from, e.to, r->seq}] = r->bare;
-        } else if (auto* p = std::get_if<wire::pong>(&e.body)) {
-          auto b = bare_of.find({e.to, e.from, p->seq});
-          if (b != bare_of.end() && b->second)
-            ++t.marks_bare; // (the pong answering the ping precedes the request)
-        } else if (auto* reply = std::get_if<wire::bw_reply>(&e.body)) {
-          const bool bare = bare_of.at({e.to, e.from, reply->seq});
-          if (bare && reply->padding > 0)
-            ++t.padded_bare;
-          if (!bare)
-            downloaded.insert({e.to, e.from});
-          const auto bytes = wire::wire_size(e.body);
-          t.reply_bytes += bytes;
-          if (cluster[e.from] != cluster[e.to])
-            t.wan_reply_bytes += bytes;
-        }
-        return false; // only watching
-      },
-      duration{0});
-    g.start();
-    g.run();
-    check_settled(g, 8);
-    for (proc_id p = 0; p < 8; ++p)
-      t.counted += g.sup(p)->probes_bare();
-    return t;
-  };
-
-  const auto now = run(std::chrono::seconds(60));
-  BOOST_TEST(now.full > 0u);
-  BOOST_TEST(now.bare > now.full); // 8 processors probe each other over and over
-  BOOST_TEST(now.first_bare == 0u);
-  BOOST_TEST(now.bare_unknown == 0u);
-  BOOST_TEST(now.padded_bare == 0u);
-  BOOST_TEST(now.marks_bare == 0u);
-  BOOST_TEST(now.counted == now.bare);
-
-  const auto before = run(std::nullopt); // the default: 0, every probe downloads
-  BOOST_TEST(before.bare == 0u);
-  BOOST_TEST(before.counted == 0u);
-  BOOST_TEST(before.full > 0u);
-  // The probes' replies cost far less, on the wide-area link too.
-  BOOST_TEST(now.reply_bytes * 2 < before.reply_bytes,
-             now.reply_bytes << " bytes of replies against " << before.reply_bytes);
-  BOOST_TEST(now.wan_reply_bytes * 2 < before.wan_reply_bytes,
-             now.wan_reply_bytes << " bytes across the WAN against " << before.wan_reply_bytes);
-}
-
-// A bare probe leaves the measured figure as it was: the best download stands.
-BOOST_AUTO_TEST_CASE(a_bare_probe_keeps_the_downloaded_figure) {
-  // Two processors over a 100 Mbit link: the first probe downloads and measures the link,
-  // the repeats are bare and must not turn the small reply's time into a figure.
-  auto topo = parse_topology("topology two\nsend_overhead 0us\ndefault nic 1Gbit\n"
-                             "group A procs 1 rtt 0.2ms\ngroup B procs 1 rtt 0.2ms\n"
-                             "link A B rtt 2ms bw 100Mbit\n");
-  BOOST_TEST_REQUIRE(topo.has_value());
-  supervisor_config cfg;
-  cfg.bw_known_for = std::chrono::seconds(60);
-  mini_grid g{*topo, 5, cfg};
-  g.start();
-  g.run();
-  BOOST_TEST(g.sup(0)->probes_bare() > 0u);
-  auto bw = g.sup(0)->measured_bw(1);
-  BOOST_TEST_REQUIRE(bw.has_value());
-  BOOST_TEST(*bw <= 12.5e6 * 1.01, "measured " << *bw / 1e6 << " MB/s");
-  BOOST_TEST(*bw >= 12.5e6 * 0.95, "measured " << *bw / 1e6 << " MB/s");
 }

@@ -143,7 +143,7 @@ struct gen {
     switch (type) {
       case 0: return wire::ping{u64()};
       case 1: return wire::pong{u64()};
-      case 2: return wire::bw_request{u64(), coin()};
+      case 2: return wire::bw_request{u64()};
       case 3: return wire::bw_reply{u64(), list([&] { return info(); }), static_cast<std::uint32_t>(upto(300)),
                                     list([&] { return member(); }), list([&] { return member(); }),
                                     list([&] { return route(); })};

@@ -70,18 +70,12 @@ struct member {
 /// RTT probe: a 1-byte ping-pong.
 struct ping { std::uint64_t seq = 0; friend bool operator==(ping a, ping b) { return a.seq == b.seq; } };
 struct pong { std::uint64_t seq = 0; friend bool operator==(pong a, pong b) { return a.seq == b.seq; } };
-/// Bandwidth probe: the prober asks for a 128 KiB download; or, `bare`, for the
-/// candidate's state alone, unpadded and without the mark: the prober knows the path's
-/// bandwidth already (supervisor_config::bw_known_for) and wants only the tree places.
-struct bw_request {
-  std::uint64_t seq = 0;
-  bool bare = false;
-  friend bool operator==(bw_request a, bw_request b) { return a.seq == b.seq && a.bare == b.bare; }
-};
+/// Bandwidth probe: the prober asks for a 128 KiB download.
+struct bw_request { std::uint64_t seq = 0; friend bool operator==(bw_request a, bw_request b) { return a.seq == b.seq; } };
 /// The download: the candidate's place in every tree, and its view of the
 /// computation (members, departed incarnations, routing table) for the prober to
 /// merge (anti-entropy: membership news that missed a processor reaches it with its
-/// next probe), padded to `bw_probe_bytes` (not padded when the request was bare).
+/// next probe), padded to `bw_probe_bytes`.
 struct bw_reply {
   std::uint64_t seq = 0;
   std::vector<tree_info> trees;

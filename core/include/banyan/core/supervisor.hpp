@@ -16,7 +16,6 @@
 ///     | <------------------------ pong     the mark, right before the reply
 ///     | <------------- bw_reply (128 KiB: c's tree_info for every tree)
 ///     |    bw(p,c) = bytes / (reply - mark); rules decide per tree
-///     |    (a repeat probe within bw_known_for: bare request, no mark, no padding)
 ///     | adopt_request(trees, subtrees) --> |   c refuses trees where p is its
 ///     | <------------------- adopt_reply   |   ancestor or it is unconnected
 ///     | release -> each old parent
@@ -95,18 +94,6 @@ struct supervisor_config {
   /// Judge candidates by the best figures measured so far (minimum RTT, maximum
   /// bandwidth): contention only ever makes a measurement look worse.
   bool best_measurements = true;
-  /// A repeat probe of a peer whose bandwidth was downloaded (128 KiB) within this long
-  /// asks for a bare reply: the candidate's tree places and view without the padding
-  /// (`wire::bw_request::bare`), judged with the best figures measured so far, since a
-  /// repeat download could only raise a figure that contention had lowered. The first
-  /// probe of every pair, and the first after this long, downloads. Needs
-  /// `best_measurements` (without it every probe downloads); 0 (the default): every
-  /// probe downloads. Off because it did not pay: after half of paper-4c160 left, the
-  /// probes' replies took 20 MB of the one 250 Mbit link into a cluster in 0.8 s, but
-  /// three in four of the wide-area probes then are a pair's first, and with 60 s the
-  /// ten-seed churn runs came back no sooner (docs/benchmarks.md, "Session 9: repeat
-  /// probes without the download").
-  duration bw_known_for{0};
   /// Mixed into every incarnation this supervisor draws. Incarnations come from the
   /// seeded randomness, so two lives of one processor id with the same seed (a process
   /// restarted with a fixed seed) would draw the same first one, which the members
@@ -283,9 +270,6 @@ public:
   /// Probes completed (answered to the end) and abandoned (timed out or candidate gone).
   std::uint64_t probes_completed() const noexcept { return probes_completed_; }
   std::uint64_t probes_abandoned() const noexcept { return probes_abandoned_; }
-  /// Probes that asked for a bare reply (bw_known_for): no download, the path's
-  /// bandwidth being known. Counted when the request is sent.
-  std::uint64_t probes_bare() const noexcept { return probes_bare_; }
   /// Adoption requests sent to a step-parent without measuring first (see step_hint).
   std::uint64_t hinted_adoptions() const noexcept { return hinted_adoptions_; }
   /// The step-parent this processor will ask (or is asking) in tree k, if any.
@@ -315,8 +299,6 @@ private:
     std::optional<timestamp> mark;
     duration rtt{0};
     rate bw = 0;
-    /// The reply asked for is bare (no download): the path's bandwidth is known.
-    bool bare = false;
     std::vector<wire::subtree_entry> requested; // what the adopt_request offered
   };
   /// A step-parent to ask first for one tree (see step_hint), and the figures to
@@ -346,8 +328,6 @@ private:
   struct peer_figures {
     duration rtt = duration::max();
     rate bw = 0;
-    /// When the last 128 KiB download from the peer ended (see bw_known_for).
-    std::optional<timestamp> downloaded;
   };
 
   void do_found(timestamp now, const std::vector<wire::member>& members,
@@ -540,7 +520,6 @@ private:
   int join_attempts_ = 0;
   std::uint64_t probes_completed_ = 0;
   std::uint64_t probes_abandoned_ = 0;
-  std::uint64_t probes_bare_ = 0;
   /// Route entries a crashed processor held when it departed, and when we learned of
   /// it: claimed by the adopter, forgotten once the entries have moved on.
   struct orphan_entry {
