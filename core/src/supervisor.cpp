@@ -1714,7 +1714,7 @@ void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& 
   probe_->rtt = rtt;
   probe_->bw = bw;
 
-  merge_view(now, m, out);
+  merge_view(now, from, m, out);
   // The view may have ended this probe: it can name a new incarnation of the
   // candidate itself, which buries the one we were probing.
   if (!probe_ || probe_->seq != m.seq)
@@ -1747,7 +1747,8 @@ void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& 
   send(out, from, wire::adopt_request{m.seq, std::move(wanted)});
 }
 
-void supervisor::merge_view(timestamp now, const wire::bw_reply& m, outbox& out) {
+void supervisor::merge_view(timestamp now, proc_id from, const wire::bw_reply& m,
+                            outbox& out) {
   for (auto& d : m.departed) {
     if (d.id == self_ && d.incarnation == me_.incarnation && status_ == status::member) {
       // Taken for gone (a bounce meant for an earlier incarnation, or a silence).
@@ -1757,8 +1758,8 @@ void supervisor::merge_view(timestamp now, const wire::bw_reply& m, outbox& out)
     depart(now, d.id, d.incarnation, out);
   }
   bool news = false;
-  for (auto& mem : m.members)
-    news = admit(now, mem, out, true) || news;
+  for (auto& mem : m.members) // (what the candidate says of itself is first-hand)
+    news = admit(now, mem, out, mem.id != from) || news;
   apply_told_routes(now, no_proc, foreign_routes(m.routes), out);
   if (news)
     trigger(now, out); // new trees exist
@@ -1971,8 +1972,12 @@ void supervisor::on_join_accept(timestamp now, proc_id from, const wire::join_ac
                                 outbox& out) {
   if (status_ != status::joining)
     return;
+  // The list is hearsay, but for the contact's own entry: its incarnation now. A notice
+  // about an earlier incarnation of the contact that reached us while we waited (a
+  // member_joined relayed to newcomers) would otherwise stand, and a later view that
+  // buries it would drop our edges to the live contact without a release.
   for (auto& mem : m.members)
-    admit(now, mem, out, true);
+    admit(now, mem, out, mem.id != from);
   for (auto& r : foreign_routes(m.routes))
     routes_.apply(r);
   status_ = status::member;

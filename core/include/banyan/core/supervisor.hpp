@@ -447,8 +447,8 @@ private:
   void finish_probe(timestamp now, bool completed, outbox& out);
   void on_pong(timestamp now, proc_id from, const wire::pong& m, outbox& out);
   void on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& m, outbox& out);
-  /// Anti-entropy: takes in the members, departures and routes a candidate knows.
-  void merge_view(timestamp now, const wire::bw_reply& m, outbox& out);
+  /// Anti-entropy: takes in the members, departures and routes candidate `from` knows.
+  void merge_view(timestamp now, proc_id from, const wire::bw_reply& m, outbox& out);
   /// Routes from someone else's snapshot, with entries naming us made harmless.
   std::vector<wire::route_entry> foreign_routes(std::vector<wire::route_entry> routes) const;
   void on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply& m, outbox& out);
