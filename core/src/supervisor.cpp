@@ -4,13 +4,14 @@
 #include <tuple>
 
 #include "banyan/core/bandwidth_rule.hpp"
+#include "banyan/core/entry_hints.hpp"
 #include "banyan/core/latency_rule.hpp"
 
 namespace banyan {
 
 namespace {
 
-// Timer tokens: sequence number times 8 plus what the timer is for.
+// Timer tokens: sequence number times 16 plus what the timer is for.
 constexpr std::uint64_t token_timeout = 0;
 constexpr std::uint64_t token_start = 1;
 constexpr std::uint64_t token_offer = 2;
@@ -19,7 +20,8 @@ constexpr std::uint64_t token_watch = 4; // seq: the watch generation
 constexpr std::uint64_t token_adopt = 5; // orphans may be due for adoption
 constexpr std::uint64_t token_seed = 6;  // seq: a newcomer whose trees were not seeded in time
 constexpr std::uint64_t token_lend = 7;  // seq: vnodes handed to a newcomer, no longer reported
-constexpr std::uint64_t token_kinds = 8;
+constexpr std::uint64_t token_entry = 8; // entry notices due (entry_hints)
+constexpr std::uint64_t token_kinds = 16;
 constexpr int giver_wait_attempt = 9;    // a joiner waiting for its givers (seq 10)
 
 std::uint64_t token_for(std::uint64_t seq, std::uint64_t what) { return seq * token_kinds + what; }
@@ -821,6 +823,8 @@ void supervisor::lose_parent(timestamp now, tree_state& t, outbox& out) {
 bool supervisor::busy() const noexcept {
   return schedule_.active() || probe_.has_value() || flush_pending_ || !unseeded_.empty()
          || !lent_.empty()
+         || (status_ == status::member
+             && ((entry_timer_ && entry_repeats_ == 0) || !hinted_.empty()))
          || status_ == status::leaving || status_ == status::joining;
 }
 
@@ -916,6 +920,9 @@ void supervisor::event(outbox& out, tree_event::kind what, timestamp now, tree_k
   e.new_parent = new_parent;
   e.at = now;
   out.events.push_back(std::move(e));
+  if (what == tree_event::kind::parent_changed && k.kind == tree_kind::bandwidth
+      && new_parent != no_proc)
+    note_entry(k, out);
 }
 
 // --- API: every entry point ends by reporting busy/idle -------------------------
@@ -1131,6 +1138,11 @@ void supervisor::do_join(timestamp now, proc_id contact, const vnode_set& wanted
   chain_tail_.clear();
   lent_.clear();
   settling_ = repair_round_ = false;
+  entry_pending_.clear(); // (a notice timer of the last life may never have fired)
+  entry_timer_ = false;
+  entry_repeats_ = 0;
+  hinted_.clear();
+  hint_cover_.clear();
   me_.id = self_;
   me_.incarnation = (rng_() ^ cfg_.incarnation_salt) | 1; // a new one every join (0: founders)
   add_member(me_);
@@ -1331,6 +1343,30 @@ void supervisor::do_timer(timestamp now, std::uint64_t token, outbox& out) {
   }
   if (token % token_kinds == token_adopt)
     return; // adopt_orphans runs after every timer
+  if (token % token_kinds == token_entry) {
+    if (token / token_kinds != entry_gen_)
+      return; // overtaken by a parent change (note_entry)
+    entry_timer_ = false;
+    if (cfg_.entry_quiet_rounds && schedule_.active()) {
+      entry_pending_.clear(); // measuring: the round's end tells of every tree we enter
+      return;
+    }
+    const bool sent = status_ == status::member && send_entry_notices(out);
+    entry_pending_.clear();
+    // Still an entry: say it again later, less and less often (what the peers' trees look
+    // like changes without our parent changing: the other entry may get a child that
+    // knows us, or come to know a peer fed through us).
+    if (sent && entry_repeats_ < cfg_.entry_repeats) {
+      for (auto& t : trees_)
+        if (t && t->key().kind == tree_kind::bandwidth)
+          entry_pending_.insert(t->key());
+      entry_timer_ = true;
+      out.timers.push_back({cfg_.entry_delay * (2 << entry_repeats_),
+                            token_for(entry_gen_, token_entry)});
+      ++entry_repeats_;
+    }
+    return;
+  }
   if (token % token_kinds == token_lend) {
     if (lent_.erase(token / token_kinds) > 0) {
       mark_all_subtrees();
@@ -1463,6 +1499,8 @@ void supervisor::do_message(timestamp now, proc_id from, const wire::message& m,
           trigger(now, out);
       } else if constexpr (std::is_same_v<T, wire::tree_update>) {
         on_tree_update(now, from, msg, out);
+      } else if constexpr (std::is_same_v<T, wire::entry_notice>) {
+        on_entry_notice(now, from, msg, out);
       } else if constexpr (std::is_same_v<T, wire::subtree_update>) {
         for (auto& e : msg.trees)
           if (auto t = find_tree(e.tree); t && t->has_child(from)) {
@@ -1508,6 +1546,81 @@ void supervisor::do_message(timestamp now, proc_id from, const wire::message& m,
   flush(out);
 }
 
+// --- entry hints -------------------------------------------------------------
+
+void supervisor::note_entry(tree_key k, outbox& out) {
+  if (!cfg_.entry_hints || status_ != status::member)
+    return;
+  entry_pending_.insert(k);
+  if (!entry_timer_ || entry_repeats_ > 0) {
+    // A change: notices after `entry_delay`, and repeats counted from here.
+    ++entry_gen_;
+    entry_repeats_ = 0;
+    entry_timer_ = true;
+    out.timers.push_back({cfg_.entry_delay, token_for(entry_gen_, token_entry)});
+  }
+}
+
+bool supervisor::send_entry_notices(outbox& out) {
+  auto ctx = context();
+  wire::entry_notice notice;
+  for (auto k : entry_pending_)
+    if (auto t = find_tree(k); t && is_entry(*t, ctx))
+      notice.trees.push_back(t->info());
+  if (notice.trees.empty())
+    return false;
+  for (auto& info : notice.trees)
+    hint_cover_.erase(info.tree); // answers to this notice may ask for a probe again
+  ++entry_notices_;
+  for (auto& [peer, fig] : figures_)
+    if (peer != self_ && is_member(peer) && ctx.local(fig.rtt))
+      send(out, peer, notice);
+  return true;
+}
+
+void supervisor::on_entry_notice(timestamp now, proc_id from, const wire::entry_notice& m,
+                                 outbox& out) {
+  if (status_ != status::member || !cfg_.entry_hints)
+    return;
+  auto ctx = context();
+  wire::entry_notice answer;
+  answer.answer = true;
+  std::set<tree_key> wanted;
+  for (auto& info : m.trees) {
+    auto t = find_tree(info.tree);
+    if (!t || steps_.count(info.tree) || unseeded_.count(info.tree.root))
+      continue; // (a step-parent is being asked in that tree, or a seed awaited)
+    if (m.answer) {
+      if (!hint_cover_.count(info.tree) && probe_answerer(*t, self_, from, info, ctx)) {
+        hint_cover_.insert(info.tree);
+        wanted.insert(info.tree);
+      }
+      continue;
+    }
+    switch (respond_to_entry(*t, self_, from, info, ctx)) {
+      case entry_response::probe: wanted.insert(info.tree); break;
+      case entry_response::answer: answer.trees.push_back(t->info()); break;
+      case entry_response::ignore: break;
+    }
+  }
+  if (!answer.trees.empty())
+    send(out, from, std::move(answer));
+  if (!wanted.empty())
+    hint_probe(now, from, std::move(wanted), out);
+}
+
+void supervisor::hint_probe(timestamp now, proc_id p, std::set<tree_key> trees, outbox& out) {
+  if (!is_member(p) || p == self_ || (probe_ && probe_->cand == p))
+    return;
+  for (auto& h : hinted_)
+    if (h.first == p) {
+      h.second.insert(trees.begin(), trees.end());
+      return;
+    }
+  hinted_.emplace_back(p, std::move(trees));
+  maybe_probe(now, out);
+}
+
 // --- probing -----------------------------------------------------------------
 
 void supervisor::maybe_probe(timestamp now, outbox& out) {
@@ -1520,21 +1633,41 @@ void supervisor::maybe_probe(timestamp now, outbox& out) {
     return !t || t->connected() || unseeded_.count(t->key().root);
   });
   const bool was_active = schedule_.active();
-  if (members_.size() < 2 || !schedule_.next(parented)) {
-    if (was_active)
+  hinted_.erase(std::remove_if(hinted_.begin(), hinted_.end(),
+                               [&](auto& h) { return !is_member(h.first) || h.first == self_; }),
+                hinted_.end());
+  const bool scheduled = members_.size() >= 2 && schedule_.next(parented);
+  if (!scheduled) {
+    if (was_active) {
       settling_ = repair_round_ = false;
-    if (members_.size() < 2)
+      // The round is over: tell the LAN of every tree we enter now. A notice sent while
+      // measuring may have gone to nobody (no LAN peer known yet) or been overtaken.
+      for (auto& t : trees_)
+        if (t && t->key().kind == tree_kind::bandwidth)
+          note_entry(t->key(), out);
+    }
+    if (members_.size() < 2) {
       schedule_ = measurement_schedule(cfg_.extra_measurements);
-    return;
+      hinted_.clear();
+    }
+    if (hinted_.empty())
+      return;
+    // Measuring has ended, but an entry notice asked for a probe: that one only.
   }
   probe p;
   p.seq = next_seq_++;
   p.cand = no_proc;
-  while (!remeasure_.empty() && p.cand == no_proc) {
+  while (scheduled && !remeasure_.empty() && p.cand == no_proc) {
     auto r = remeasure_.front();
     remeasure_.erase(remeasure_.begin());
     if (is_member(r) && r != self_)
       p.cand = r; // adopted without a measurement: measure it now
+  }
+  if (p.cand == no_proc && !hinted_.empty()) {
+    p.cand = hinted_.front().first; // an entry of a tree we enter too, or one that should
+    p.only = std::move(hinted_.front().second); // (judged in those trees only)
+    hinted_.erase(hinted_.begin());
+    ++entry_probes_;
   }
   if (p.cand == no_proc)
     p.cand = pick_candidate(repair_round_ && parented && cfg_.repaired_local_probes);
@@ -1725,6 +1858,8 @@ void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& 
     auto t = find_tree(info.tree);
     if (!t || t->is_root() || steps_.count(info.tree) || unseeded_.count(info.tree.root))
       continue; // (a step-parent is being asked in that tree, or a seed awaited)
+    if (!probe_->only.empty() && !probe_->only.count(info.tree))
+      continue;
     auto v = info.tree.kind == tree_kind::latency
                ? latency_rule(*t, self_, from, rtt, info, ctx)
                : bandwidth_rule(*t, self_, from, bw, rtt, info, ctx);

@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -194,8 +195,32 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   bool left = false, rejoined = false;
   std::string failure;
   double next_report_ms = 1000;
+  // Processor 0's bandwidth tree at every bucket's start: its wide-area edges, and the
+  // entries into a cluster beyond the first (see churn_point).
+  const auto cluster_of = topo->cluster_of();
+  std::vector<std::pair<long, long>> entries_at;
+  auto sample_entries = [&] {
+    auto tr = c.monitor().tree_of({origin, tree_kind::bandwidth});
+    auto live = c.monitor().live();
+    std::map<int, long> per_cluster;
+    long wan = 0;
+    for (proc_id p = 0; p < tr.size() && p < live.size(); ++p) {
+      auto q = tr.parent(p);
+      if (!live[p] || q == no_proc || q >= cluster_of.size() || p >= cluster_of.size()
+          || cluster_of[p] == cluster_of[q])
+        continue;
+      ++wan;
+      ++per_cluster[cluster_of[p]];
+    }
+    long extra = 0;
+    for (auto& [cl, n] : per_cluster)
+      extra += n - 1;
+    entries_at.emplace_back(wan, extra);
+  };
   while (now_ms() < opt.duration_ms) {
     auto t = now_ms();
+    while (static_cast<double>(entries_at.size()) * opt.bucket_ms <= t)
+      sample_entries();
     if (t >= next_report_ms) {
       next_report_ms += 1000;
       const auto done = std::count_if(started.begin(), started.end(), complete);
@@ -288,9 +313,26 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   }
   res.broadcasts = started.size();
   res.lost = res.deliveries_expected - res.deliveries;
-  for (std::size_t k = 0; k < buckets; ++k)
-    res.timeline.push_back({static_cast<double>(k) * opt.bucket_ms,
-                            bytes[k] / (opt.bucket_ms / 1000.0) / 1e6});
+  for (std::size_t k = 0; k < buckets; ++k) {
+    churn_point pt;
+    pt.t_ms = static_cast<double>(k) * opt.bucket_ms;
+    pt.bandwidth_MBps = bytes[k] / (opt.bucket_ms / 1000.0) / 1e6;
+    if (k < entries_at.size())
+      std::tie(pt.wan_edges, pt.extra_entries) = entries_at[k];
+    res.timeline.push_back(pt);
+  }
+  auto mean_extra = [&](double from, double to) {
+    double sum = 0;
+    std::size_t n = 0;
+    for (auto& pt : res.timeline)
+      if (pt.t_ms >= from && pt.t_ms < to && pt.extra_entries >= 0) {
+        sum += static_cast<double>(pt.extra_entries);
+        ++n;
+      }
+    return n ? sum / static_cast<double>(n) : 0.0;
+  };
+  res.extra_entries_after_leave = mean_extra(opt.leave_at_ms + 500, opt.rejoin_at_ms);
+  res.extra_entries_after_rejoin = mean_extra(opt.rejoin_at_ms + 500, opt.duration_ms);
 
   auto event = [&](const std::string& what, double at, double until) {
     churn_event e;
@@ -346,7 +388,8 @@ nlohmann::json run_json(const churn_options& opt, const churn_result& r) {
   j["smooth_ms"] = opt.smooth_ms;
   auto tl = nlohmann::json::array();
   for (auto& p : r.timeline)
-    tl.push_back({{"t_ms", p.t_ms}, {"bandwidth_MBps", p.bandwidth_MBps}});
+    tl.push_back({{"t_ms", p.t_ms}, {"bandwidth_MBps", p.bandwidth_MBps},
+                  {"wan_edges", p.wan_edges}, {"extra_entries", p.extra_entries}});
   j["timeline"] = tl;
   auto ev = nlohmann::json::array();
   for (auto& e : r.events) {
@@ -365,6 +408,8 @@ nlohmann::json run_json(const churn_options& opt, const churn_result& r) {
     pb.push_back({{"start_ms", b.start_ms}, {"last_delivery_ms", b.done_ms},
                   {"complete", b.complete}});
   j["per_broadcast"] = pb;
+  j["extra_entries"] = {{"after_leave", r.extra_entries_after_leave},
+                        {"after_rejoin", r.extra_entries_after_rejoin}};
   j["deliveries_expected"] = r.deliveries_expected;
   j["deliveries"] = r.deliveries;
   j["duplicates"] = r.duplicates;
@@ -451,8 +496,9 @@ int run_bench_churn_seeds(const churn_options& opt, const std::vector<std::uint6
               "%.0f ms, rejoin at %.0f ms, emulated network, %s time)\n",
               opt.topology.c_str(), seeds.size(), opt.message_bytes / 1024, opt.window,
               opt.leave_at_ms, opt.rejoin_at_ms, opt.clock.c_str());
-  std::printf("%6s %10s %14s %14s %12s %10s %5s %5s\n", "seed", "broadcasts", "leave_ms",
-              "rejoin_ms", "steady_MBps", "wall_s", "dup", "lost");
+  std::printf("%6s %10s %14s %14s %12s %10s %5s %5s %8s %8s\n", "seed", "broadcasts",
+              "leave_ms", "rejoin_ms", "steady_MBps", "wall_s", "dup", "lost", "x_leave",
+              "x_rejoin");
   auto runs = nlohmann::json::array();
   plot_spec plot;
   std::vector<std::optional<double>> leave, rejoin;
@@ -476,10 +522,11 @@ int run_bench_churn_seeds(const churn_options& opt, const std::vector<std::uint6
     auto show = [](const std::optional<double>& v) {
       return v ? std::to_string(static_cast<long>(*v)) : std::string{"not back"};
     };
-    std::printf("%6llu %10zu %14s %14s %12.1f %10.1f %5zu %5zu\n",
+    std::printf("%6llu %10zu %14s %14s %12.1f %10.1f %5zu %5zu %8.2f %8.2f\n",
                 static_cast<unsigned long long>(o.seed), r.broadcasts,
                 show(r.events[0].restabilize_ms).c_str(), show(r.events[1].restabilize_ms).c_str(),
-                r.events[0].steady_MBps, r.wall_s, r.duplicates, r.lost);
+                r.events[0].steady_MBps, r.wall_s, r.duplicates, r.lost,
+                r.extra_entries_after_leave, r.extra_entries_after_rejoin);
     std::fflush(stdout);
     leave.push_back(r.events[0].restabilize_ms);
     rejoin.push_back(r.events[1].restabilize_ms);

@@ -75,6 +75,12 @@ struct churn_options {
 struct churn_point {
   double t_ms = 0;
   double bandwidth_MBps = 0;
+  /// Processor 0's bandwidth tree (the broadcasts' tree) at the bucket's start: edges
+  /// that cross a wide-area link (processors with a parent in another cluster), and how
+  /// many of them are beyond one per cluster entered (a cluster entered from two places
+  /// carries every segment twice over its wide-area links). -1: not sampled.
+  long wan_edges = -1;
+  long extra_entries = -1;
 };
 
 struct churn_event {
@@ -104,6 +110,10 @@ struct churn_result {
   std::size_t duplicates = 0; ///< deliveries beyond the first
   std::size_t lost = 0;       ///< expected pairs never delivered
   std::vector<churn_broadcast> per_broadcast;
+  /// Mean of churn_point::extra_entries from 500 ms after the leave to the rejoin, and
+  /// from 500 ms after the rejoin to the end (the trees each event left behind).
+  double extra_entries_after_leave = 0;
+  double extra_entries_after_rejoin = 0;
   double wall_s = 0;
 };
 

@@ -165,6 +165,25 @@ struct supervisor_config {
   /// judges candidates by what it measured before. False: every join starts from no
   /// figures (the paper's way).
   bool remember_paths = true;
+  /// Entry hints (core/entry_hints.hpp): a processor that became its LAN's entry in some
+  /// bandwidth trees (its new parent there is remote) tells the peers it measured in its
+  /// LAN, in one message each, `entry_delay` after the first such change, and again of
+  /// every tree it enters when a round of measuring ends; a peer that
+  /// enters one of those trees too probes it, or answers so that it probes the peer, and
+  /// the bandwidth rule merges the two entries. Such probes run even after measuring has
+  /// ended, one at a time, and do not restart it. After a leave or a mass join, trees
+  /// kept two or three entries into one cluster for seconds, every segment crossing the
+  /// wide-area link into it once per entry. Off by default: tried on paper-4c160 and
+  /// paper-3c128 in five variants, none better on the aggregate (docs/benchmarks.md,
+  /// "Session 9: entry hints").
+  /// While it is still an entry, it says so again `entry_repeats` times, after 2, 4, 8,
+  /// ... times `entry_delay` (its peers' places change without its own changing: the
+  /// other entry may gain a child that knows it). Repeats do not count as busy.
+  bool entry_hints = false;
+  duration entry_delay = std::chrono::milliseconds(100);
+  int entry_repeats = 5;
+  /// No notices while a round of measuring runs (its end tells of every tree entered).
+  bool entry_quiet_rounds = false;
 };
 
 /// Something worth reporting to a monitor.
@@ -282,6 +301,10 @@ public:
   std::uint64_t probes_abandoned() const noexcept { return probes_abandoned_; }
   /// Adoption requests sent to a step-parent without measuring first (see step_hint).
   std::uint64_t hinted_adoptions() const noexcept { return hinted_adoptions_; }
+  /// Entry notices sent (one per batch, whatever the number of peers told) and probes
+  /// made because of one (entry_hints).
+  std::uint64_t entry_notices() const noexcept { return entry_notices_; }
+  std::uint64_t entry_probes() const noexcept { return entry_probes_; }
   /// The step-parent this processor will ask (or is asking) in tree k, if any.
   proc_id step_parent(tree_key k) const {
     auto i = steps_.find(k);
@@ -313,6 +336,8 @@ private:
     duration rtt{0};
     rate bw = 0;
     std::vector<wire::subtree_entry> requested; // what the adopt_request offered
+    /// A probe an entry notice asked for: the rules judge these trees only (empty: all).
+    std::set<tree_key> only;
   };
   /// A step-parent to ask first for one tree (see step_hint), and the figures to
   /// assume for the edge until it is measured.
@@ -437,6 +462,16 @@ private:
   /// Answers adoption requests held while a hinted adoption of ours was pending.
   void answer_deferred(outbox& out);
   void refuse_adoption(proc_id from, const wire::adopt_request& m, outbox& out);
+
+  // entry hints (core/entry_hints.hpp)
+  /// Bandwidth tree k got a new parent: tell the LAN after `entry_delay` if it is remote.
+  void note_entry(tree_key k, outbox& out);
+  /// Returns whether there was anything to tell.
+  bool send_entry_notices(outbox& out);
+  void on_entry_notice(timestamp now, proc_id from, const wire::entry_notice& m, outbox& out);
+  /// Probes p next for `trees`, even when the measuring schedule has ended (without
+  /// restarting it).
+  void hint_probe(timestamp now, proc_id p, std::set<tree_key> trees, outbox& out);
 
   // probing
   void maybe_probe(timestamp now, outbox& out);
@@ -595,6 +630,17 @@ private:
   std::set<proc_id> unseeded_;
   std::map<proc_id, proc_id> giver_of_;
   std::uint64_t hinted_adoptions_ = 0;
+  /// Entry hints: bandwidth trees whose parent changed since the last notice, whether the
+  /// notice timer runs, peers to probe because of a notice, and the trees an answer
+  /// already made us probe someone for (until our next notice).
+  std::set<tree_key> entry_pending_;
+  bool entry_timer_ = false;
+  int entry_repeats_ = 0;           ///< repeats since the last change (entry_repeats)
+  std::uint64_t entry_gen_ = 0;     ///< the notice timer's generation
+  std::vector<std::pair<proc_id, std::set<tree_key>>> hinted_;
+  std::set<tree_key> hint_cover_;
+  std::uint64_t entry_notices_ = 0;
+  std::uint64_t entry_probes_ = 0;
 };
 
 } // namespace banyan
