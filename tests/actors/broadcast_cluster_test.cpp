@@ -42,6 +42,19 @@ proc_id bandwidth_forwarder(emulated_cluster& c) {
   return no_proc;
 }
 
+/// Two LANs of 4 processors, 100 ms apart across a 100 Mbit link.
+topology two_far_lans() {
+  auto t = parse_topology(R"(topology two-far-lans
+send_overhead 20us
+default nic 1Gbit
+group A procs 4 rtt 0.2ms
+group B procs 4 rtt 0.2ms
+link A B rtt 200ms bw 100Mbit
+)");
+  BOOST_REQUIRE(t.has_value());
+  return *t;
+}
+
 using banyan::testing::require_topology;
 
 /// The largest one-way shortest-path latency from `root`, in ms.
@@ -279,20 +292,13 @@ BOOST_AUTO_TEST_CASE(late_bounces_find_the_incarnation_that_sent_them) {
   // WAN's) lets such frames come back to nobody, or to the new incarnation
   // (`stray_returns`); the network's rule never detaches a leaver while something of its
   // own can still come back, and every broadcast reaches every vnode exactly once.
-  auto far = parse_topology(R"(topology two-far-lans
-send_overhead 20us
-default nic 1Gbit
-group A procs 4 rtt 0.2ms
-group B procs 4 rtt 0.2ms
-link A B rtt 200ms bw 100Mbit
-)");
-  BOOST_REQUIRE(far.has_value());
+  auto far = two_far_lans();
   for (std::optional<duration> blind : {std::optional<duration>{50ms}, std::optional<duration>{}}) {
     std::uint64_t strays = 0;
     for (std::uint64_t seed = 1; seed <= 6; ++seed) {
       BOOST_TEST_CONTEXT((blind ? "blind 50 ms" : "network's rule") << ", seed " << seed) {
         cluster_config cfg;
-        cfg.topo = *far;
+        cfg.topo = far;
         cfg.seed = seed;
         cfg.vnodes_per_proc = 2;
         cfg.blind_linger = blind;
@@ -340,19 +346,12 @@ link A B rtt 200ms bw 100Mbit
 // spent a whole second so); still there, they relay the streams to their successors in
 // their LAN, and nothing bounces.
 BOOST_AUTO_TEST_CASE(a_leaver_relays_the_frames_already_on_their_way_to_it) {
-  auto far = parse_topology(R"(topology two-far-lans
-send_overhead 20us
-default nic 1Gbit
-group A procs 4 rtt 0.2ms
-group B procs 4 rtt 0.2ms
-link A B rtt 200ms bw 100Mbit
-)");
-  BOOST_REQUIRE(far.has_value());
+  auto far = two_far_lans();
   for (std::uint64_t seed = 1; seed <= 4; ++seed) {
     BOOST_TEST_CONTEXT("seed " << seed) {
       std::uint64_t bounced = 0;
       cluster_config cfg;
-      cfg.topo = *far;
+      cfg.topo = far;
       cfg.seed = seed;
       cfg.vnodes_per_proc = 2;
       cfg.on_frame = [&](const frame_trace& f) {
