@@ -45,7 +45,8 @@ std::vector<owner_group> group_owners(const tree_view& view,
   // by that path's length (estimated, after the measured).
   using ranked = std::tuple<bool, duration, proc_id>; // (unmeasured, rtt, id)
   std::vector<ranked> local, remote;
-  const auto wan = view.smallest_remote_rtt();
+  // The yardstick scans every figure measured: only looked up for an unmeasured owner.
+  std::optional<std::optional<duration>> wan;
   for (auto& [p, vs] : parts) {
     if (view.owner(vs.front()) != p) {
       // A peer standing in for unknown or unreachable owners: it knows better where
@@ -54,8 +55,10 @@ std::vector<owner_group> group_owners(const tree_view& view,
       continue;
     }
     auto rtt = view.rtt(p);
-    if (!rtt && wan)
-      if (auto d = view.tree_distance(p); d && *d >= *wan) {
+    if (!rtt && !wan)
+      wan = view.smallest_remote_rtt();
+    if (!rtt && *wan)
+      if (auto d = view.tree_distance(p); d && *d >= **wan) {
         remote.emplace_back(false, duration::max() / 2 + *d / 2, p);
         continue;
       }
