@@ -929,6 +929,49 @@ BOOST_AUTO_TEST_CASE(figures_of_a_path_outlive_a_leave_and_come_back_with_the_re
   }
 }
 
+// A joiner hears of members before its contact's answer arrives (they answer the
+// contact's news of it, and the answer may wait behind other traffic). Those members
+// are no newcomers: its place in their trees comes from its giver, as in every tree.
+// Taken for newcomers, their trees waited `seed_wait` for a seed that no handover
+// brings (the joiner busy all that time), and then were measured (on paper-4c160, 80
+// rejoiners probed for some 60 trees each, a second after the rejoin).
+BOOST_AUTO_TEST_CASE(a_joiner_waits_for_no_seed_of_the_members_answering_its_join) {
+  supervisor_config cfg;
+  cfg.extra_measurements = 0;
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      mini_grid g{tiny(), seed, cfg};
+      g.start();
+      g.run();
+      g.leave(3, 2);
+      g.run();
+      // The contact's answer takes 100 ms longer; the members' answers (sent within a
+      // few ms: RTTs of at most 2 ms here) arrive before it.
+      const auto extra = std::chrono::milliseconds(100);
+      std::optional<timestamp> accepted;
+      std::size_t early = 0;
+      g.slow(
+        [&](const wire::envelope& e) {
+          if (e.to != 3)
+            return false;
+          if (std::holds_alternative<wire::join_accept>(e.body))
+            accepted = g.now();
+          if (accepted && g.now() < *accepted + extra / 2
+              && std::holds_alternative<wire::member_joined>(e.body))
+            ++early;
+          return std::holds_alternative<wire::join_accept>(e.body);
+        },
+        extra);
+      g.join_again(3, 0, vnode_set{3});
+      g.run_for(cfg.seed_wait / 2);
+      BOOST_TEST_REQUIRE(early > 0u); // the case at hand
+      BOOST_TEST(!g.sup(3)->busy()); // placed, and waiting for nothing
+      g.run();
+      check_trees(g);
+    }
+  }
+}
+
 // The memory holds for the same place only: a processor that comes back at another
 // transport address starts from what it measures anew, and so do the members about it.
 BOOST_AUTO_TEST_CASE(figures_are_not_given_back_to_a_processor_at_another_address) {
