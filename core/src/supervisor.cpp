@@ -1164,9 +1164,35 @@ std::optional<error> supervisor::do_leave(timestamp now, proc_id recipient, outb
   status_ = status::leaving;
   probe_.reset();
   refused_.clear();
+  rank_nearest();
   offered_to_ = recipient;
   offer_vnodes(now, out);
   return std::nullopt;
+}
+
+void supervisor::rank_nearest() {
+  // By the RTT measured, or, for a member not measured, by our distance from it along
+  // its latency tree (one way: the RTTs of a LAN are below the wide-area ones, a LAN's
+  // tree paths mostly below them too). Half of a LAN leaving at once refuse one another,
+  // and a leaver that had measured few of its LAN went on to the nearest member it had
+  // measured, across a wide-area link (paper-4c160, seed 2: processor 115's vnodes went
+  // to 64, in another cluster, and after its rejoin every broadcast entered its cluster
+  // twice, once through 64).
+  std::vector<std::pair<duration, proc_id>> ranked;
+  for (auto m : members_) {
+    if (m == self_)
+      continue;
+    auto d = measured_rtt(m);
+    if (!d)
+      if (auto* t = tree({m, tree_kind::latency}); t && t->connected())
+        d = t->dist();
+    if (d)
+      ranked.emplace_back(*d, m);
+  }
+  std::sort(ranked.begin(), ranked.end());
+  nearest_.clear();
+  for (auto& r : ranked)
+    nearest_.push_back(r.second);
 }
 
 void supervisor::offer_vnodes(timestamp now, outbox& out) {
@@ -1185,13 +1211,12 @@ void supervisor::offer_vnodes(timestamp now, outbox& out) {
   };
   auto to = offered_to_;
   if (!usable(to)) {
-    // The nearest member measured so far (likely in the same cluster), else any.
+    // The nearest member (likely in the same cluster, see rank_nearest), else any.
     to = no_proc;
-    auto best = duration::max();
-    for (auto& [p, f] : figures_)
-      if (usable(p) && f.rtt < best) {
-        best = f.rtt;
-        to = p;
+    for (auto m : nearest_)
+      if (usable(m)) {
+        to = m;
+        break;
       }
     if (to == no_proc) {
       std::vector<proc_id> others;
@@ -1283,6 +1308,7 @@ void supervisor::finish_leave(timestamp now, std::vector<wire::route_entry> rout
   strikes_.clear();
   sponsored_.clear();
   refused_.clear();
+  nearest_.clear();
   offers_.clear();
   offered_to_ = no_proc;
   orphans_.clear();

@@ -501,6 +501,8 @@ private:
                          outbox& out);
   void on_vnode_handover_ack(timestamp now, proc_id from, const wire::vnode_handover_ack& m,
                              outbox& out);
+  /// Ranks the members for our vnodes as we leave, nearest first (nearest_).
+  void rank_nearest();
   /// Offers our vnodes to the next recipient, or finishes leaving.
   void offer_vnodes(timestamp now, outbox& out);
   void finish_leave(timestamp now, std::vector<wire::route_entry> routes, outbox& out);
@@ -571,6 +573,9 @@ private:
   /// While leaving: the recipient we are trying, and those that refused.
   proc_id offered_to_ = no_proc;
   std::vector<proc_id> refused_;
+  /// Leaving: the members nearest first, ranked when the leave began (our trees, which
+  /// place the members we never measured, are gone after the first handover).
+  std::vector<proc_id> nearest_;
   /// While joining: the contact, what we asked for, and how many times we asked.
   proc_id contact_ = no_proc;
   vnode_set wanted_;
