@@ -243,3 +243,68 @@ BOOST_AUTO_TEST_CASE(corrupt_heads_decode_as_without_a_sink) {
     }
   }
 }
+
+// The transport reads into its own 64 KiB buffer unless the decoder offers a direct
+// one. Reading a whole chunk at a frame boundary would take in a segment's head and
+// most of its payload, which is then copied into the sink's place; `head_read` says how
+// much to read instead (up to where the payload begins, predicted from the segment
+// before), so that the payloads after the first are read straight into their place.
+BOOST_AUTO_TEST_CASE(head_reads_let_the_payloads_after_the_first_go_straight_to_their_place) {
+  constexpr std::uint32_t count = 6;
+  std::vector<wire::envelope> sent;
+  bytes stream;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    sent.push_back(frame_test::segment(seg_bytes, i, count));
+    auto w = wire_bytes(sent.back());
+    stream.insert(stream.end(), w.begin(), w.end());
+  }
+  sent.push_back({3, 9, wire::ping{1}}); // a small frame after them: no prediction past it
+  auto p = bs::encode(sent.back());
+  stream.insert(stream.end(), p.begin(), p.end());
+
+  test_sink sink;
+  sink.buf = std::make_shared<std::vector<std::uint8_t>>(count * seg_bytes);
+  const auto fn = sink.fn();
+  bs::frame_decoder dec;
+  dec.set_sink(&fn);
+  BOOST_TEST(dec.head_read() == 0u); // nothing known yet: read a whole chunk
+  constexpr std::size_t chunk = 64u << 10, min_direct = 16u << 10;
+  std::size_t copied = 0, direct = 0, reads = 0;
+  std::vector<bs::frame> got;
+  std::size_t at = 0;
+  while (at < stream.size()) {
+    ++reads;
+    auto [d, n] = dec.direct_buffer();
+    std::size_t take;
+    banyan::expected<std::vector<bs::frame>> r = std::vector<bs::frame>{};
+    if (n >= min_direct) {
+      take = std::min({n, chunk, stream.size() - at});
+      std::memcpy(d, stream.data() + at, take);
+      direct += take;
+      r = dec.commit_direct(take);
+    } else {
+      const auto head = dec.head_read();
+      take = std::min({head > 0 ? head : chunk, chunk, stream.size() - at});
+      copied += take;
+      r = dec.feed_frames(stream.data() + at, take);
+    }
+    BOOST_REQUIRE(r.has_value());
+    for (auto& f : *r)
+      got.push_back(std::move(f));
+    at += take;
+  }
+  BOOST_REQUIRE(got.size() == sent.size());
+  for (std::size_t k = 0; k < sent.size(); ++k)
+    BOOST_TEST((got[k].envelope.body == sent[k].body));
+  for (std::size_t k = 0; k < count; ++k)
+    BOOST_TEST(sink.inside(std::get<wire::bcast_segment>(got[k].envelope.body).payload));
+  // The first chunk (64 KiB, nothing known yet) held segment 0 and most of segment 1,
+  // whose short rest came next (too short to read directly); each later segment is a
+  // head read (its head only) and one direct read of its whole payload; then the ping.
+  const std::size_t head = wire_bytes(sent[0]).size() - seg_bytes;
+  BOOST_TEST(direct == (count - 2) * seg_bytes);
+  BOOST_TEST(copied == stream.size() - direct);
+  BOOST_TEST(copied == 2 * seg_bytes + count * head + p.size());
+  BOOST_TEST(reads == 2 + 2 * (count - 2) + 1);
+  BOOST_TEST(dec.head_read() == 0u); // after the ping: no segment to expect
+}
