@@ -79,12 +79,6 @@ void on_alloc(uv_handle_t* h, std::size_t, uv_buf_t* buf) {
       *buf = uv_buf_init(reinterpret_cast<char*>(p), static_cast<unsigned>(std::min(n, max_direct_read)));
       return;
     }
-    // Before a payload the sink places: read up to its start only, so that the payload
-    // is then read straight into its place instead of through read_buf and a copy.
-    if (const auto head = c->decoder.head_read(); head > 0 && head < c->read_buf.size()) {
-      *buf = uv_buf_init(c->read_buf.data(), static_cast<unsigned>(head));
-      return;
-    }
   }
   *buf = uv_buf_init(c->read_buf.data(), static_cast<unsigned>(c->read_buf.size()));
 }

@@ -826,7 +826,6 @@ expected<wire::envelope> decode_body(const std::uint8_t* p, std::size_t n, std::
 frame_decoder::frame_decoder(std::size_t max_frame) : max_frame_(max_frame) {}
 
 void frame_decoder::reset_frame() {
-  last_sunk_head_ = mode_ == mode::sunk ? frame_prefix_bytes + head_bytes_ : 0;
   prefix_len_ = 0;
   frame_len_ = 0;
   body_len_ = 0;
@@ -1021,22 +1020,6 @@ std::pair<std::uint8_t*, std::size_t> frame_decoder::direct_buffer() {
     return {nullptr, 0};
   // Grow with the bytes that arrive (at most doubling), at least zero_copy_min per read.
   return target(std::max(body_len_, zero_copy_min));
-}
-
-std::size_t frame_decoder::head_read() const noexcept {
-  if (failure_)
-    return 0;
-  if (prefix_len_ < frame_prefix_bytes) {
-    // A boundary (or a partial prefix): expect a frame like the last one.
-    if (prefix_len_ == 0 || last_sunk_head_ == 0)
-      return last_sunk_head_;
-    return last_sunk_head_ - prefix_len_;
-  }
-  if (mode_ == mode::probe)
-    return want_ - body_len_;
-  if (mode_ == mode::sunk)
-    return frame_len_ - body_len_; // a rest too short for a direct read: not the next frame
-  return 0;
 }
 
 expected<std::vector<frame>> frame_decoder::commit_direct(std::size_t n) {

@@ -122,15 +122,6 @@ public:
   /// `n` bytes were written at the start of the last `direct_buffer()` (n <= its size).
   /// Returns the frame they completed, if any, or the error (as `feed_frames`).
   expected<std::vector<frame>> commit_direct(std::size_t n);
-  /// How many bytes the reader should read into its own buffer next (and `feed`), so
-  /// that a payload that follows can still go to the sink's place: the rest of the
-  /// head being probed; the rest of a placed payload (when the reader found it too
-  /// short to read directly); or, at a frame boundary right after a frame whose payload
-  /// went to the sink, that frame's prefix and head length (the next frame is most
-  /// likely another segment of the same stream). 0: no limit. A reader that reads a whole
-  /// chunk instead gets the payload bytes in that chunk copied from its buffer into
-  /// the place (64 KiB of a 64 KiB segment when the chunk is 64 KiB).
-  std::size_t head_read() const noexcept;
 
   /// Asks `sink` (may be null or empty: none) where large broadcast payloads go; it must
   /// outlive the decoder. Takes effect from the next frame.
@@ -178,7 +169,6 @@ private:
   int stage_ = 0;            // probe: 0 the first word, 1 the segment table, 2 the head
   std::size_t want_ = 0;     // probe: the head bytes needed before the next look
   std::size_t head_bytes_ = 0; // sunk: where the payload begins in the body
-  std::size_t last_sunk_head_ = 0; // the last frame's prefix and head, if it was sunk (else 0)
   std::vector<std::uint32_t> seg_words_; // probe/sunk: the segments' sizes in words
   std::vector<std::uint64_t> head_;      // probe/sunk: the body's first bytes, aligned
   payload_place place_;
