@@ -178,10 +178,12 @@ struct node::impl {
     // The engines' largest frame must fit the transport's: a whole message up to
     // `max_whole`, or a segment (plus a header far below 1 MiB).
     const std::size_t frame_limit = net::tcp_config{}.max_frame - (1u << 20);
-    if (cfg.bcast.max_whole > frame_limit || cfg.bcast.segment_size > frame_limit)
+    if (cfg.bcast.max_whole > frame_limit || cfg.bcast.segment_size > frame_limit
+        || cfg.bcast.max_segment > frame_limit)
       return make_error(errc::invalid_argument,
                         "bcast.max_whole (" + std::to_string(cfg.bcast.max_whole)
-                            + ") and bcast.segment_size (" + std::to_string(cfg.bcast.segment_size)
+                            + "), bcast.segment_size (" + std::to_string(cfg.bcast.segment_size)
+                            + ") and bcast.max_segment (" + std::to_string(cfg.bcast.max_segment)
                             + ") must be at most " + std::to_string(frame_limit)
                             + " bytes: larger frames exceed the transport's limit");
     net::tcp_config tc;

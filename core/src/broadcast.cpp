@@ -27,6 +27,14 @@ shared_bytes assemble(const std::vector<shared_bytes>& segments, std::uint64_t t
 
 } // namespace
 
+std::size_t segment_for(const broadcast_config& cfg, std::size_t bytes) {
+  auto seg = std::max<std::size_t>(cfg.segment_size, 1);
+  const auto min_count = std::max<std::size_t>(cfg.min_segments, 1);
+  while (seg <= cfg.max_segment / 2 && bytes / (seg * 2) >= min_count)
+    seg *= 2;
+  return seg;
+}
+
 broadcast_engine::broadcast_engine(tree_view& view, broadcast_config cfg)
   : view_(view), cfg_(cfg), next_seq_(cfg.first_seq), next_tag_(cfg.first_seq) {
   cfg_.segment_size = std::max<std::size_t>(cfg_.segment_size, 1);
@@ -55,10 +63,12 @@ expected<wire::collective_id> broadcast_engine::broadcast(timestamp now, shared_
                                        " no longer takes part and cannot broadcast");
   const wire::collective_id id{view_.self(), next_seq_++};
   ++stats_.started;
-  // Decided once, here: the kind travels in every frame of the broadcast.
+  // Decided once, here: the kind travels in every frame of the broadcast, and so does
+  // the segment length (receivers place segments by their index and length).
   const auto kind = message.size() > cfg_.max_whole ? tree_kind::bandwidth
                                                      : choose_tree(view_, message.size(), choice);
-  return originate(now, id, view_.all_vnodes(), false, kind, message, out);
+  return originate(now, id, view_.all_vnodes(), false, kind, message, out,
+                   segment_for(cfg_, message.size()));
 }
 
 expected<wire::collective_id> broadcast_engine::send(timestamp now, vnode_set to,
@@ -83,12 +93,14 @@ expected<wire::collective_id> broadcast_engine::send(timestamp now, vnode_set to
 wire::collective_id broadcast_engine::originate(timestamp now, wire::collective_id id,
                                                 const vnode_set& to, bool direct,
                                                 tree_kind kind, const shared_bytes& message,
-                                                broadcast_outbox& out) {
+                                                broadcast_outbox& out, std::size_t segment) {
   // Segments go with the bandwidth tree (and with long point-to-point messages).
   const bool is_long = kind == tree_kind::bandwidth;
+  if (segment == 0)
+    segment = cfg_.segment_size;
   std::size_t count = 1;
   if (is_long)
-    count = std::max<std::size_t>(1, (message.size() + cfg_.segment_size - 1) / cfg_.segment_size);
+    count = std::max<std::size_t>(1, (message.size() + segment - 1) / segment);
   // The origin is the first receiver of its own message, for every vnode it is for.
   const stream_key key{id, view_.self(), next_tag_++};
   if (count == 1) {
@@ -103,8 +115,8 @@ wire::collective_id broadcast_engine::originate(timestamp now, wire::collective_
   }
   open(key, to, kind, static_cast<std::uint32_t>(count), message.size(), direct, 0);
   for (std::size_t i = 0; i < count; ++i) {
-    const auto at = i * cfg_.segment_size;
-    const auto n = is_long ? std::min(cfg_.segment_size, message.size() - at) : message.size();
+    const auto at = i * segment;
+    const auto n = is_long ? std::min(segment, message.size() - at) : message.size();
     feed(now, key, static_cast<std::uint32_t>(i), message.slice(at, n), out);
   }
   return id;

@@ -326,6 +326,12 @@ int run_node(const node_options& opt) {
       return bad("bad --forward-overhead-us \"" + opt.forward_overhead_us
                  + "\" (microseconds, at most 1 s)");
   }
+  std::optional<std::uint64_t> segment_kib;
+  if (!opt.segment_kib.empty()) {
+    segment_kib = parse_uint(opt.segment_kib, 16 * 1024);
+    if (!segment_kib || *segment_kib == 0)
+      return bad("bad --segment-kib \"" + opt.segment_kib + "\" (1-16384)");
+  }
   auto leave_ms = parse_uint(opt.leave_timeout_ms, 3600 * 1000);
   if (!leave_ms)
     return bad("bad --leave-timeout \"" + opt.leave_timeout_ms + "\" (milliseconds)");
@@ -344,6 +350,8 @@ int run_node(const node_options& opt) {
   cfg.crash_timeout = std::chrono::milliseconds(*crash_ms);
   if (forward_us)
     cfg.sup.forward_overhead = std::chrono::microseconds(*forward_us);
+  if (segment_kib) // one size for every long broadcast: no choice by the links
+    cfg.bcast.segment_size = cfg.bcast.max_segment = static_cast<std::size_t>(*segment_kib) << 10;
   if (!opt.topology.empty()) {
     auto t = load_topology(opt.topology);
     if (!t)
@@ -499,6 +507,8 @@ void add_node_command(CLI::App& app, std::function<int()>& action) {
                   "after activity, poll the sockets this long before sleeping, as MPI does (0: never; costs CPU)");
   cmd->add_option("--forward-overhead-us", opt->forward_overhead_us,
                   "the latency rule's cost per child of a LAN parent, microseconds (default 20)");
+  cmd->add_option("--segment-kib", opt->segment_kib,
+                  "segment size of every long broadcast, KiB (default: 64, up to 1024 on fast links)");
   cmd->add_option("--seed", opt->seed, "seeds the supervisor's randomness (0: random)");
   cmd->add_option("--leave-timeout", opt->leave_timeout_ms, "ms to finish a graceful leave (10000)");
   cmd->add_option("--crash-timeout", opt->crash_timeout_ms,

@@ -68,6 +68,14 @@ struct node_contact {
   proc_id id = no_proc; ///< its processor id; no_proc: learnt from its handshake
 };
 
+/// The engines' defaults for a node over TCP: `broadcast_config` with larger segments
+/// for long broadcasts (`max_segment` 1 MiB).
+inline broadcast_config tcp_broadcast_config() {
+  broadcast_config c;
+  c.max_segment = std::size_t{1} << 20;
+  return c;
+}
+
 struct node_config {
   proc_id id = no_proc;               ///< this processor; required, at most max_node_id
   std::string listen = "127.0.0.1:0"; ///< "host:port" to listen on; port 0: an ephemeral one
@@ -86,8 +94,11 @@ struct node_config {
   duration busy_poll{0};
   /// `stop` waits this long at most for queued frames to reach the kernel.
   duration drain_timeout = std::chrono::seconds(1);
-  /// The collective engines (`first_seq` is set by the node, per membership).
-  broadcast_config bcast;
+  /// The collective engines (`first_seq` is set by the node, per membership). A long
+  /// broadcast goes in segments of up to 1 MiB, at least 64 of them
+  /// (`broadcast_config::max_segment`, `segment_for`): fewer frames, reads and engine
+  /// events per byte, which is what a segment costs on fast links.
+  broadcast_config bcast = tcp_broadcast_config();
   reduce_config reduce;
   /// User reduction operators (`reduce_kind::user`), by id; every member must register
   /// the same ones. The built-in operators need nothing here.

@@ -90,6 +90,16 @@ struct broadcast_config {
   /// segment takes about 0.5 ms, so a 20 us send overhead and a header costs a few
   /// percent while the pipeline fills within a few hops (docs/collectives.md).
   std::size_t segment_size = 64 * 1024;
+  /// Long broadcasts may be cut into larger segments, up to this many bytes, as long as
+  /// there are at least `min_segments` of them (`segment_for`). Not above
+  /// `segment_size` (the default): always `segment_size`. For fast links (a LAN, one
+  /// host), where what a segment costs is the receivers' CPU per frame, not its time on
+  /// the wire; the TCP node sets 1 MiB (node_config). Point-to-point messages always
+  /// use `segment_size`.
+  std::size_t max_segment = 0;
+  /// See `max_segment`: a message cut into at least this many segments keeps the
+  /// pipeline's fill, (depth - 1) segments, a small part of its time.
+  std::size_t min_segments = 64;
   /// A frame that has passed this many processors since it was last held is held for
   /// `retry_delay`, then sent point-to-point afresh (with its count restarted). Tree
   /// depth must stay below this; only stale routes and transient cycles should reach it.
@@ -129,6 +139,17 @@ struct broadcast_config {
   /// incarnation times 2^32).
   std::uint64_t first_seq = 1;
 };
+
+/// The segment a long broadcast of `bytes` is cut into: `segment_size`, doubled while
+/// the result stays at most `max_segment` and cuts the message into at least
+/// `min_segments` segments. So with the TCP node's 1 MiB cap a 64 MiB broadcast goes in
+/// 64 segments of 1 MiB, 16 MiB in 256 KiB ones, 4 MiB and less in 64 KiB ones.
+///
+///   bytes    segments of:  64 KiB  128 KiB  256 KiB  512 KiB  1 MiB   chosen (min 64)
+///   4 MiB                      64       32                              64 KiB
+///   16 MiB                    256      128       64       32            256 KiB
+///   64 MiB                   1024      512      256      128      64    1 MiB
+std::size_t segment_for(const broadcast_config& cfg, std::size_t bytes);
 
 /// Point-to-point messages (`broadcast_engine::send`) are numbered from the same counter
 /// as broadcasts, with this bit set in their number: receivers and forwarders tell them
@@ -308,10 +329,11 @@ private:
     whole msg;
   };
 
-  /// Starts a message from here to `to` (every vnode for a broadcast).
+  /// Starts a message from here to `to` (every vnode for a broadcast), a long one cut
+  /// into segments of `segment` bytes (0: `segment_size`).
   wire::collective_id originate(timestamp now, wire::collective_id id, const vnode_set& to,
                                 bool direct, tree_kind kind, const shared_bytes& message,
-                                broadcast_outbox& out);
+                                broadcast_outbox& out, std::size_t segment = 0);
   stream& open(const stream_key& key, const vnode_set& header, tree_kind kind,
                std::uint32_t count, std::uint64_t total, bool direct, std::uint32_t hops);
   /// A held stream of this engine's own, for the part `vnodes` (retried after a delay).
