@@ -508,7 +508,7 @@ void add_node_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--forward-overhead-us", opt->forward_overhead_us,
                   "the latency rule's cost per child of a LAN parent, microseconds (default 20)");
   cmd->add_option("--segment-kib", opt->segment_kib,
-                  "segment size of every long broadcast, KiB (default: 64, up to 1024 on fast links)");
+                  "segment size of every long broadcast, KiB (default: 64, doubled up to 1024 while a message still makes 64 segments)");
   cmd->add_option("--seed", opt->seed, "seeds the supervisor's randomness (0: random)");
   cmd->add_option("--leave-timeout", opt->leave_timeout_ms, "ms to finish a graceful leave (10000)");
   cmd->add_option("--crash-timeout", opt->crash_timeout_ms,

@@ -40,7 +40,7 @@ struct node_options {
   /// supervisor_config::forward_overhead in microseconds (empty: its default)
   std::string forward_overhead_us;
   /// broadcast_config::segment_size and max_segment in KiB: one segment size for every
-  /// long broadcast (empty: the node's defaults, 64 KiB up to 1 MiB by the links)
+  /// long broadcast (empty: the node's defaults, 64 KiB up to 1 MiB by the message size)
   std::string segment_kib;
   bool verbose = false;
   bool control = false; ///< commands on stdin, JSON lines on stdout (node_control.hpp)
