@@ -7,6 +7,7 @@
 #include "banyan/core/tree_builders.hpp"
 #include "core/collective_rider.hpp"
 #include "core/random_topology.hpp"
+#include "core/message_bytes.hpp"
 
 using namespace banyan;
 using banyan::test::adaptive_riders;
@@ -24,14 +25,7 @@ topology tiny() {
   return *t;
 }
 
-/// `n` bytes that differ from one message to the next.
-shared_bytes message_bytes(std::size_t n, std::uint64_t salt) {
-  std::vector<std::uint8_t> b(n);
-  std::mt19937_64 rng(salt);
-  for (auto& x : b)
-    x = static_cast<std::uint8_t>(rng());
-  return shared_bytes(std::move(b));
-}
+using banyan::test::message_bytes;
 
 /// Riders over each processor's supervisor; every incarnation numbers its broadcasts
 /// from its own range.

@@ -8,6 +8,7 @@
 #include "banyan/core/static_tree_view.hpp"
 #include "banyan/core/tree_builders.hpp"
 #include "core/collective_rider.hpp"
+#include "core/message_bytes.hpp"
 
 using namespace banyan;
 using banyan::test::collective_rider;
@@ -25,13 +26,7 @@ broadcast_config with_max(std::size_t max_segment) {
   return c;
 }
 
-shared_bytes message_bytes(std::size_t n, std::uint64_t salt) {
-  std::vector<std::uint8_t> b(n);
-  std::mt19937_64 rng(salt);
-  for (auto& x : b)
-    x = static_cast<std::uint8_t>(rng());
-  return shared_bytes(std::move(b));
-}
+using banyan::test::message_bytes;
 
 } // namespace
 

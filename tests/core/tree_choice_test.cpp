@@ -7,6 +7,7 @@
 #include "banyan/core/tree_state.hpp"
 #include "core/collective_rider.hpp"
 #include "core/random_topology.hpp"
+#include "core/message_bytes.hpp"
 
 using namespace banyan;
 using namespace std::chrono_literals;
@@ -96,13 +97,7 @@ broadcast_config model_config() {
 }
 
 
-shared_bytes message_bytes(std::size_t n, std::uint64_t salt) {
-  std::vector<std::uint8_t> b(n);
-  std::mt19937_64 rng(salt);
-  for (auto& x : b)
-    x = static_cast<std::uint8_t>(rng());
-  return shared_bytes(std::move(b));
-}
+using banyan::test::message_bytes;
 
 /// Broadcasts from `from` and returns the kind of the tree its first frame follows
 /// (nothing if it sent none at once).
