@@ -670,6 +670,10 @@ void publish(node_ptr self) {
       if (auto* ts = sup.tree({p, kind})) {
         t.parent = ts->parent();
         t.children = static_cast<std::uint32_t>(ts->children().size());
+        if (ts->connected()) {
+          t.dist = ts->dist();
+          t.est = ts->est();
+        }
       }
       s.trees.push_back(t);
     }

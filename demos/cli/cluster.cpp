@@ -824,8 +824,14 @@ json cluster_run::workload_bandwidth() {
   auto sizes = *parse_sizes(opt_.sizes);
   json results = json::array();
   for (auto size : sizes) {
+    progress("bandwidth: " + std::to_string(size) + "-byte broadcasts from process 0, one to warm up and "
+             + std::to_string(opt_.reps) + " timed");
     std::vector<double> completion, acked;
     bool complete = true;
+    // The first one warms up, as in the latency and reduce workloads and in Open MPI's
+    // side of scripts/bench_mpi.sh: buffers fault in, segments' frames are first sized.
+    auto warm = broadcast(0, size, opt_.acks);
+    complete = warm.ok && warm.vnodes == total_vnodes();
     for (std::size_t r = 0; r < opt_.reps; ++r) {
       auto o = broadcast(0, size, opt_.acks);
       completion.push_back(o.completion_ms);

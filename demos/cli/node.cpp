@@ -101,11 +101,17 @@ nlohmann::json status_json(const banyan::node& n, const std::string& error) {
   j["all_parented"] = s.all_parented;
   j["busy"] = s.busy;
   auto& trees = j["trees"] = nlohmann::json::array();
-  for (auto& t : s.trees)
+  for (auto& t : s.trees) {
     trees.push_back({{"root", t.tree.root},
                      {"kind", to_string(t.tree.kind)},
                      {"parent", t.parent == no_proc ? nlohmann::json() : nlohmann::json(t.parent)},
                      {"children", t.children}});
+    auto& last = trees.back();
+    if (t.tree.kind == tree_kind::latency && t.parent != no_proc)
+      last["dist_us"] = std::chrono::duration_cast<std::chrono::microseconds>(t.dist).count();
+    if (t.tree.kind == tree_kind::bandwidth && t.parent != no_proc)
+      last["est_MBps"] = t.est / 1e6;
+  }
   j["probes"] = {{"completed", s.probes_completed}, {"abandoned", s.probes_abandoned}};
   if (!error.empty())
     j["error"] = error;

@@ -128,6 +128,25 @@ BOOST_AUTO_TEST_CASE(three_nodes_join_form_trees_and_one_leaves) {
     BOOST_TEST((b.parent({r, tree_kind::latency}) == no_proc) == (r == 1));
   auto members = c.members();
   BOOST_TEST(members == (std::vector<proc_id>{0, 1, 2}));
+  // The snapshot carries what the trees measured: c, which joined and probed, has a
+  // latency tree with a distance from its root and a bandwidth tree with a rate; the
+  // trees rooted at c itself have neither.
+  {
+    auto st = c.status();
+    bool dist = false, est = false;
+    for (auto& t : st.trees) {
+      if (t.tree.root == c.id()) {
+        BOOST_TEST(t.dist.count() == 0);
+        continue;
+      }
+      if (t.parent == no_proc)
+        continue;
+      dist = dist || (t.tree.kind == tree_kind::latency && t.dist.count() > 0);
+      est = est || (t.tree.kind == tree_kind::bandwidth && t.est > 0);
+    }
+    BOOST_TEST(dist);
+    BOOST_TEST(est);
+  }
   // Every node's routing table names the owner every node claims to be.
   auto routes_agree = [&](std::vector<node*> ns) {
     for (auto* x : ns)

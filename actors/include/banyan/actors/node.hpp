@@ -178,6 +178,12 @@ struct node_tree {
   tree_key tree;
   proc_id parent = no_proc; ///< no_proc: none (always so in the tree rooted here)
   std::uint32_t children = 0;
+  /// Latency trees: the measured distance from the root along the tree (the sum of the
+  /// hops' RTTs; 0 at the root and without a parent).
+  duration dist{0};
+  /// Bandwidth trees: the estimated rate at which a broadcast reaches this processor,
+  /// bytes per second (`infinite_rate` at the root, 0 without a parent).
+  rate est = 0;
 };
 
 /// A snapshot of a node, as of its last change.
