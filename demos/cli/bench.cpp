@@ -103,13 +103,18 @@ plot_spec delivery_plot(const std::string& title,
   return p;
 }
 
-int run_bench_bcast_latency(const bench_options& opt) {
+int run_bench_bcast_latency(const bench_options& opt, proc_id root) {
   const std::string name = "bcast-latency";
   auto run = form_cluster(name, opt);
   if (!run)
     return 2;
   auto& c = *run->cluster;
   auto* topo = &run->topo;
+  if (root >= topo->proc_count()) {
+    std::cerr << "banyan bench " << name << ": --root " << root << " is not a processor of "
+              << topo->name << " (0-" << topo->proc_count() - 1 << ")\n";
+    return 2;
+  }
   // Between broadcasts: in virtual time until nothing is in flight; in real time also
   // until no tree has changed for half a second.
   const auto settle_limit = std::chrono::seconds(600);
@@ -117,7 +122,6 @@ int run_bench_bcast_latency(const bench_options& opt) {
 
   auto n = topo->proc_count();
   auto lat = latency_matrix(*topo);
-  const proc_id root = 0;
   auto shortest = shortest_path_latencies(lat, root);
   double bound = *std::max_element(shortest.begin(), shortest.end());
 
@@ -183,7 +187,8 @@ int run_bench_bcast_latency(const bench_options& opt) {
   std::vector<std::pair<std::string, std::vector<double>>> lines;
   for (auto& r : results)
     lines.emplace_back(r.algorithm, r.m.per_proc_ms);
-  auto plot = delivery_plot("1-byte broadcast from processor 0 on " + topo->name + " (emulated)",
+  auto plot = delivery_plot("1-byte broadcast from processor " + std::to_string(root) + " on "
+                              + topo->name + " (emulated)",
                             lines, shortest);
   if (!write_plot(name, opt.plot_path, plot))
     return 2;
@@ -194,10 +199,14 @@ void add_bench_command(CLI::App& app, std::function<int()>& action) {
   auto bench = app.add_subcommand("bench", "measurements on the emulated wide-area network");
   bench->require_subcommand(1);
   auto opt = std::make_shared<bench_options>();
+  auto root = std::make_shared<proc_id>(0);
   auto bl = bench->add_subcommand("bcast-latency",
-                                  "1-byte broadcast from processor 0: adaptive vs static trees");
+                                  "1-byte broadcast from one processor: adaptive vs static trees");
   add_bench_options(*bl, *opt);
-  bl->callback([opt, &action] { action = [opt] { return run_bench_bcast_latency(*opt); }; });
+  bl->add_option("--root", *root, "the broadcasting processor (default 0)");
+  bl->callback([opt, root, &action] {
+    action = [opt, root] { return run_bench_bcast_latency(*opt, *root); };
+  });
   add_bench_bandwidth_command(*bench, action);
   add_bench_churn_command(*bench, action);
   add_bench_reduce_command(*bench, action);

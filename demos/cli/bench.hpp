@@ -55,7 +55,7 @@ plot_spec delivery_plot(const std::string& title,
 
 /// Runs `banyan bench bcast-latency`: 0 on success, 1 when a broadcast did not
 /// complete, 2 on bad input.
-int run_bench_bcast_latency(const bench_options& opt);
+int run_bench_bcast_latency(const bench_options& opt, proc_id root = 0);
 
 /// Registers the `bench` subcommand on `app`; when it is used, parsing sets `action`.
 void add_bench_command(CLI::App& app, std::function<int()>& action);
