@@ -242,6 +242,7 @@ void supervisor::remove_member(timestamp now, proc_id p, outbox& out) {
   remeasure_.erase(std::remove(remeasure_.begin(), remeasure_.end(), p), remeasure_.end());
   unseeded_.erase(p);
   giver_of_.erase(p);
+  shared_to_.erase(p);
   given_to_.erase(p);
   for (auto i = chain_tail_.begin(); i != chain_tail_.end();)
     i = i->second.first == p || i->first.root == p ? chain_tail_.erase(i) : std::next(i);
@@ -315,12 +316,12 @@ std::vector<proc_id> supervisor::sponsored(timestamp now) {
   return result;
 }
 
-void supervisor::hand_over(const vnode_set& vnodes, proc_id to, outbox& out) {
+void supervisor::hand_over(const vnode_set& vnodes, proc_id to, outbox& out, bool share) {
   auto give = vnodes;
   for (auto& [seq, o] : offers_)
     give -= o.vnodes; // already on offer to someone
   if (!give.empty())
-    offer(give, to, false, out);
+    offer(give, to, false, out, share);
 }
 
 vnode_set supervisor::share_of_own() const {
@@ -357,10 +358,11 @@ std::uint64_t supervisor::next_epoch(const vnode_set& vnodes) {
   return last_offer_epoch_;
 }
 
-void supervisor::offer(const vnode_set& vnodes, proc_id to, bool leaving, outbox& out) {
+void supervisor::offer(const vnode_set& vnodes, proc_id to, bool leaving, outbox& out,
+                       bool share) {
   next_epoch(vnodes);
   auto seq = ++offer_seq_;
-  offers_[seq] = vnode_offer{vnodes, to, last_offer_epoch_, leaving};
+  offers_[seq] = vnode_offer{vnodes, to, last_offer_epoch_, leaving, share};
   send(out, to, wire::vnode_handover{{vnodes, to, last_offer_epoch_}});
   out.timers.push_back({cfg_.probe_timeout, token_for(seq, token_offer)});
 }
@@ -387,6 +389,8 @@ void supervisor::offer_resolved(timestamp now, std::uint64_t seq, bool accepted,
       lent_[++lend_seq_] = o.vnodes;
       out.timers.push_back({cfg_.lend_time, token_for(lend_seq_, token_lend)});
     }
+    if (o.share)
+      shared_to_.insert(o.to);
     if (unseeded_.count(o.to))
       seed(now, o.to, self_, out); // we gave a newcomer vnodes: we go under it in its trees
     else if (!is_member(o.to))
@@ -496,6 +500,7 @@ void supervisor::note_givers(timestamp now, const std::vector<wire::route_entry>
 void supervisor::seed(timestamp now, proc_id j, proc_id g, outbox& out) {
   unseeded_.erase(j);
   giver_of_.erase(j);
+  const bool shared = shared_to_.erase(j) > 0;
   if (status_ != status::member || j == self_ || !is_member(j) || !is_member(g)) {
     answer_deferred(out);
     return;
@@ -508,21 +513,28 @@ void supervisor::seed(timestamp now, proc_id j, proc_id g, outbox& out) {
     proc_id to = no_proc;
     duration rtt{0};
     rate bw = 0;
+    bool measured = true;
     if (g == self_) {
       // Our edge to j is new; until measured, take it for a LAN edge (j asked us for
-      // vnodes: we held them while it was away, as its nearest member).
+      // vnodes: we held them while it was away, as its nearest member). Without a figure
+      // of j that is a guess, without ground when we have no figures at all (a founder
+      // would stand at distance 0 from every newcomer's root) or gave j a share (a first
+      // join through us, from anywhere): then j is measured next.
       to = j;
       auto lan = duration::max();
       for (auto& [p, f] : figures_)
         lan = std::min(lan, f.rtt);
-      rtt = measured_rtt(j).value_or(lan == duration::max() ? duration{0} : lan);
+      const auto known = measured_rtt(j);
+      rtt = known.value_or(lan == duration::max() ? duration{0} : lan);
       bw = measured_bw(j).value_or(widest_);
+      measured = known.has_value() || !cfg_.measure_guessed_seeds
+                 || (!shared && lan != duration::max());
     } else if (auto tg = find_tree({g, k}); tg && tg->parent() != no_proc) {
       to = tg->parent();
       rtt = tg->rtt_parent();
       bw = tg->bw_parent();
     }
-    any = hint(*tj, {to}, rtt, bw, 0, true) || any;
+    any = hint(*tj, {to}, rtt, bw, 0, measured) || any;
   }
   if (any)
     ask_step_parents(out);
@@ -1134,6 +1146,7 @@ void supervisor::do_join(timestamp now, proc_id contact, const vnode_set& wanted
   await_giver_ = false;
   unseeded_.clear();
   giver_of_.clear();
+  shared_to_.clear();
   given_to_.clear();
   chain_tail_.clear();
   lent_.clear();
@@ -1319,6 +1332,7 @@ void supervisor::finish_leave(timestamp now, std::vector<wire::route_entry> rout
   givers_.clear();
   unseeded_.clear();
   giver_of_.clear();
+  shared_to_.clear();
   given_to_.clear();
   chain_tail_.clear();
   lent_.clear();
@@ -1555,7 +1569,8 @@ void supervisor::do_message(timestamp now, proc_id from, const wire::message& m,
       } else if constexpr (std::is_same_v<T, wire::handover_request>) {
         // A leaving processor keeps its vnodes for the recipient it chose.
         if (status_ == status::member && is_member(msg.to))
-          hand_over(msg.vnodes.empty() ? share_of_own() : msg.vnodes & own_, msg.to, out);
+          hand_over(msg.vnodes.empty() ? share_of_own() : msg.vnodes & own_, msg.to, out,
+                    msg.vnodes.empty());
       } else if constexpr (std::is_same_v<T, wire::vnode_handover>) {
         on_vnode_handover(now, from, msg, out);
       } else if constexpr (std::is_same_v<T, wire::vnode_handover_ack>) {

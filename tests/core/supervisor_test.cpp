@@ -753,6 +753,47 @@ BOOST_AUTO_TEST_CASE(a_newcomer_s_trees_are_seeded_from_its_giver_s_without_prob
   }
 }
 
+// A founder measured nobody, and a contact gives a newcomer a share wherever it is: the
+// giver's own edge in a newcomer's seeded trees (it goes under the newcomer) has no
+// ground for the LAN guess, so it is measured (measure_guessed_seeds). Processor 0
+// founds alone; 1 (its LAN) and then 4 (across the 2 ms link) join through it asking for
+// nothing. Fails with the guess standing: 0 stands under 1 at RTT 0 (distance 0 from the
+// root, rate 0), and under 4 at the LAN's RTT.
+BOOST_AUTO_TEST_CASE(a_giver_measures_its_edge_under_a_newcomer_it_gave_a_share) {
+  for (bool measure : {true, false}) {
+    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+      BOOST_TEST_CONTEXT("measure_guessed_seeds " << measure << ", seed " << seed) {
+        supervisor_config cfg;
+        cfg.measure_guessed_seeds = measure;
+        mini_grid g{tiny(), seed, cfg};
+        g.start(1, 8); // 0 owns vnodes 0-7
+        g.run();
+        g.join(1, 0, vnode_set{});
+        g.run();
+        g.join(4, 0, vnode_set{});
+        g.run();
+        check_settled(g, 8);
+        auto* lan = g.sup(0)->tree({1, tree_kind::latency});
+        auto* wan = g.sup(0)->tree({4, tree_kind::latency});
+        auto* wan_bw = g.sup(0)->tree({4, tree_kind::bandwidth});
+        BOOST_REQUIRE(lan && wan && wan_bw);
+        BOOST_REQUIRE(lan->parent() == proc_id{1});
+        BOOST_REQUIRE(wan->parent() != no_proc);
+        if (measure) {
+          BOOST_TEST(to_ms(lan->rtt_parent()) >= 0.2);
+          BOOST_TEST(to_ms(lan->dist()) >= 0.2);
+          BOOST_TEST(to_ms(wan->dist()) >= 2.0); // 4 is across the link
+          BOOST_TEST(wan_bw->est() > 0);
+          BOOST_TEST(wan_bw->est() <= 100e6 / 8 * 1.05); // at most the link's 100 Mbit/s
+        } else {
+          BOOST_TEST(lan->rtt_parent().count() == 0);
+          BOOST_TEST(to_ms(wan->dist()) < 2.0);
+        }
+      }
+    }
+  }
+}
+
 namespace {
 /// 1 and 3 leave, both handing their vnodes to 2, and join again at once asking for them:
 /// two joiners of one giver (on an 8-processor grid just built).

@@ -136,6 +136,14 @@ struct supervisor_config {
   /// seconds, and the probes crowd the broadcasts off the wide-area links).
   bool seed_new_trees = true;
   duration seed_wait = std::chrono::seconds(1);
+  /// The giver's own edge in a seeded tree (it goes under the newcomer) takes its figures
+  /// of the newcomer; without any it guesses a LAN edge (a rejoiner takes its vnodes back
+  /// from the member that held them, its nearest). With this the guess is measured next,
+  /// like a step-parent's, where it has no ground: the giver has no figures at all (a
+  /// founder, which measured nobody, stood at distance 0 from the root and at rate 0 in
+  /// every newcomer's trees) or gave the newcomer a share (a first join through a contact,
+  /// from anywhere). false: the guess stands.
+  bool measure_guessed_seeds = true;
   /// A joiner placed by its giver in every tree sits where its vnodes were (the giver
   /// delivered them): it improves its place with `extra_measurements` probes counted the
   /// paper's way, not from the last probe that changed a parent (`until_stable`). With
@@ -401,8 +409,8 @@ private:
   /// A `disowned` event for `lost` (none when empty): `by` told us.
   void report_disowned(timestamp now, proc_id by, vnode_set lost, outbox& out);
   /// Offers vnodes to a newcomer that asked for them (those not already on offer).
-  void hand_over(const vnode_set& vnodes, proc_id to, outbox& out);
-  void offer(const vnode_set& vnodes, proc_id to, bool leaving, outbox& out);
+  void hand_over(const vnode_set& vnodes, proc_id to, outbox& out, bool share = false);
+  void offer(const vnode_set& vnodes, proc_id to, bool leaving, outbox& out, bool share = false);
   vnode_set share_of_own() const;
   /// An offer was answered (or timed out: not accepted).
   void offer_resolved(timestamp now, std::uint64_t seq, bool accepted, outbox& out);
@@ -566,8 +574,12 @@ private:
     proc_id to = no_proc;
     std::uint64_t epoch = 0;
     bool leaving = false; ///< all our vnodes, offered because we leave
+    bool share = false;   ///< a share of ours to a newcomer that asked for none
   };
   std::map<std::uint64_t, vnode_offer> offers_;
+  /// Newcomers we gave a share of our vnodes (they asked for none): not necessarily near
+  /// us, so our edge under them in their seeded trees is measured (seed).
+  std::set<proc_id> shared_to_;
   std::uint64_t offer_seq_ = 0;
   std::uint64_t last_offer_epoch_ = 0;
   /// While leaving: the recipient we are trying, and those that refused.
