@@ -5,9 +5,12 @@
 # 1-byte and 64 MiB broadcast and a 4 MiB int32 sum reduction, for 4, 8 and 16 processes,
 # median of 3. Also the barrier-plus-acks cost alone. Prints ratios, writes JSON.
 #
-#   scripts/bench_mpi.sh [--banyan PATH] [--out FILE.json] [--procs "4 8 16"] [--reps 3]
-#                        [--node-args "ARGS"]   (extra arguments for every banyan node,
-#                                                e.g. "--busy-poll-us 50000")
+#   scripts/bench_mpi.sh [--banyan PATH] [--out FILE.json] [--plot FILE.svg] [--procs "4 8 16"]
+#                        [--reps 3] [--node-args "ARGS"]   (extra arguments for every banyan
+#                                                node, e.g. "--busy-poll-us 50000")
+#
+# --plot draws the times side by side: one panel per operation, banyan's and Open MPI's
+# bars per process count, and the ratio above each pair.
 #
 # Installs openmpi-bin and libopenmpi-dev with apt-get when mpicc/mpirun are missing.
 # Open MPI runs TCP-only and yields when oversubscribed (see issue 4); banyan runs through
@@ -17,6 +20,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 banyan=${BANYAN:-}
 out=bench_mpi.json
+plot=
 procs="4 8 16"
 reps=3
 node_args=
@@ -27,6 +31,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --banyan) banyan=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --plot) plot=$2; shift 2 ;;
     --procs) procs=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --node-args) node_args=$2; shift 2 ;;
@@ -63,10 +68,10 @@ for n in $procs; do
     --json "$work/banyan-$n.json" >&2
 done
 
-python3 - "$work" "$out" "$procs" "$small" "$large" "$reduce" "$node_args" <<'PY'
+python3 - "$work" "$out" "$procs" "$small" "$large" "$reduce" "$node_args" "$plot" <<'PY'
 import json, sys
 work, out, procs, small, large, reduce = sys.argv[1], sys.argv[2], sys.argv[3].split(), *map(int, sys.argv[4:7])
-node_args = sys.argv[7]
+node_args, plot = sys.argv[7], sys.argv[8]
 rows = []
 for n in map(int, procs):
     mpi = [json.loads(l) for l in open(f"{work}/mpi-{n}.jsonl") if l.strip()]
@@ -103,4 +108,48 @@ print("ratio = banyan / Open MPI time (below 1: banyan faster). Targets: 64 MiB 
 json.dump({"method": "median of runs; barrier (Open MPI) / command (banyan), root timestamp, op, empty acks",
            "banyan_node_args": node_args, "rows": rows}, open(out, "w"), indent=2)
 print(f"wrote {out}")
+
+def svg(rows):
+    # One panel per operation; per process count two bars (banyan, Open MPI), their
+    # heights scaled to the panel's largest time, the ratio written above the pair.
+    ops = []
+    for r in rows:
+        key = (r["op"], r["size"])
+        if key not in ops:
+            ops.append(key)
+    def name(op, size):
+        unit = f"{size >> 20} MiB" if size >= 1 << 20 else (f"{size >> 10} KiB" if size >= 1024 else f"{size} B")
+        return f"{op} {unit}"
+    pw, ph, top, left = 300, 260, 60, 60
+    w, h = left + pw * len(ops) + 20, top + ph + 70
+    colors = {"banyan": "#1f77b4", "Open MPI": "#ff7f0e"}
+    e = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="Helvetica, Arial, sans-serif" font-size="12">',
+         f'<rect width="{w}" height="{h}" fill="white"/>',
+         f'<text x="{w / 2}" y="22" font-size="15" text-anchor="middle">banyan and Open MPI on loopback (median ms; ratio = banyan / Open MPI){" — " + node_args if node_args else ""}</text>']
+    for i, (op, size) in enumerate(ops):
+        mine = [r for r in rows if r["op"] == op and r["size"] == size]
+        x0 = left + i * pw
+        top_ms = max(max(r["banyan_ms"], r["openmpi_ms"]) for r in mine) or 1
+        e.append(f'<text x="{x0 + pw / 2 - 10}" y="{top - 18}" font-size="13" text-anchor="middle">{name(op, size)}</text>')
+        e.append(f'<line x1="{x0}" y1="{top + ph}" x2="{x0 + pw - 20}" y2="{top + ph}" stroke="#333"/>')
+        slot = (pw - 20) / len(mine)
+        for k, r in enumerate(mine):
+            bx = x0 + k * slot + slot * 0.15
+            bw = slot * 0.35
+            for j, (label, v) in enumerate((("banyan", r["banyan_ms"]), ("Open MPI", r["openmpi_ms"]))):
+                bh = 0.85 * ph * v / top_ms  # headroom for the ratio
+                e.append(f'<rect x="{bx + j * bw:.1f}" y="{top + ph - bh:.1f}" width="{bw - 2:.1f}" height="{bh:.1f}" fill="{colors[label]}"><title>{label}: {v:.3f} ms</title></rect>')
+            hi = 0.85 * ph * max(r["banyan_ms"], r["openmpi_ms"]) / top_ms
+            e.append(f'<text x="{bx + bw:.1f}" y="{top + ph - hi - 5:.1f}" text-anchor="middle">{r["ratio"]:.2f}x</text>')
+            e.append(f'<text x="{bx + bw:.1f}" y="{top + ph + 16}" text-anchor="middle">{r["procs"]} procs</text>')
+        e.append(f'<text x="{x0 + pw / 2 - 10}" y="{top + ph + 34}" fill="#555" text-anchor="middle">tallest: {top_ms:.3f} ms</text>')
+    for j, (label, c) in enumerate(colors.items()):
+        e.append(f'<rect x="{left + j * 110}" y="{h - 22}" width="12" height="12" fill="{c}"/>')
+        e.append(f'<text x="{left + j * 110 + 16}" y="{h - 12}">{label}</text>')
+    e.append("</svg>")
+    return "\n".join(e) + "\n"
+
+if plot:
+    open(plot, "w").write(svg(rows))
+    print(f"wrote {plot}")
 PY

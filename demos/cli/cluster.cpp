@@ -31,8 +31,11 @@
 
 #include "banyan/core/topology.hpp"
 #include "banyan/core/tree_builders.hpp"
+#include "svg_plot.hpp"
 
 namespace banyan::cli {
+
+bool write_cluster_plots(const std::string& dir, std::size_t procs, const nlohmann::json& out);
 
 namespace {
 
@@ -1198,11 +1201,92 @@ int cluster_run::run() {
     }
   }
   print_summary(out);
+  if (!opt_.plot_dir.empty() && !write_cluster_plots(opt_.plot_dir, opt_.procs, out))
+    rc = 1;
   progress(rc == 0 ? "done" : "done, with errors (see above)");
   return rc;
 }
 
 } // namespace
+
+/// The pictures of a run's results (`--plot-dir`): each workload that ran, one SVG file.
+/// A file that cannot be written gets a line on stderr and makes the run fail.
+bool write_cluster_plots(const std::string& dir, std::size_t procs, const nlohmann::json& out) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    std::cerr << "banyan cluster: --plot-dir " << dir << ": " << ec.message() << "\n";
+    return false;
+  }
+  const std::string who = std::to_string(procs) + " processes on loopback";
+  std::vector<std::pair<std::string, plot_spec>> plots;
+  if (out.contains("bcast-latency")) {
+    plot_spec p;
+    p.title = "1-byte broadcast from process 0, " + who + " (median per process)";
+    p.x_label = "processes, sorted by delivery time";
+    p.y_label = "delivered after (ms)";
+    p.draw = plot_spec::style::points;
+    plot_series s;
+    s.label = "banyan";
+    std::vector<double> t;
+    for (auto& v : out["bcast-latency"]["results"][0]["per_proc_ms"])
+      if (v.get<double>() >= 0)
+        t.push_back(v.get<double>());
+    std::sort(t.begin(), t.end());
+    for (std::size_t k = 0; k < t.size(); ++k) {
+      s.x.push_back(static_cast<double>(k + 1));
+      s.y.push_back(t[k]);
+    }
+    p.series.push_back(std::move(s));
+    plots.emplace_back("latency.svg", std::move(p));
+  }
+  if (out.contains("bcast-bandwidth")) {
+    plot_spec p;
+    p.title = "Broadcast bandwidth by size, " + who + " (size x processes / completion)";
+    p.x_label = "message size (bytes)";
+    p.y_label = "MB/s";
+    p.log_x = true;
+    plot_series s;
+    s.label = "banyan";
+    for (auto& r : out["bcast-bandwidth"]["results"]) {
+      s.x.push_back(r["size"].get<double>());
+      s.y.push_back(r["bandwidth_MBps"].get<double>());
+    }
+    p.series.push_back(std::move(s));
+    plots.emplace_back("bandwidth.svg", std::move(p));
+  }
+  if (out.contains("churn")) {
+    auto& c = out["churn"];
+    plot_spec p;
+    p.title = "Broadcasts of " + std::to_string(c["size"].get<std::uint64_t>() >> 10)
+              + " KiB under churn, " + who;
+    p.x_label = "time (ms)";
+    p.y_label = "MB/s per broadcast (size x processes / completion)";
+    p.draw = plot_spec::style::steps;
+    plot_series s;
+    s.label = "banyan";
+    for (auto& pt : c["timeline"]) {
+      s.x.push_back(pt["t_ms"].get<double>());
+      s.y.push_back(pt["bandwidth_MBps"].get<double>());
+    }
+    p.series.push_back(std::move(s));
+    for (auto& e : c["restabilize_ms"])
+      if (e["at_ms"].is_number() && e["at_ms"].get<double>() >= 0)
+        p.markers.push_back({e["at_ms"].get<double>(), e["event"].get<std::string>()});
+    plots.emplace_back("churn.svg", std::move(p));
+  }
+  bool ok = true;
+  for (auto& [name, p] : plots) {
+    auto path = (std::filesystem::path(dir) / name).string();
+    if (auto err = write_svg(path, p)) {
+      std::cerr << "banyan cluster: " << *err << "\n";
+      ok = false;
+    } else {
+      std::fprintf(stderr, "cluster: wrote %s\n", path.c_str());
+    }
+  }
+  return ok;
+}
 
 int run_cluster(const cluster_options& opt) {
   cluster_run r(opt);
@@ -1231,6 +1315,8 @@ void add_cluster_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--scripts", opt->scripts_dir, "directory of netns.sh (default: found)");
   cmd->add_option("--node-args", opt->node_args, "extra arguments for every banyan node");
   cmd->add_flag("--keep", opt->keep, "keep the temporary directory with the logs");
+  cmd->add_option("--plot-dir", opt->plot_dir,
+                  "draw the results there: latency.svg, bandwidth.svg, churn.svg (those that ran)");
   cmd->callback([opt, &action] { action = [opt] { return run_cluster(*opt); }; });
 }
 

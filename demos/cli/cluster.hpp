@@ -51,6 +51,7 @@ struct cluster_options {
   std::string scripts_dir; ///< where netns.sh is; empty: found next to the sources
   std::string node_args;   ///< extra arguments for every `banyan node`, space-separated
   bool keep = false;       ///< keep the temporary directory (logs) also on success
+  std::string plot_dir;    ///< pictures of the results (latency.svg, ...); empty: none
 };
 
 /// Runs `banyan cluster`: 0, 1, 2, 3 or 130 as above.

@@ -819,7 +819,7 @@ BOOST_FIXTURE_TEST_CASE(cluster_runs_the_workloads_and_writes_json, cluster_fixt
                           {"--procs", "3", "--workload", "latency,bandwidth,reduce,churn,overhead",
                            "--reps", "2", "--sizes", "65536,1048576", "--reduce-sizes", "4,40000",
                            "--leave-at", "800", "--rejoin-at", "1600", "--churn-for", "2500",
-                           "--json", json_path},
+                           "--json", json_path, "--plot-dir", dir + "/plots"},
                           log, 90s);
   BOOST_REQUIRE_MESSAGE(code.has_value(), "banyan cluster did not finish: " << slurp(log));
   BOOST_TEST(*code == 0, slurp(log));
@@ -848,6 +848,14 @@ BOOST_FIXTURE_TEST_CASE(cluster_runs_the_workloads_and_writes_json, cluster_fixt
   BOOST_TEST(churn.at("deliveries").get<int>() == churn.at("deliveries_expected").get<int>());
   BOOST_TEST(churn.at("deliveries").get<int>() > 0);
   BOOST_TEST(j.at("overhead").at("overhead_ms").get<double>() > 0);
+  // --plot-dir: a picture of each workload that has one, its points from the JSON.
+  for (auto name : {"latency.svg", "bandwidth.svg", "churn.svg"}) {
+    auto svg = slurp(dir + "/plots/" + name);
+    BOOST_TEST(svg.rfind("<?xml", 0) == 0u, name);
+    BOOST_TEST(svg.find("</svg>") != std::string::npos, name);
+    BOOST_TEST(svg.find(">banyan</text>") != std::string::npos, name); // the legend
+  }
+  BOOST_TEST(slurp(dir + "/plots/churn.svg").find(">leave</text>") != std::string::npos);
   // Its temporary directory is gone (nothing kept on success).
   auto text = slurp(log);
   auto at = text.find("logs in ");
