@@ -517,9 +517,10 @@ void supervisor::seed(timestamp now, proc_id j, proc_id g, outbox& out) {
     if (g == self_) {
       // Our edge to j is new; until measured, take it for a LAN edge (j asked us for
       // vnodes: we held them while it was away, as its nearest member). Without a figure
-      // of j that is a guess, without ground when we have no figures at all (a founder
-      // would stand at distance 0 from every newcomer's root) or gave j a share (a first
-      // join through us, from anywhere): then j is measured next.
+      // of j that is a guess, with ground only for a rejoiner that asked for its vnodes
+      // back: a first join comes from anywhere (the contact gives a share, or the vnodes
+      // it asks for), and a founder without figures would stand at distance 0 from every
+      // newcomer's root. Otherwise j is measured next.
       to = j;
       auto lan = duration::max();
       for (auto& [p, f] : figures_)
@@ -527,8 +528,9 @@ void supervisor::seed(timestamp now, proc_id j, proc_id g, outbox& out) {
       const auto known = measured_rtt(j);
       rtt = known.value_or(lan == duration::max() ? duration{0} : lan);
       bw = measured_bw(j).value_or(widest_);
+      const bool rejoins = tombstones_.count(j) > 0; // a member before, now back
       measured = known.has_value() || !cfg_.measure_guessed_seeds
-                 || (!shared && lan != duration::max());
+                 || (rejoins && !shared && lan != duration::max());
     } else if (auto tg = find_tree({g, k}); tg && tg->parent() != no_proc) {
       to = tg->parent();
       rtt = tg->rtt_parent();

@@ -753,13 +753,14 @@ BOOST_AUTO_TEST_CASE(a_newcomer_s_trees_are_seeded_from_its_giver_s_without_prob
   }
 }
 
-// A founder measured nobody, and a contact gives a newcomer a share wherever it is: the
-// giver's own edge in a newcomer's seeded trees (it goes under the newcomer) has no
-// ground for the LAN guess, so it is measured (measure_guessed_seeds). Processor 0
-// founds alone; 1 (its LAN) and then 4 (across the 2 ms link) join through it asking for
-// nothing. Fails with the guess standing: 0 stands under 1 at RTT 0 (distance 0 from the
-// root, rate 0), and under 4 at the LAN's RTT.
-BOOST_AUTO_TEST_CASE(a_giver_measures_its_edge_under_a_newcomer_it_gave_a_share) {
+// A founder measured nobody, and a first join comes from anywhere: the giver's own edge
+// in a newcomer's seeded trees (it goes under the newcomer) has no ground for the LAN
+// guess, so it is measured (measure_guessed_seeds). Processor 0 founds alone; 1 (its LAN)
+// joins through it asking for nothing (a share), then 4 (across the 2 ms link) asking for
+// vnode 4. Fails with the guess standing: 0 stands under 1 at RTT 0 (distance 0 from the
+// root, rate 0), and under 4 at the LAN's RTT. (A rejoiner taking its vnodes back keeps
+// the guess: a_newcomer_s_trees_are_seeded_from_its_giver_s_without_probing.)
+BOOST_AUTO_TEST_CASE(a_giver_measures_its_edge_under_a_first_joiner) {
   for (bool measure : {true, false}) {
     for (std::uint64_t seed = 1; seed <= 3; ++seed) {
       BOOST_TEST_CONTEXT("measure_guessed_seeds " << measure << ", seed " << seed) {
@@ -770,9 +771,10 @@ BOOST_AUTO_TEST_CASE(a_giver_measures_its_edge_under_a_newcomer_it_gave_a_share)
         g.run();
         g.join(1, 0, vnode_set{});
         g.run();
-        g.join(4, 0, vnode_set{});
+        g.join(4, 0, vnode_set{4});
         g.run();
         check_settled(g, 8);
+        BOOST_TEST(g.sup(4)->own_vnodes().contains(4));
         auto* lan = g.sup(0)->tree({1, tree_kind::latency});
         auto* wan = g.sup(0)->tree({4, tree_kind::latency});
         auto* wan_bw = g.sup(0)->tree({4, tree_kind::bandwidth});

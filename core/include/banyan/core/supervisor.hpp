@@ -139,10 +139,10 @@ struct supervisor_config {
   /// The giver's own edge in a seeded tree (it goes under the newcomer) takes its figures
   /// of the newcomer; without any it guesses a LAN edge (a rejoiner takes its vnodes back
   /// from the member that held them, its nearest). With this the guess is measured next,
-  /// like a step-parent's, where it has no ground: the giver has no figures at all (a
-  /// founder, which measured nobody, stood at distance 0 from the root and at rate 0 in
-  /// every newcomer's trees) or gave the newcomer a share (a first join through a contact,
-  /// from anywhere). false: the guess stands.
+  /// like a step-parent's, where it has no ground: the newcomer was never a member before
+  /// (a first join comes from anywhere), asked for a share, or the giver has no figures
+  /// at all (a founder, which measured nobody, stood at distance 0 from the root and at
+  /// rate 0 in every newcomer's trees). false: the guess stands.
   bool measure_guessed_seeds = true;
   /// A joiner placed by its giver in every tree sits where its vnodes were (the giver
   /// delivered them): it improves its place with `extra_measurements` probes counted the
@@ -578,7 +578,7 @@ private:
   };
   std::map<std::uint64_t, vnode_offer> offers_;
   /// Newcomers we gave a share of our vnodes (they asked for none): not necessarily near
-  /// us, so our edge under them in their seeded trees is measured (seed).
+  /// us, so our edge under them in their seeded trees is measured (seed), rejoiners too.
   std::set<proc_id> shared_to_;
   std::uint64_t offer_seq_ = 0;
   std::uint64_t last_offer_epoch_ = 0;
