@@ -35,7 +35,7 @@
 
 namespace banyan::cli {
 
-bool write_cluster_plots(const std::string& dir, std::size_t procs, const nlohmann::json& out);
+bool write_cluster_plots(const std::string& dir, const std::string& who, const nlohmann::json& out);
 
 namespace {
 
@@ -1201,7 +1201,11 @@ int cluster_run::run() {
     }
   }
   print_summary(out);
-  if (!opt_.plot_dir.empty() && !write_cluster_plots(opt_.plot_dir, opt_.procs, out))
+  const std::string who = std::to_string(opt_.procs) + " processes"
+                          + (opt_.topology.empty() ? std::string(" on loopback")
+                                                   : " emulating " + opt_.topology
+                                                       + (opt_.netns ? " in namespaces" : ""));
+  if (!opt_.plot_dir.empty() && !write_cluster_plots(opt_.plot_dir, who, out))
     rc = 1;
   progress(rc == 0 ? "done" : "done, with errors (see above)");
   return rc;
@@ -1211,14 +1215,13 @@ int cluster_run::run() {
 
 /// The pictures of a run's results (`--plot-dir`): each workload that ran, one SVG file.
 /// A file that cannot be written gets a line on stderr and makes the run fail.
-bool write_cluster_plots(const std::string& dir, std::size_t procs, const nlohmann::json& out) {
+bool write_cluster_plots(const std::string& dir, const std::string& who, const nlohmann::json& out) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
     std::cerr << "banyan cluster: --plot-dir " << dir << ": " << ec.message() << "\n";
     return false;
   }
-  const std::string who = std::to_string(procs) + " processes on loopback";
   std::vector<std::pair<std::string, plot_spec>> plots;
   if (out.contains("bcast-latency")) {
     plot_spec p;
