@@ -105,16 +105,17 @@ plot_spec delivery_plot(const std::string& title,
 
 int run_bench_bcast_latency(const bench_options& opt, proc_id root) {
   const std::string name = "bcast-latency";
+  // The root is checked before the trees are formed (seconds on the large topologies).
+  if (auto t = load_topology(opt.topology); t && root >= t->proc_count()) {
+    std::cerr << "banyan bench " << name << ": --root " << root << " is not a processor of "
+              << t->name << " (0-" << t->proc_count() - 1 << ")\n";
+    return 2;
+  }
   auto run = form_cluster(name, opt);
   if (!run)
     return 2;
   auto& c = *run->cluster;
   auto* topo = &run->topo;
-  if (root >= topo->proc_count()) {
-    std::cerr << "banyan bench " << name << ": --root " << root << " is not a processor of "
-              << topo->name << " (0-" << topo->proc_count() - 1 << ")\n";
-    return 2;
-  }
   // Between broadcasts: in virtual time until nothing is in flight; in real time also
   // until no tree has changed for half a second.
   const auto settle_limit = std::chrono::seconds(600);
