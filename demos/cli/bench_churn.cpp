@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <cstdio>
 #include <deque>
@@ -10,7 +11,11 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <tuple>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -486,7 +491,7 @@ int run_bench_churn(const churn_options& opt, const std::string& json_path,
 
 int run_bench_churn_seeds(const churn_options& opt, const std::vector<std::uint64_t>& seeds,
                           const std::string& json_path, const std::string& plot_path,
-                          bool verbose) {
+                          bool verbose, std::size_t jobs) {
   for (auto* path : {&json_path, &plot_path})
     if (!path->empty() && !std::ofstream(*path, std::ios::app)) {
       std::cerr << tag << "cannot write " << *path << "\n";
@@ -506,14 +511,64 @@ int run_bench_churn_seeds(const churn_options& opt, const std::vector<std::uint6
   std::size_t dup = 0, lost = 0;
   const double limit_ms = 1000; // the target: back within 1 s
   std::size_t leave_ok = 0, rejoin_ok = 0;
+  // The seeds run on `jobs` threads (each its own emulated cluster, actor system and
+  // randomness: a seed's run is the same whichever thread takes it); the rows come out
+  // in seed order.
+  using outcome = std::variant<churn_result, std::string>;
+  std::vector<std::optional<outcome>> done(seeds.size());
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::size_t next = 0;
+  bool stop = false;
+  auto work = [&] {
+    for (;;) {
+      std::size_t k;
+      {
+        std::lock_guard<std::mutex> lk(mtx);
+        if (stop || next == seeds.size())
+          return;
+        k = next++;
+      }
+      auto o = opt;
+      o.seed = seeds[k];
+      auto out = run_churn(o, [&](const std::string& s) {
+        if (!verbose)
+          return;
+        std::lock_guard<std::mutex> lk(mtx);
+        std::cerr << tag << "seed " << o.seed << " (" << k + 1 << " of " << seeds.size()
+                  << "): " << s << std::endl;
+      });
+      std::lock_guard<std::mutex> lk(mtx);
+      done[k] = std::move(out);
+      cv.notify_all();
+    }
+  };
+  std::vector<std::thread> workers;
+  for (std::size_t i = 0; i < std::max<std::size_t>(1, std::min(jobs, seeds.size())); ++i)
+    workers.emplace_back(work);
+  struct joiner {
+    std::vector<std::thread>& ts;
+    std::mutex& m;
+    bool& stop;
+    ~joiner() {
+      {
+        std::lock_guard<std::mutex> lk(m);
+        stop = true; // an early return: start no further seed
+      }
+      for (auto& t : ts)
+        t.join();
+    }
+  } join_all{workers, mtx, stop};
   for (std::size_t k = 0; k < seeds.size(); ++k) {
     auto o = opt;
     o.seed = seeds[k];
-    auto out = run_churn(o, [&](const std::string& s) {
-      if (verbose)
-        std::cerr << tag << "seed " << o.seed << " (" << k + 1 << " of " << seeds.size()
-                  << "): " << s << std::endl;
-    });
+    outcome out;
+    {
+      std::unique_lock<std::mutex> lk(mtx);
+      cv.wait(lk, [&] { return done[k].has_value(); });
+      out = std::move(*done[k]);
+      done[k].reset();
+    }
     if (auto* err = std::get_if<std::string>(&out)) {
       std::cerr << tag << "seed " << o.seed << ": " << *err << "\n";
       return 2;
@@ -597,6 +652,7 @@ void add_bench_churn_command(CLI::App& bench, std::function<int()>& action) {
     churn_options opt;
     std::string size = "4M";
     std::string seeds;
+    std::size_t jobs = 1;
   };
   auto a = std::make_shared<args>();
   auto cmd = bench.add_subcommand(
@@ -615,6 +671,11 @@ void add_bench_churn_command(CLI::App& bench, std::function<int()>& action) {
                   "`runs` and `summary`, the plot a timeline per seed")
     ->excludes("--seed")
     ->excludes("--trace");
+  cmd->add_option("--jobs", a->jobs,
+                  "with --seeds: run this many seeds at a time, one thread each (1); the "
+                  "results are the same, in seed order")
+    ->check(CLI::Range(std::size_t{1}, std::size_t{64}))
+    ->needs("--seeds");
   cmd->callback([a, &action] {
     action = [a] {
       if (auto err = check(a->common)) {
@@ -639,7 +700,7 @@ void add_bench_churn_command(CLI::App& bench, std::function<int()>& action) {
         }
         return run_bench_churn_seeds(o, std::get<std::vector<std::uint64_t>>(seeds),
                                      a->common.json_path, a->common.plot_path,
-                                     a->common.verbose);
+                                     a->common.verbose, a->jobs);
       }
       return run_bench_churn(o, a->common.json_path, a->common.plot_path, a->common.verbose);
     };
