@@ -832,7 +832,7 @@ void supervisor::lose_parent(timestamp now, tree_state& t, outbox& out) {
   auto old = t.parent();
   t.clear_parent();
   event(out, tree_event::kind::parent_changed, now, t.key(), old, no_proc);
-  if (reattach_rule() && t.key().kind == tree_kind::bandwidth)
+  if (cfg_.hold_while_reattaching && t.key().kind == tree_kind::bandwidth)
     mark_info(t); // the children hear `connected` false: their figures are of a lost path
 }
 
@@ -843,7 +843,7 @@ void supervisor::note_reattaching(timestamp now, tree_state& t, bool was) {
 
 bool supervisor::hold_move(timestamp now, const tree_state& t, duration rtt,
                            const rule_context& ctx) const {
-  return reattach_rule() && t.key().kind == tree_kind::bandwidth && t.reattaching()
+  return cfg_.hold_while_reattaching && t.key().kind == tree_kind::bandwidth && t.reattaching()
          && now - t.reattaching_since() < cfg_.reattach_hold && !ctx.local(rtt);
 }
 
@@ -1166,7 +1166,6 @@ void supervisor::do_join(timestamp now, proc_id contact, const vnode_set& wanted
   chain_tail_.clear();
   lent_.clear();
   settling_ = repair_round_ = false;
-  formed_ = false;
   entry_pending_.clear(); // (a notice timer of the last life may never have fired)
   entry_timer_ = false;
   entry_repeats_ = 0;
@@ -1697,7 +1696,6 @@ void supervisor::maybe_probe(timestamp now, outbox& out) {
   if (!scheduled) {
     if (was_active) {
       settling_ = repair_round_ = false;
-      formed_ = true;
       // The round is over: tell the LAN of every tree we enter now. A notice sent while
       // measuring may have gone to nobody (no LAN peer known yet) or been overtaken.
       for (auto& t : trees_)
@@ -2108,7 +2106,8 @@ void supervisor::on_tree_update(timestamp now, proc_id from, const wire::tree_up
       continue;
     }
     auto before = t->info();
-    if (reattach_rule() && info.tree.kind == tree_kind::bandwidth && !info.connected) {
+    if (cfg_.hold_while_reattaching && info.tree.kind == tree_kind::bandwidth
+        && !info.connected) {
       // Our parent lost its parent: keep the figures of the path it had, marked as
       // such (hold_while_reattaching), rather than its est 0 (every candidate would win).
       auto kept = t->parent_info();

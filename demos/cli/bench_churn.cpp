@@ -158,11 +158,8 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   cfg.topo = *topo;
   cfg.seed = opt.seed;
   cfg.clock = opt.clock == "real" ? actors::clock_mode::real_time : actors::clock_mode::virtual_time;
-  {
-    bench_options common;
-    common.hold_reattaching = opt.hold_reattaching;
-    apply_supervisor_options(common, cfg.sup);
-  }
+  if (opt.hold_reattaching)
+    cfg.sup.hold_while_reattaching = *opt.hold_reattaching;
   // Owned here, and released instead of destroyed when a broadcast never completed: the
   // cluster's destructor runs the actors until they are all done, which frames that
   // circulate for good (the losses reported) never are.

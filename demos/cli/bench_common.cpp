@@ -22,18 +22,15 @@ void add_bench_options(CLI::App& cmd, bench_options& opt) {
     "-q,--quiet", [&opt](std::int64_t) { opt.verbose = false; }, "no progress lines on stderr");
   cmd.add_option_function<std::string>(
        "--hold-reattaching",
-       [&opt](const std::string& v) { opt.hold_reattaching = v; },
-       "on|off|formed: children hold remote moves while their parent reattaches "
-       "(supervisor_config::hold_while_reattaching; formed: only once a processor's first "
-       "round of measuring ended, reattach_formed_only; default: their defaults)")
-    ->check(CLI::IsMember({"on", "off", "formed"}));
+       [&opt](const std::string& v) { opt.hold_reattaching = v == "on"; },
+       "on|off: children hold remote moves while their parent reattaches "
+       "(supervisor_config::hold_while_reattaching; default: its default)")
+    ->check(CLI::IsMember({"on", "off"}));
 }
 
 void apply_supervisor_options(const bench_options& opt, supervisor_config& cfg) {
-  if (!opt.hold_reattaching.empty()) {
-    cfg.hold_while_reattaching = opt.hold_reattaching != "off";
-    cfg.reattach_formed_only = opt.hold_reattaching == "formed";
-  }
+  if (opt.hold_reattaching)
+    cfg.hold_while_reattaching = *opt.hold_reattaching;
 }
 
 std::variant<std::vector<std::uint64_t>, std::string> parse_seed_list(const std::string& text) {

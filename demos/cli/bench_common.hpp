@@ -13,8 +13,8 @@
 //   --json F    results as JSON
 //   --plot F    a picture of the results as SVG (svg_plot.hpp)
 //   -q,--quiet  no progress lines on stderr
-//   --hold-reattaching on|off|formed  supervisor_config::hold_while_reattaching (formed:
-//               and reattach_formed_only; default: their defaults), to compare in one build
+//   --hold-reattaching on|off  supervisor_config::hold_while_reattaching (default: its
+//               default), to compare the rule with and without in one build
 //
 // Typical use in an experiment:
 //
@@ -48,9 +48,8 @@ struct bench_options {
   std::string json_path;         ///< empty: no JSON
   std::string plot_path;         ///< empty: no picture
   bool verbose = true;           ///< progress lines on stderr
-  /// --hold-reattaching: "on", "off" or "formed" (supervisor_config::hold_while_reattaching,
-  /// reattach_formed_only); empty: the defaults.
-  std::string hold_reattaching;
+  /// supervisor_config::hold_while_reattaching; empty: the default.
+  std::optional<bool> hold_reattaching;
 };
 
 /// Applies what `opt` says of the supervisors to `cfg` (--hold-reattaching).

@@ -206,10 +206,6 @@ struct supervisor_config {
   /// for the rest of the run (docs/benchmarks.md, sessions 11 and 12).
   bool hold_while_reattaching = false;
   duration reattach_hold = std::chrono::milliseconds(200);
-  /// The rule applies only once this processor's first round of measuring (after it
-  /// founded or joined) has ended: while the trees first form, every parent's figures are
-  /// provisional, and holding remote moves then only slows the forming.
-  bool reattach_formed_only = false;
 };
 
 /// Something worth reporting to a monitor.
@@ -442,12 +438,6 @@ private:
   /// Whether a bandwidth-rule move of tree t to a candidate at `rtt` waits (see
   /// hold_while_reattaching).
   bool hold_move(timestamp now, const tree_state& t, duration rtt, const rule_context& ctx) const;
-  /// Whether hold_while_reattaching applies now (reattach_formed_only: once formed_).
-  bool reattach_rule() const noexcept {
-    return cfg_.hold_while_reattaching && (formed_ || !cfg_.reattach_formed_only);
-  }
-  /// The first round of measuring of this membership has ended.
-  bool formed_ = false;
   /// Takes member p for crashed: tells every member, departs it (its vnodes become
   /// orphans, see depart).
   void declare_crashed(timestamp now, proc_id p, outbox& out);
