@@ -58,6 +58,8 @@ struct TreeInfo {
   est @4 :Float64;          # bandwidth tree: estimated rate received from the parent, B/s
   children @5 :UInt32;      # current number of children
   path @6 :List(UInt32);    # ancestors, parent first, root last (loop prevention)
+  reattaching @7 :Bool;     # connected, but an ancestor lost its parent: dist, est and
+                            # path are those of the path it had
 }
 
 struct SubtreeEntry {

@@ -218,9 +218,7 @@ void supervisor::remove_member(timestamp now, proc_id p, outbox& out) {
     if (t->remove_child(p))
       mark_subtree(*t);
     if (t->parent() == p) {
-      auto old = t->parent();
-      t->clear_parent();
-      event(out, tree_event::kind::parent_changed, now, t->key(), old, no_proc);
+      lose_parent(now, *t, out);
       orphaned = true;
     }
   }
@@ -741,7 +739,9 @@ void supervisor::on_step_reply(timestamp now, std::uint64_t seq, const wire::ado
           steps_.erase(s);
         continue;
       }
+      const bool was = t->reattaching();
       t->set_parent(cand, s->second.rtt, s->second.bw, v->info);
+      note_reattaching(now, *t, was);
       t->set_reported(a->second.offered[k]); // what the parent now holds for us
       mark_info(*t);
       mark_subtree(*t);
@@ -832,6 +832,19 @@ void supervisor::lose_parent(timestamp now, tree_state& t, outbox& out) {
   auto old = t.parent();
   t.clear_parent();
   event(out, tree_event::kind::parent_changed, now, t.key(), old, no_proc);
+  if (cfg_.hold_while_reattaching && t.key().kind == tree_kind::bandwidth)
+    mark_info(t); // the children hear `connected` false: their figures are of a lost path
+}
+
+void supervisor::note_reattaching(timestamp now, tree_state& t, bool was) {
+  if (t.reattaching() && !was)
+    t.set_reattaching_since(now);
+}
+
+bool supervisor::hold_move(timestamp now, const tree_state& t, duration rtt,
+                           const rule_context& ctx) const {
+  return cfg_.hold_while_reattaching && t.key().kind == tree_kind::bandwidth && t.reattaching()
+         && now - t.reattaching_since() < cfg_.reattach_hold && !ctx.local(rtt);
 }
 
 bool supervisor::busy() const noexcept {
@@ -1910,9 +1923,14 @@ void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& 
       auto before = t->info();
       t->refresh_measurement(rtt, bw);
       t->set_parent_info(info);
+      note_reattaching(now, *t, before.reattaching);
       if (!(t->info() == before))
         mark_info(*t);
     } else if (v == verdict::adopt) {
+      if (hold_move(now, *t, rtt, ctx)) {
+        ++held_moves_; // judged against a lost path's est: wait for the parent's new one
+        continue;
+      }
       wanted.push_back({info.tree, t->subtree(reported_own())});
     }
   }
@@ -2051,7 +2069,9 @@ void supervisor::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_r
     auto old = t->parent();
     if (old != no_proc && old != from)
       releases[old].trees.push_back(v.tree);
+    const bool was = t->reattaching();
     t->set_parent(from, probe_->rtt, probe_->bw, v.info);
+    note_reattaching(now, *t, was);
     auto req = std::find_if(probe_->requested.begin(), probe_->requested.end(),
                             [&](auto& r) { return r.tree == v.tree; });
     if (req != probe_->requested.end())
@@ -2086,9 +2106,20 @@ void supervisor::on_tree_update(timestamp now, proc_id from, const wire::tree_up
       continue;
     }
     auto before = t->info();
-    t->set_parent_info(info);
+    if (cfg_.hold_while_reattaching && info.tree.kind == tree_kind::bandwidth
+        && !info.connected) {
+      // Our parent lost its parent: keep the figures of the path it had, marked as
+      // such (hold_while_reattaching), rather than its est 0 (every candidate would win).
+      auto kept = t->parent_info();
+      kept.reattaching = true;
+      t->set_parent_info(std::move(kept));
+    } else {
+      t->set_parent_info(info);
+    }
+    note_reattaching(now, *t, before.reattaching);
     auto after = t->info();
-    if (after.dist != before.dist || after.est != before.est || after.path != before.path)
+    if (after.dist != before.dist || after.est != before.est || after.path != before.path
+        || after.reattaching != before.reattaching)
       mark_info(*t);
   }
   for (auto& [p, r] : releases)

@@ -70,6 +70,8 @@ struct churn_options {
   /// frame the network carried (F) and per tree event (T); see run_churn.
   std::string trace_path;
   double trace_from_ms = 0;
+  /// supervisor_config::hold_while_reattaching (empty: the default; --hold-reattaching).
+  std::optional<bool> hold_reattaching;
 };
 
 struct churn_point {

@@ -20,6 +20,17 @@ void add_bench_options(CLI::App& cmd, bench_options& opt) {
   cmd.add_option("--plot", opt.plot_path, "draw the results as SVG into this file");
   cmd.add_flag_function(
     "-q,--quiet", [&opt](std::int64_t) { opt.verbose = false; }, "no progress lines on stderr");
+  cmd.add_option_function<std::string>(
+       "--hold-reattaching",
+       [&opt](const std::string& v) { opt.hold_reattaching = v == "on"; },
+       "on|off: children hold remote moves while their parent reattaches "
+       "(supervisor_config::hold_while_reattaching; default: its default)")
+    ->check(CLI::IsMember({"on", "off"}));
+}
+
+void apply_supervisor_options(const bench_options& opt, supervisor_config& cfg) {
+  if (opt.hold_reattaching)
+    cfg.hold_while_reattaching = *opt.hold_reattaching;
 }
 
 std::variant<std::vector<std::uint64_t>, std::string> parse_seed_list(const std::string& text) {
@@ -109,6 +120,7 @@ form_cluster(const std::string& experiment, const bench_options& opt,
   cfg.topo = *topo;
   cfg.seed = opt.seed;
   cfg.clock = clock_of(opt);
+  apply_supervisor_options(opt, cfg.sup);
   if (configure)
     configure(cfg);
   bench_cluster r;

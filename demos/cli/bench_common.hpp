@@ -13,6 +13,8 @@
 //   --json F    results as JSON
 //   --plot F    a picture of the results as SVG (svg_plot.hpp)
 //   -q,--quiet  no progress lines on stderr
+//   --hold-reattaching on|off  supervisor_config::hold_while_reattaching (default: its
+//               default), to compare the rule with and without in one build
 //
 // Typical use in an experiment:
 //
@@ -46,7 +48,12 @@ struct bench_options {
   std::string json_path;         ///< empty: no JSON
   std::string plot_path;         ///< empty: no picture
   bool verbose = true;           ///< progress lines on stderr
+  /// supervisor_config::hold_while_reattaching; empty: the default.
+  std::optional<bool> hold_reattaching;
 };
+
+/// Applies what `opt` says of the supervisors to `cfg` (--hold-reattaching).
+void apply_supervisor_options(const bench_options& opt, supervisor_config& cfg);
 
 /// Registers --topology (required), --seed, --clock, --json, --plot and --quiet on `cmd`
 /// (which must outlive the parse: `opt` is written to while parsing).

@@ -80,6 +80,7 @@ void write(const wire::tree_info& t, cs::TreeInfo::Builder b) {
   b.setDist(t.dist.count());
   b.setEst(t.est);
   b.setChildren(t.children);
+  b.setReattaching(t.reattaching);
   if (!t.path.empty()) {
     auto path = b.initPath(list_size(t.path.size()));
     for (unsigned i = 0; i < path.size(); ++i)
@@ -386,6 +387,7 @@ wire::tree_info read(cs::TreeInfo::Reader r) {
   t.dist = duration(r.getDist());
   t.est = r.getEst();
   t.children = r.getChildren();
+  t.reattaching = r.getReattaching();
   auto path = r.getPath();
   t.path.reserve(path.size());
   for (proc_id id : path)

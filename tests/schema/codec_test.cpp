@@ -88,6 +88,7 @@ struct gen {
     t.est = coin() ? banyan::infinite_rate : static_cast<double>(u32()) * 1.25;
     t.children = static_cast<std::uint32_t>(upto(50));
     t.path = path();
+    t.reattaching = coin();
     return t;
   }
   wire::subtree_entry subtree() { return {key(), vnodes()}; }

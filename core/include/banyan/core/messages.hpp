@@ -28,9 +28,14 @@ struct tree_info {
   rate est = 0;               ///< bandwidth tree: estimated rate received from the parent
   std::uint32_t children = 0; ///< current number of children
   std::vector<proc_id> path;  ///< ancestors, parent first, root last (loop prevention)
+  /// Connected, but a processor on the path to the root lost its parent and is looking
+  /// for another: dist, est and path are those of the path it had (bandwidth trees,
+  /// supervisor_config::hold_while_reattaching).
+  bool reattaching = false;
   friend bool operator==(const tree_info& a, const tree_info& b) {
     return a.tree == b.tree && a.connected == b.connected && a.dist == b.dist &&
-           a.est == b.est && a.children == b.children && a.path == b.path;
+           a.est == b.est && a.children == b.children && a.path == b.path &&
+           a.reattaching == b.reattaching;
   }
 };
 

@@ -192,6 +192,22 @@ struct supervisor_config {
   int entry_repeats = 5;
   /// No notices while a round of measuring runs (its end tells of every tree entered).
   bool entry_quiet_rounds = false;
+  /// Children told when their parent loses its path (bandwidth trees): a processor that
+  /// loses its parent tells its children at once (a tree_update, `connected` false); a
+  /// child keeps the figures it had (est, dist, path), marks them `reattaching` and tells
+  /// its own children so, down the subtree, until a connected path is told again (the
+  /// parent found one, or a probe of it says so). While its figures are so marked, and
+  /// for at most `reattach_hold` from when it learnt of it, a processor does not move to
+  /// a candidate outside its LAN by the bandwidth rule: it would judge the candidate
+  /// against the est of a path that no longer exists. False: a processor that loses its
+  /// parent says nothing, and its children go on judging by its last tree_update. On
+  /// paper-4c160 (seed 6), 150 judged 74, across the narrow B -> D link, against the est
+  /// its step-parent 142 had told from a path held for 3 ms, and fed D through that link
+  /// for the rest of the run. With it, 20 seeds of paper-4c160's churn: the leave back
+  /// within 1 s on 16 (11 without), the rejoin on 15 (13), 636 broadcasts (605); paper-3c128
+  /// 178 broadcasts in 5 seeds (185) (docs/benchmarks.md, sessions 11 and 12).
+  bool hold_while_reattaching = true;
+  duration reattach_hold = std::chrono::milliseconds(200);
 };
 
 /// Something worth reporting to a monitor.
@@ -313,6 +329,9 @@ public:
   /// made because of one (entry_hints).
   std::uint64_t entry_notices() const noexcept { return entry_notices_; }
   std::uint64_t entry_probes() const noexcept { return entry_probes_; }
+  /// Bandwidth-rule moves to a remote candidate not asked for because the figures of
+  /// the path were marked reattaching (hold_while_reattaching).
+  std::uint64_t held_moves() const noexcept { return held_moves_; }
   /// The step-parent this processor will ask (or is asking) in tree k, if any.
   proc_id step_parent(tree_key k) const {
     auto i = steps_.find(k);
@@ -415,6 +434,12 @@ private:
   /// An offer was answered (or timed out: not accepted).
   void offer_resolved(timestamp now, std::uint64_t seq, bool accepted, outbox& out);
   void lose_parent(timestamp now, tree_state& t, outbox& out);
+  /// hold_while_reattaching: tree t's parent lost its own (its info `connected` false), or
+  /// an ancestor did (`reattaching`): notes when the figures became those of a lost path.
+  void note_reattaching(timestamp now, tree_state& t, bool was);
+  /// Whether a bandwidth-rule move of tree t to a candidate at `rtt` waits (see
+  /// hold_while_reattaching).
+  bool hold_move(timestamp now, const tree_state& t, duration rtt, const rule_context& ctx) const;
   /// Takes member p for crashed: tells every member, departs it (its vnodes become
   /// orphans, see depart).
   void declare_crashed(timestamp now, proc_id p, outbox& out);
@@ -658,6 +683,7 @@ private:
   std::set<tree_key> hint_cover_;
   std::uint64_t entry_notices_ = 0;
   std::uint64_t entry_probes_ = 0;
+  std::uint64_t held_moves_ = 0;
 };
 
 } // namespace banyan

@@ -68,6 +68,12 @@ public:
     result.insert(result.end(), parent_info_.path.begin(), parent_info_.path.end());
     return result;
   }
+  /// Bandwidth trees (supervisor_config::hold_while_reattaching): our parent, or a
+  /// processor above it, lost its parent and is looking for another, so est() and dist()
+  /// are those of a path that is gone; since when we know it.
+  bool reattaching() const noexcept { return parent_ != no_proc && parent_info_.reattaching; }
+  timestamp reattaching_since() const noexcept { return reattaching_since_; }
+  void set_reattaching_since(timestamp t) noexcept { reattaching_since_ = t; }
   bool has_ancestor(proc_id p) const {
     return parent_ == p || std::find(parent_info_.path.begin(), parent_info_.path.end(), p)
                                != parent_info_.path.end();
@@ -81,6 +87,7 @@ public:
     i.est = est();
     i.children = static_cast<std::uint32_t>(children_.size());
     i.path = path();
+    i.reattaching = reattaching();
     return i;
   }
 
@@ -129,6 +136,7 @@ private:
   rate bw_parent_ = 0;
   rate sender_capacity_ = 0;
   wire::tree_info parent_info_;
+  timestamp reattaching_since_{0};
   std::map<proc_id, vnode_set> children_;
   vnode_set reported_;
 };
