@@ -1726,7 +1726,9 @@ void supervisor::maybe_probe(timestamp now, outbox& out) {
     ++entry_probes_;
   }
   if (p.cand == no_proc)
-    p.cand = pick_candidate(repair_round_ && parented && cfg_.repaired_local_probes);
+    p.cand = pick_candidate(parented
+                            && ((repair_round_ && cfg_.repaired_local_probes)
+                                || (settling_ && cfg_.joiner_local_probes)));
   probe_ = std::move(p);
   auto pause = cfg_.probe_jitter.count() > 0
                  ? duration{std::uniform_int_distribution<duration::rep>(

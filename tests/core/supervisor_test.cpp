@@ -722,6 +722,61 @@ BOOST_AUTO_TEST_CASE(a_joiner_s_first_parent_is_its_giver) {
   }
 }
 
+// A joiner that its giver placed in every tree (where its vnodes were, a LAN edge)
+// improves that place, once it knows its LAN, with probes to that LAN only
+// (joiner_local_probes): the 128 KiB
+// replies of 80 rejoiners' rounds stay off the wide-area links (paper-4c160,
+// docs/benchmarks.md session 12). It knows its LAN from before (remember_paths). Control:
+// with the rule off some of its probes cross.
+BOOST_AUTO_TEST_CASE(a_placed_joiner_probes_only_its_lan) {
+  const auto topo = tiny();
+  const auto cluster = topo.cluster_of();
+  for (bool on : {true, false}) {
+    std::size_t probes = 0, remote = 0;
+    for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+      supervisor_config cfg;
+      cfg.joiner_local_probes = on;
+      mini_grid g{topo, seed, cfg};
+      leave_3_to_2(g);
+      BOOST_TEST_REQUIRE(!g.busy());
+      // Counted once the giver placed it (every tree of another root has a parent) and it
+      // knows its LAN (it has measured peers of both clusters: two classes of RTT).
+      auto placed = [&] {
+        for (proc_id r = 0; r < 8; ++r)
+          for (auto k : {tree_kind::bandwidth, tree_kind::latency})
+            if (auto t = g.sup(3)->tree({r, k}); r != 3 && (!t || !t->connected()))
+              return false;
+        bool lan = false, wan = false;
+        for (proc_id p = 0; p < 8; ++p)
+          if (p != 3 && g.sup(3)->measured_rtt(p))
+            (cluster[p] == cluster[3] ? lan : wan) = true;
+        return lan && wan;
+      };
+      g.slow(
+        [&](const wire::envelope& e) {
+          // A probe starts with its ping (the bw_request follows the pong).
+          if (std::holds_alternative<wire::ping>(e.body) && e.from == 3 && placed()) {
+            ++probes;
+            remote += cluster[e.to] != cluster[3];
+          }
+          return false; // only watching
+        },
+        duration{0});
+      g.join(3, 0, vnode_set{3}); // through 0, asking 2 (its LAN) for vnode 3 back
+      g.run();
+      check_settled(g, 8);
+    }
+    BOOST_TEST_CONTEXT("joiner_local_probes " << on) {
+      BOOST_TEST_MESSAGE("joiner_local_probes " << on << ": " << remote << " of " << probes);
+      BOOST_TEST(probes > 0u);
+      if (on)
+        BOOST_TEST(remote == 0u);
+      else
+        BOOST_TEST(remote > 0u);
+    }
+  }
+}
+
 // A newcomer's trees are seeded from its giver's (seed_new_trees): every member asks, in
 // the newcomer's tree, its parent in the giver's tree, and the giver asks the newcomer.
 // Nobody but the newcomer probes for the join. Fails with seeding off (every member then
