@@ -724,10 +724,10 @@ BOOST_AUTO_TEST_CASE(a_joiner_s_first_parent_is_its_giver) {
 
 // A joiner that its giver placed in every tree (where its vnodes were, a LAN edge)
 // improves that place, once it knows its LAN, with probes to that LAN only
-// (joiner_local_probes): the 128 KiB
-// replies of 80 rejoiners' rounds stay off the wide-area links (paper-4c160,
-// docs/benchmarks.md session 12). It knows its LAN from before (remember_paths). Control:
-// with the rule off some of its probes cross.
+// (joiner_local_probes): the 128 KiB replies of 80 rejoiners' rounds stay off the
+// wide-area links (paper-4c160, docs/benchmarks.md session 12). Probes are counted from
+// their ping (when the candidate is picked) once both hold. Control: with the rule off
+// some of them cross.
 BOOST_AUTO_TEST_CASE(a_placed_joiner_probes_only_its_lan) {
   const auto topo = tiny();
   const auto cluster = topo.cluster_of();
