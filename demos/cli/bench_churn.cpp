@@ -176,6 +176,15 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   const auto base = c.elapsed();
   trace_base = base;
   const proc_id origin = 0;
+  if (trace && opt.trace_from_ms <= 0) // the trees as formed, so the trace's tree lines start whole
+    for (proc_id p = 0; p < topo->proc_count(); ++p)
+      if (auto* s = c.inspect(p))
+        for (auto kind : {tree_kind::latency, tree_kind::bandwidth})
+          *trace << "T 0 " << p << " formed " << origin << ' '
+                 << (kind == tree_kind::bandwidth ? 'B' : 'L') << " -1 "
+                 << (s->parent({origin, kind}) == no_proc ? -1L
+                                                           : static_cast<long>(s->parent({origin, kind})))
+                 << '\n';
   auto now_ms = [&] { return to_ms(c.elapsed() - base); };
   say("trees formed after " + std::to_string(static_cast<long>(to_ms(base))) + " ms");
 

@@ -38,7 +38,9 @@
 // times in ms on the timeline (to find where the time goes; docs/benchmarks.md):
 //   F t_ms s|d|u from to type bytes [origin seq stream index count first direct hops kind vnodes]
 //     (s sent, d delivered, u undeliverable; the bracket for broadcast segments)
-//   T t_ms proc event root L|B old_parent new_parent   (tree events: parent changes...)
+//   T t_ms proc event root L|B old_parent new_parent   (tree events: parent changes...;
+//     with --trace-from 0 it opens with a `formed` line per processor and tree of the
+//     origin: its parent when the trees had formed, old_parent -1)
 //   E t_ms leave|rejoin                                  (the churn events)
 
 #include <cstddef>
