@@ -74,6 +74,8 @@ struct churn_options {
   double trace_from_ms = 0;
   /// supervisor_config::hold_while_reattaching (empty: the default; --hold-reattaching).
   std::optional<bool> hold_reattaching;
+  /// supervisor_config::entry_hints (empty: the default; --entry-hints).
+  std::optional<bool> entry_hints;
 };
 
 struct churn_point {

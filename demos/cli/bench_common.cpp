@@ -26,11 +26,18 @@ void add_bench_options(CLI::App& cmd, bench_options& opt) {
        "on|off: children hold remote moves while their parent reattaches "
        "(supervisor_config::hold_while_reattaching; default: its default)")
     ->check(CLI::IsMember({"on", "off"}));
+  cmd.add_option_function<std::string>(
+       "--entry-hints", [&opt](const std::string& v) { opt.entry_hints = v == "on"; },
+       "on|off: a processor that enters its LAN in a bandwidth tree tells its LAN "
+       "(supervisor_config::entry_hints; default: its default)")
+    ->check(CLI::IsMember({"on", "off"}));
 }
 
 void apply_supervisor_options(const bench_options& opt, supervisor_config& cfg) {
   if (opt.hold_reattaching)
     cfg.hold_while_reattaching = *opt.hold_reattaching;
+  if (opt.entry_hints)
+    cfg.entry_hints = *opt.entry_hints;
 }
 
 std::variant<std::vector<std::uint64_t>, std::string> parse_seed_list(const std::string& text) {

@@ -15,6 +15,7 @@
 //   -q,--quiet  no progress lines on stderr
 //   --hold-reattaching on|off  supervisor_config::hold_while_reattaching (default: its
 //               default), to compare the rule with and without in one build
+//   --entry-hints on|off       supervisor_config::entry_hints (default: its default), the same
 //
 // Typical use in an experiment:
 //
@@ -50,9 +51,11 @@ struct bench_options {
   bool verbose = true;           ///< progress lines on stderr
   /// supervisor_config::hold_while_reattaching; empty: the default.
   std::optional<bool> hold_reattaching;
+  /// supervisor_config::entry_hints; empty: the default.
+  std::optional<bool> entry_hints;
 };
 
-/// Applies what `opt` says of the supervisors to `cfg` (--hold-reattaching).
+/// Applies what `opt` says of the supervisors to `cfg` (--hold-reattaching, --entry-hints).
 void apply_supervisor_options(const bench_options& opt, supervisor_config& cfg);
 
 /// Registers --topology (required), --seed, --clock, --json, --plot and --quiet on `cmd`
