@@ -163,10 +163,7 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   cfg.topo = *topo;
   cfg.seed = opt.seed;
   cfg.clock = opt.clock == "real" ? actors::clock_mode::real_time : actors::clock_mode::virtual_time;
-  if (opt.hold_reattaching)
-    cfg.sup.hold_while_reattaching = *opt.hold_reattaching;
-  if (opt.entry_hints)
-    cfg.sup.entry_hints = *opt.entry_hints;
+  opt.sup.apply_to(cfg.sup);
   // Owned here, and released instead of destroyed when a broadcast never completed: the
   // cluster's destructor runs the actors until they are all done, which frames that
   // circulate for good (the losses reported) never are.
@@ -705,8 +702,7 @@ void add_bench_churn_command(CLI::App& bench, std::function<int()>& action) {
       o.topology = a->common.topology;
       o.seed = a->common.seed;
       o.clock = a->common.clock;
-      o.hold_reattaching = a->common.hold_reattaching;
-      o.entry_hints = a->common.entry_hints;
+      o.sup = a->common.sup;
       if (!a->seeds.empty()) {
         auto seeds = parse_seed_list(a->seeds);
         if (auto* err = std::get_if<std::string>(&seeds)) {

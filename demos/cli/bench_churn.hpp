@@ -53,6 +53,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "supervisor_overrides.hpp"
 #include "svg_plot.hpp"
 
 namespace banyan::cli {
@@ -72,10 +73,7 @@ struct churn_options {
   /// frame the network carried (F) and per tree event (T); see run_churn.
   std::string trace_path;
   double trace_from_ms = 0;
-  /// supervisor_config::hold_while_reattaching (empty: the default; --hold-reattaching).
-  std::optional<bool> hold_reattaching;
-  /// supervisor_config::entry_hints (empty: the default; --entry-hints).
-  std::optional<bool> entry_hints;
+  supervisor_overrides sup; ///< --hold-reattaching, --entry-hints
 };
 
 struct churn_point {

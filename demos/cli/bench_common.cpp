@@ -22,22 +22,15 @@ void add_bench_options(CLI::App& cmd, bench_options& opt) {
     "-q,--quiet", [&opt](std::int64_t) { opt.verbose = false; }, "no progress lines on stderr");
   cmd.add_option_function<std::string>(
        "--hold-reattaching",
-       [&opt](const std::string& v) { opt.hold_reattaching = v == "on"; },
+       [&opt](const std::string& v) { opt.sup.hold_reattaching = v == "on"; },
        "on|off: children hold remote moves while their parent reattaches "
        "(supervisor_config::hold_while_reattaching; default: its default)")
     ->check(CLI::IsMember({"on", "off"}));
   cmd.add_option_function<std::string>(
-       "--entry-hints", [&opt](const std::string& v) { opt.entry_hints = v == "on"; },
+       "--entry-hints", [&opt](const std::string& v) { opt.sup.entry_hints = v == "on"; },
        "on|off: a processor that enters its LAN in a bandwidth tree tells its LAN "
        "(supervisor_config::entry_hints; default: its default)")
     ->check(CLI::IsMember({"on", "off"}));
-}
-
-void apply_supervisor_options(const bench_options& opt, supervisor_config& cfg) {
-  if (opt.hold_reattaching)
-    cfg.hold_while_reattaching = *opt.hold_reattaching;
-  if (opt.entry_hints)
-    cfg.entry_hints = *opt.entry_hints;
 }
 
 std::variant<std::vector<std::uint64_t>, std::string> parse_seed_list(const std::string& text) {
@@ -127,7 +120,7 @@ form_cluster(const std::string& experiment, const bench_options& opt,
   cfg.topo = *topo;
   cfg.seed = opt.seed;
   cfg.clock = clock_of(opt);
-  apply_supervisor_options(opt, cfg.sup);
+  opt.sup.apply_to(cfg.sup);
   if (configure)
     configure(cfg);
   bench_cluster r;

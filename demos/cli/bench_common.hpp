@@ -38,6 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "banyan/actors/emulated_cluster.hpp"
+#include "supervisor_overrides.hpp"
 #include "svg_plot.hpp"
 
 namespace banyan::cli {
@@ -49,14 +50,8 @@ struct bench_options {
   std::string json_path;         ///< empty: no JSON
   std::string plot_path;         ///< empty: no picture
   bool verbose = true;           ///< progress lines on stderr
-  /// supervisor_config::hold_while_reattaching; empty: the default.
-  std::optional<bool> hold_reattaching;
-  /// supervisor_config::entry_hints; empty: the default.
-  std::optional<bool> entry_hints;
+  supervisor_overrides sup;      ///< --hold-reattaching, --entry-hints
 };
-
-/// Applies what `opt` says of the supervisors to `cfg` (--hold-reattaching, --entry-hints).
-void apply_supervisor_options(const bench_options& opt, supervisor_config& cfg);
 
 /// Registers --topology (required), --seed, --clock, --json, --plot and --quiet on `cmd`
 /// (which must outlive the parse: `opt` is written to while parsing).
