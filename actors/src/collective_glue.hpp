@@ -144,12 +144,14 @@ using static_install_ptr = std::shared_ptr<const static_install>;
 
 /// A processor that also hosts the collective engines reporting to `ledger`.
 /// `incarnation` numbers the broadcasts it starts apart from those of its earlier
-/// incarnations. `blind_linger`: see cluster_config.
+/// incarnations. `blind_linger`: see cluster_config. `predecessor`: the incarnation
+/// that left before this one, whose memory of paths this one recalls when it joins.
 caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> sup,
                            caf::actor net, cluster_monitor* mon, std::uint32_t incarnation,
                            std::shared_ptr<collective_ledger> ledger,
                            std::shared_ptr<shared_counters> counters,
-                           std::optional<duration> blind_linger = {});
+                           std::optional<duration> blind_linger = {},
+                           std::shared_ptr<const supervisor> predecessor = {});
 
 } // namespace banyan::actors
 

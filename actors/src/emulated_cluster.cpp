@@ -32,6 +32,9 @@ struct emulated_cluster::impl {
   std::vector<caf::actor> procs;
   std::vector<std::shared_ptr<supervisor>> sups;    // current incarnation
   std::vector<std::shared_ptr<supervisor>> history; // every incarnation
+  /// The incarnation that left last, per processor (none after a crash): its successor
+  /// recalls what it measured (supervisor::recall_paths).
+  std::vector<std::shared_ptr<const supervisor>> departed;
   std::vector<std::uint32_t> incarnation;
   std::shared_ptr<collective_ledger> ledger = std::make_shared<collective_ledger>();
   reduce_op_table ops; ///< built-in operators, to check requests up front
@@ -54,7 +57,7 @@ struct emulated_cluster::impl {
 
   explicit impl(cluster_config c)
     : cfg(std::move(c)), mon(cfg.topo.proc_count()), procs(cfg.topo.proc_count()),
-      sups(cfg.topo.proc_count()), incarnation(cfg.topo.proc_count(), 0) {
+      sups(cfg.topo.proc_count()), departed(cfg.topo.proc_count()), incarnation(cfg.topo.proc_count(), 0) {
     if (cfg.clock == clock_mode::virtual_time) {
       sys_cfg.set("scheduler.policy", caf::atom("testing"));
     } else {
@@ -112,7 +115,9 @@ struct emulated_cluster::impl {
     auto sup = std::make_shared<supervisor>(p, cfg.sup, seed);
     sups[p] = sup;
     history.push_back(sup);
-    procs[p] = spawn_processor(*sys, sup, net, &mon, inc, ledger, ctr, cfg.blind_linger);
+    procs[p] = spawn_processor(*sys, sup, net, &mon, inc, ledger, ctr, cfg.blind_linger,
+                               std::move(departed[p]));
+    departed[p] = nullptr;
     if (attach)
       caf::anon_send(net, attach_atom::value, p, procs[p]);
   }
@@ -294,6 +299,7 @@ std::optional<error> emulated_cluster::leave(proc_id p, proc_id recipient) {
     return make_error(errc::invalid_argument, "processor " + std::to_string(p) + " is not running");
   caf::anon_send(d.procs[p], leave_atom::value, recipient);
   d.procs[p] = nullptr;
+  d.departed[p] = std::move(d.sups[p]);
   d.sups[p] = nullptr;
   return std::nullopt;
 }
@@ -305,6 +311,7 @@ std::optional<error> emulated_cluster::crash(proc_id p) {
   caf::anon_send(d.procs[p], crash_atom::value);
   d.procs[p] = nullptr;
   d.sups[p] = nullptr;
+  d.departed[p] = nullptr; // a crashed process comes back with nothing
   // For the monitor's trees, a crashed processor is gone as one that left.
   tree_event gone;
   gone.what = tree_event::kind::left;

@@ -45,6 +45,10 @@ struct processor_state {
   /// Detach blindly this long after the engines' last send instead of asking the
   /// network (cluster_config::blind_linger).
   std::optional<duration> blind_linger;
+  /// The incarnation before this one, if it left (not crashed): what it measured is
+  /// recalled when this one joins, as a banyan::node that leaves and joins again keeps
+  /// its supervisor (supervisor::recall_paths). Read only after it detached.
+  std::shared_ptr<const supervisor> predecessor;
   /// Messages received from the network (frames and bounces): a leaver's ask to detach
   /// names it, so the network can tell whether it sent the leaver anything since.
   std::uint64_t received = 0;
@@ -346,9 +350,11 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
                               caf::actor net, cluster_monitor* mon, std::uint32_t incarnation,
                               std::shared_ptr<collective_ledger> ledger,
                               std::shared_ptr<shared_counters> ctr,
-                              std::optional<duration> blind_linger) {
+                              std::optional<duration> blind_linger,
+                              std::shared_ptr<const supervisor> predecessor) {
   auto& init = self->state;
   init.blind_linger = blind_linger;
+  init.predecessor = std::move(predecessor);
   init.sup = std::move(sup);
   init.net = std::move(net);
   init.mon = mon;
@@ -562,6 +568,12 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       if (!st.reduce) // a joiner's vnodes settle when their histories arrive
         st.reduce = std::make_unique<reduce_engine>(*st.view, st.ops, reduce_config{},
                                                     vnode_set{});
+      if (st.predecessor) {
+        // The network hands the join over only once the predecessor has detached (and
+        // quit): its supervisor is no longer touched.
+        st.sup->recall_paths(*st.predecessor);
+        st.predecessor.reset();
+      }
       st.sup->join(now_of(self), contact, wanted, st.out);
       carry_out(self);
     },
@@ -586,9 +598,11 @@ caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> s
                            caf::actor net, cluster_monitor* mon, std::uint32_t incarnation,
                            std::shared_ptr<collective_ledger> ledger,
                            std::shared_ptr<shared_counters> counters,
-                           std::optional<duration> blind_linger) {
+                           std::optional<duration> blind_linger,
+                           std::shared_ptr<const supervisor> predecessor) {
   return sys.spawn(processor_actor, std::move(sup), std::move(net), mon, incarnation,
-                   std::move(ledger), std::move(counters), blind_linger);
+                   std::move(ledger), std::move(counters), blind_linger,
+                   std::move(predecessor));
 }
 
 caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> sup,

@@ -152,6 +152,14 @@ void supervisor::remember_path(proc_id p, const std::string& address,
   remembered_[p] = {address, f};
 }
 
+void supervisor::recall_paths(const supervisor& earlier) {
+  if (!cfg_.remember_paths || earlier.self_ != self_)
+    return;
+  remembered_ = earlier.remembered_;
+  remembered_from_ = earlier.remembered_from_;
+  widest_ = std::max(widest_, earlier.widest_);
+}
+
 bool supervisor::depart(timestamp now, proc_id who, std::uint64_t inc, outbox& out) {
   if (who == self_)
     return false;

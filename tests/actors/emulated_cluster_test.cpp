@@ -3,6 +3,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <map>
 #include <random>
 
 #include "banyan/actors/emulated_cluster.hpp"
@@ -147,6 +148,43 @@ BOOST_AUTO_TEST_CASE(half_leave_and_rejoin_and_trees_span_the_live_processors_ag
   check_all_trees(c);
   for (proc_id p = 0; p < c.topo().proc_count(); ++p)
     BOOST_TEST((c.inspect(p)->own_vnodes() == vnode_set{p}));
+}
+
+// A processor that leaves and joins again keeps what it measured (remember_paths), in
+// the emulated cluster as in banyan::node, whose supervisor outlives the leave: the new
+// incarnation recalls its predecessor's memory (supervisor::recall_paths). With no
+// extra measurements the rejoiner measures next to nothing itself, so without the
+// recall it knew only its giver: its LAN-only probing round then re-measured the giver
+// again and again (paper-4c160, seed 18: 390 of 1012 rejoiners' probes went to their
+// own giver).
+BOOST_AUTO_TEST_CASE(a_rejoining_incarnation_recalls_what_its_predecessor_measured) {
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      auto cfg = config(require_topology("tiny-2c8"), seed);
+      cfg.sup.extra_measurements = 0;
+      emulated_cluster c{cfg};
+      c.start();
+      BOOST_REQUIRE(c.run_until_quiet(60s));
+      const proc_id p = 3;
+      std::map<proc_id, duration> before;
+      for (proc_id q = 0; q < c.topo().proc_count(); ++q)
+        if (auto rtt = c.inspect(p)->measured_rtt(q); q != p && rtt)
+          before[q] = *rtt;
+      BOOST_TEST_REQUIRE(before.size() >= 3u); // it had measured much of the grid
+      BOOST_REQUIRE(!c.leave(p).has_value());
+      BOOST_REQUIRE(c.run_until_quiet(60s));
+      BOOST_REQUIRE(!c.join(p, 0, vnode_set{p}).has_value());
+      BOOST_REQUIRE(c.run_until_quiet(60s));
+      check_all_trees(c);
+      auto* again = c.inspect(p);
+      BOOST_TEST_REQUIRE(again->probes_completed() < before.size()); // not all measured anew
+      for (auto [q, rtt] : before) {
+        auto now = again->measured_rtt(q);
+        BOOST_TEST_REQUIRE(now.has_value(), p << " forgot its RTT to " << q);
+        BOOST_TEST((*now <= rtt));
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(bad_api_calls_are_refused_with_a_reason) {

@@ -275,6 +275,12 @@ public:
   /// contact's own vnodes). Asks again after `probe_timeout`, three times in all;
   /// then gives up with a `join_failed` event.
   void join(timestamp now, proc_id contact, const vnode_set& wanted, outbox& out);
+  /// Takes over what an earlier incarnation of this processor, one that left, had
+  /// measured: its memory of paths (`remember_paths`) and its sender capacity. A
+  /// processor that leaves and joins again keeps its supervisor, and so both
+  /// (banyan::node); a harness that makes a new supervisor for each incarnation (the
+  /// emulated cluster) calls this before join(). Nothing without `remember_paths`.
+  void recall_paths(const supervisor& earlier);
   /// Offers every vnode to `recipient` (no_proc: the nearest member measured so
   /// far); once a member that is not leaving itself has taken them, tells every
   /// member and stops (a `left` event). Returns an error when the processor is not
