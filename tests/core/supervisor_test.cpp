@@ -777,6 +777,62 @@ BOOST_AUTO_TEST_CASE(a_placed_joiner_probes_only_its_lan) {
   }
 }
 
+// Such a joiner's round draws each LAN peer it knows once before any again
+// (joiner_fresh_probes): drawn at random, a rejoiner probed its giver, already its parent
+// in every tree, again and again (paper-4c160, docs/benchmarks.md session 14). Its first
+// LAN probes once placed are all to different peers. Control: without the rule some
+// seed repeats one among its first three.
+BOOST_AUTO_TEST_CASE(a_placed_joiner_probes_each_lan_peer_once_before_any_again) {
+  const auto topo = tiny();
+  const auto cluster = topo.cluster_of();
+  std::size_t lan_peers = 0;
+  for (proc_id p = 0; p < 8; ++p)
+    lan_peers += p != 3 && cluster[p] == cluster[3];
+  for (bool on : {true, false}) {
+    std::size_t repeated = 0, rounds = 0;
+    for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+      supervisor_config cfg;
+      cfg.joiner_fresh_probes = on;
+      mini_grid g{topo, seed, cfg};
+      leave_3_to_2(g);
+      BOOST_TEST_REQUIRE(!g.busy());
+      auto placed = [&] {
+        for (proc_id r = 0; r < 8; ++r)
+          for (auto k : {tree_kind::bandwidth, tree_kind::latency})
+            if (auto t = g.sup(3)->tree({r, k}); r != 3 && (!t || !t->connected()))
+              return false;
+        return true;
+      };
+      std::vector<proc_id> first; // its first LAN probes once placed
+      g.slow(
+        [&](const wire::envelope& e) {
+          if (std::holds_alternative<wire::ping>(e.body) && e.from == 3 && placed()
+              && cluster[e.to] == cluster[3] && first.size() < lan_peers)
+            first.push_back(e.to);
+          return false; // only watching
+        },
+        duration{0});
+      g.join_again(3, 0, vnode_set{3}); // it knows its LAN from before (remember_paths)
+      g.run();
+      check_settled(g, 8);
+      if (first.size() < lan_peers)
+        continue; // its round ended sooner
+      ++rounds;
+      std::sort(first.begin(), first.end());
+      repeated += std::adjacent_find(first.begin(), first.end()) != first.end();
+    }
+    BOOST_TEST_CONTEXT("joiner_fresh_probes " << on) {
+      BOOST_TEST_MESSAGE("joiner_fresh_probes " << on << ": " << repeated << " of " << rounds
+                                                << " rounds repeated a LAN peer");
+      BOOST_TEST(rounds > 0u);
+      if (on)
+        BOOST_TEST(repeated == 0u);
+      else
+        BOOST_TEST(repeated > 0u);
+    }
+  }
+}
+
 // A newcomer's trees are seeded from its giver's (seed_new_trees): every member asks, in
 // the newcomer's tree, its parent in the giver's tree, and the giver asks the newcomer.
 // Nobody but the newcomer probes for the join. Fails with seeding off (every member then

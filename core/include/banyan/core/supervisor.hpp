@@ -156,6 +156,12 @@ struct supervisor_config {
   /// paper-4c160 probing at once, a third of their probes crossed the wide-area links
   /// with 128 KiB replies while the broadcasts were crossing them too.
   bool joiner_local_probes = true;
+  /// Such a round draws each known LAN peer once before any again. Drawn at random, a
+  /// rejoiner that knew few LAN peers probed its giver (already its parent everywhere)
+  /// again and again. paper-4c160, thirty seeds: the rejoin back within 1 s on 29 instead
+  /// of 28, 972 broadcasts (969). Not in repair rounds: the leave measured worse there
+  /// (docs/benchmarks.md, session 14).
+  bool joiner_fresh_probes = true;
   /// The joiners one member gives vnodes to hang, in bandwidth trees, in a chain below it
   /// (giver -> j1 -> j2 -> ...: the giver redirects each to the last one placed) rather
   /// than all from the giver: on paper-4c160 one member held the vnodes of 8 leavers, and
@@ -656,6 +662,9 @@ private:
   std::map<std::uint64_t, step_ask> asks_;
   /// Peers adopted without a measurement: probed next, so the edge gets real figures.
   std::vector<proc_id> remeasure_;
+  /// Candidates probed in this round of measuring: a joiner's round restricted to its
+  /// LAN (joiner_local_probes) draws each known LAN peer once before any again.
+  std::vector<proc_id> round_probed_;
   /// After leaving: per tree, where to send a processor that still asks us for
   /// adoption (our parent or step-parent when we left).
   std::map<tree_key, proc_id> farewell_trees_;
