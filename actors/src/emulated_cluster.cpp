@@ -116,8 +116,7 @@ struct emulated_cluster::impl {
     sups[p] = sup;
     history.push_back(sup);
     procs[p] = spawn_processor(*sys, sup, net, &mon, inc, ledger, ctr, cfg.blind_linger,
-                               std::move(departed[p]));
-    departed[p] = nullptr;
+                               std::move(departed[p])); // (leaves it empty)
     if (attach)
       caf::anon_send(net, attach_atom::value, p, procs[p]);
   }
@@ -299,8 +298,7 @@ std::optional<error> emulated_cluster::leave(proc_id p, proc_id recipient) {
     return make_error(errc::invalid_argument, "processor " + std::to_string(p) + " is not running");
   caf::anon_send(d.procs[p], leave_atom::value, recipient);
   d.procs[p] = nullptr;
-  d.departed[p] = std::move(d.sups[p]);
-  d.sups[p] = nullptr;
+  d.departed[p] = std::move(d.sups[p]); // (leaves it empty)
   return std::nullopt;
 }
 

@@ -103,8 +103,9 @@ public:
     attach_rider(p);
   }
 
-  /// Processor p, which has left, joins again with the supervisor it had, as the
-  /// runtimes do (a node or processor actor keeps its supervisor across memberships);
+  /// Processor p, which has left, joins again with the supervisor it had, as a
+  /// banyan::node does (the emulated cluster's new incarnation recalls what its
+  /// predecessor measured instead: supervisor::recall_paths);
   /// `address`, when given, is its transport address from now on.
   void join_again(proc_id p, proc_id contact, vnode_set wanted,
                   std::optional<std::string> address = std::nullopt) {

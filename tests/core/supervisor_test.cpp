@@ -695,6 +695,15 @@ void leave_3_to_2(mini_grid& g) {
   g.leave(3, 2);
   g.run();
 }
+
+/// Whether joiner j has a parent in every tree rooted elsewhere (its giver placed it).
+bool placed_in_every_tree(mini_grid& g, proc_id j) {
+  for (proc_id r = 0; r < 8; ++r)
+    for (auto k : {tree_kind::bandwidth, tree_kind::latency})
+      if (auto t = g.sup(j)->tree({r, k}); r != j && (!t || !t->connected()))
+        return false;
+  return true;
+}
 } // namespace
 
 // A joiner first attaches under the member that gives it vnodes, in every tree (a LAN
@@ -742,10 +751,8 @@ BOOST_AUTO_TEST_CASE(a_placed_joiner_probes_only_its_lan) {
       // Counted once the giver placed it (every tree of another root has a parent) and it
       // knows its LAN (it has measured peers of both clusters: two classes of RTT).
       auto placed = [&] {
-        for (proc_id r = 0; r < 8; ++r)
-          for (auto k : {tree_kind::bandwidth, tree_kind::latency})
-            if (auto t = g.sup(3)->tree({r, k}); r != 3 && (!t || !t->connected()))
-              return false;
+        if (!placed_in_every_tree(g, 3))
+          return false;
         bool lan = false, wan = false;
         for (proc_id p = 0; p < 8; ++p)
           if (p != 3 && g.sup(3)->measured_rtt(p))
@@ -796,17 +803,11 @@ BOOST_AUTO_TEST_CASE(a_placed_joiner_probes_each_lan_peer_once_before_any_again)
       mini_grid g{topo, seed, cfg};
       leave_3_to_2(g);
       BOOST_TEST_REQUIRE(!g.busy());
-      auto placed = [&] {
-        for (proc_id r = 0; r < 8; ++r)
-          for (auto k : {tree_kind::bandwidth, tree_kind::latency})
-            if (auto t = g.sup(3)->tree({r, k}); r != 3 && (!t || !t->connected()))
-              return false;
-        return true;
-      };
       std::vector<proc_id> first; // its first LAN probes once placed
       g.slow(
         [&](const wire::envelope& e) {
-          if (std::holds_alternative<wire::ping>(e.body) && e.from == 3 && placed()
+          if (std::holds_alternative<wire::ping>(e.body) && e.from == 3
+              && placed_in_every_tree(g, 3)
               && cluster[e.to] == cluster[3] && first.size() < lan_peers)
             first.push_back(e.to);
           return false; // only watching
