@@ -166,16 +166,6 @@ struct SubtreeUpdate {
   trees @0 :List(SubtreeEntry);
 }
 
-struct EntryNotice {
-  # A processor -> peers it measured in its LAN: in these bandwidth trees my parent is
-  # remote (I bring the data into our LAN across a wide-area link); my place in each.
-  # A receiver with its own way into the LAN in one of them probes the sender, or
-  # answers (answer = true) so that the sender probes it; answers get no answer
-  # (docs/tree-protocol.md, "Entry hints").
-  trees @0 :List(TreeInfo);
-  answer @1 :Bool;
-}
-
 # --- membership and vnode ownership ------------------------------------------
 
 struct JoinRequest {
@@ -382,7 +372,6 @@ struct Frame {
     reduceHandoff @23 :ReduceHandoff;
     bcastOffer @25 :BcastOffer;     # appended after `returned` (@24)
     bcastAnswer @26 :BcastAnswer;
-    entryNotice @27 :EntryNotice;
   }
   returned @24 :Bool;
   # A frame handed back to the processor that sent it (`from` is the processor that

@@ -4,7 +4,6 @@
 #include <tuple>
 
 #include "banyan/core/bandwidth_rule.hpp"
-#include "banyan/core/entry_hints.hpp"
 #include "banyan/core/latency_rule.hpp"
 
 namespace banyan {
@@ -20,7 +19,6 @@ constexpr std::uint64_t token_watch = 4; // seq: the watch generation
 constexpr std::uint64_t token_adopt = 5; // orphans may be due for adoption
 constexpr std::uint64_t token_seed = 6;  // seq: a newcomer whose trees were not seeded in time
 constexpr std::uint64_t token_lend = 7;  // seq: vnodes handed to a newcomer, no longer reported
-constexpr std::uint64_t token_entry = 8; // entry notices due (entry_hints)
 constexpr std::uint64_t token_kinds = 16;
 constexpr int giver_wait_attempt = 9;    // a joiner waiting for its givers (seq 10)
 
@@ -37,8 +35,10 @@ constexpr std::uint64_t epoch_id_mask = (std::uint64_t{1} << epoch_id_bits) - 1;
 
 } // namespace
 
-supervisor::supervisor(proc_id self, supervisor_config cfg, std::uint64_t seed)
-  : self_(self), cfg_(cfg), rng_(seed), schedule_(cfg.extra_measurements) {
+supervisor::supervisor(proc_id self, supervisor_config cfg, std::uint64_t seed,
+                       supervisor_test_hooks hooks)
+  : self_(self), cfg_(cfg), hooks_(hooks), decision_(decide(cfg.rules, cfg.local_bias)),
+    rng_(seed), schedule_(cfg.extra_measurements) {
 }
 
 // --- bookkeeping -------------------------------------------------------------
@@ -143,7 +143,7 @@ bool supervisor::admit(timestamp now, const wire::member& m, outbox& out, bool h
 
 void supervisor::remember_path(proc_id p, const std::string& address,
                                const peer_figures& f) {
-  if (!cfg_.remember_paths || p == self_)
+  if (p == self_)
     return;
   if (remembered_from_ != me_.address) {
     remembered_.clear(); // measured from another place: none of it holds here
@@ -153,7 +153,7 @@ void supervisor::remember_path(proc_id p, const std::string& address,
 }
 
 void supervisor::recall_paths(const supervisor& earlier) {
-  if (!cfg_.remember_paths || earlier.self_ != self_)
+  if (earlier.self_ != self_)
     return;
   remembered_ = earlier.remembered_;
   remembered_from_ = earlier.remembered_from_;
@@ -202,7 +202,7 @@ void supervisor::add_member(const wire::member& m) {
   }
   for (auto k : kinds)
     trees_[index_of({p, k})].emplace(tree_key{p, k}, self_);
-  if (cfg_.rules == rule_variant::banyan)
+  if (decision_.sender_capacity)
     trees_[index_of({p, tree_kind::bandwidth})]->set_sender_capacity(widest_);
 }
 
@@ -482,8 +482,6 @@ void supervisor::expect_seed(timestamp now, proc_id j, outbox& out) {
 
 void supervisor::note_givers(timestamp now, const std::vector<wire::route_entry>& routes,
                              outbox& out) {
-  if (!cfg_.seed_new_trees)
-    return;
   for (auto& r : routes) {
     const auto j = r.owner;
     if (j == no_proc || j == self_ || (is_member(j) && !unseeded_.count(j)))
@@ -535,8 +533,7 @@ void supervisor::seed(timestamp now, proc_id j, proc_id g, outbox& out) {
       rtt = known.value_or(lan == duration::max() ? duration{0} : lan);
       bw = measured_bw(j).value_or(widest_);
       const bool rejoins = tombstones_.count(j) > 0; // a member before, now back
-      measured = known.has_value() || !cfg_.measure_guessed_seeds
-                 || (rejoins && !shared && lan != duration::max());
+      measured = known.has_value() || (rejoins && !shared && lan != duration::max());
     } else if (auto tg = find_tree({g, k}); tg && tg->parent() != no_proc) {
       to = tg->parent();
       rtt = tg->rtt_parent();
@@ -785,7 +782,7 @@ void supervisor::on_step_reply(timestamp now, std::uint64_t seq, const wire::ado
   for (auto& [p, r] : releases)
     send(out, p, std::move(r));
   if (any) {
-    schedule_.progress(cfg_.until_stable && !settling_);
+    schedule_.progress(decision_.extra_from_last_change && !settling_);
     if (std::find(remeasure_.begin(), remeasure_.end(), cand) == remeasure_.end())
       remeasure_.push_back(cand); // adopted without a measurement: measure it next
   }
@@ -840,7 +837,7 @@ void supervisor::lose_parent(timestamp now, tree_state& t, outbox& out) {
   auto old = t.parent();
   t.clear_parent();
   event(out, tree_event::kind::parent_changed, now, t.key(), old, no_proc);
-  if (cfg_.hold_while_reattaching && t.key().kind == tree_kind::bandwidth)
+  if (t.key().kind == tree_kind::bandwidth)
     mark_info(t); // the children hear `connected` false: their figures are of a lost path
 }
 
@@ -851,16 +848,13 @@ void supervisor::note_reattaching(timestamp now, tree_state& t, bool was) {
 
 bool supervisor::hold_move(timestamp now, const tree_state& t, duration rtt,
                            const rule_context& ctx) const {
-  return cfg_.hold_while_reattaching && t.key().kind == tree_kind::bandwidth && t.reattaching()
+  return t.key().kind == tree_kind::bandwidth && t.reattaching()
          && now - t.reattaching_since() < cfg_.reattach_hold && !ctx.local(rtt);
 }
 
 bool supervisor::busy() const noexcept {
   return schedule_.active() || probe_.has_value() || flush_pending_ || !unseeded_.empty()
-         || !lent_.empty()
-         || (status_ == status::member
-             && ((entry_timer_ && entry_repeats_ == 0) || !hinted_.empty()))
-         || status_ == status::leaving || status_ == status::joining;
+         || !lent_.empty() || status_ == status::leaving || status_ == status::joining;
 }
 
 void supervisor::report_busy(timestamp now, outbox& out) {
@@ -957,9 +951,6 @@ void supervisor::event(outbox& out, tree_event::kind what, timestamp now, tree_k
   e.new_parent = new_parent;
   e.at = now;
   out.events.push_back(std::move(e));
-  if (what == tree_event::kind::parent_changed && k.kind == tree_kind::bandwidth
-      && new_parent != no_proc)
-    note_entry(k, out);
 }
 
 // --- API: every entry point ends by reporting busy/idle -------------------------
@@ -1177,11 +1168,6 @@ void supervisor::do_join(timestamp now, proc_id contact, const vnode_set& wanted
   chain_tail_.clear();
   lent_.clear();
   settling_ = repair_round_ = false;
-  entry_pending_.clear(); // (a notice timer of the last life may never have fired)
-  entry_timer_ = false;
-  entry_repeats_ = 0;
-  hinted_.clear();
-  hint_cover_.clear();
   me_.id = self_;
   me_.incarnation = (rng_() ^ cfg_.incarnation_salt) | 1; // a new one every join (0: founders)
   add_member(me_);
@@ -1296,8 +1282,8 @@ void supervisor::on_vnode_handover(timestamp now, proc_id from, const wire::vnod
   auto rtt = measured_rtt(from).value_or(duration{0});
   auto bw = measured_bw(from).value_or(0);
   // Placed where our vnodes were: measuring only improves that, with the paper's count
-  // of extra probes (joiner_paper_count).
-  settling_ = cfg_.joiner_paper_count;
+  // of extra probes.
+  settling_ = true;
   bool any = false;
   for (auto& t : trees_)
     if (t && !steps_.count(t->key()))
@@ -1409,30 +1395,6 @@ void supervisor::do_timer(timestamp now, std::uint64_t token, outbox& out) {
   }
   if (token % token_kinds == token_adopt)
     return; // adopt_orphans runs after every timer
-  if (token % token_kinds == token_entry) {
-    if (token / token_kinds != entry_gen_)
-      return; // overtaken by a parent change (note_entry)
-    entry_timer_ = false;
-    if (cfg_.entry_quiet_rounds && schedule_.active()) {
-      entry_pending_.clear(); // measuring: the round's end tells of every tree we enter
-      return;
-    }
-    const bool sent = status_ == status::member && send_entry_notices(out);
-    entry_pending_.clear();
-    // Still an entry: say it again later, less and less often (what the peers' trees look
-    // like changes without our parent changing: the other entry may get a child that
-    // knows us, or come to know a peer fed through us).
-    if (sent && entry_repeats_ < cfg_.entry_repeats) {
-      for (auto& t : trees_)
-        if (t && t->key().kind == tree_kind::bandwidth)
-          entry_pending_.insert(t->key());
-      entry_timer_ = true;
-      out.timers.push_back({cfg_.entry_delay * (2 << entry_repeats_),
-                            token_for(entry_gen_, token_entry)});
-      ++entry_repeats_;
-    }
-    return;
-  }
   if (token % token_kinds == token_lend) {
     if (lent_.erase(token / token_kinds) > 0) {
       mark_all_subtrees();
@@ -1554,19 +1516,17 @@ void supervisor::do_message(timestamp now, proc_id from, const wire::message& m,
           else
             unhinted = true;
         }
-        // Measuring starts at once too (cfg_.measure_during_repair; probes leave the
+        // Measuring starts at once too (hooks_.measure_during_repair; probes leave the
         // trees a step-parent is asked in alone), else once the step-parents answered
         // (on_step_reply), unless some tree has none to ask.
         if (hinted) {
           ask_step_parents(out);
           repair_round_ = true; // placed by the repair: improve it within the LAN
         }
-        if (unhinted || (hinted && cfg_.measure_during_repair))
+        if (unhinted || (hinted && hooks_.measure_during_repair))
           trigger(now, out);
       } else if constexpr (std::is_same_v<T, wire::tree_update>) {
         on_tree_update(now, from, msg, out);
-      } else if constexpr (std::is_same_v<T, wire::entry_notice>) {
-        on_entry_notice(now, from, msg, out);
       } else if constexpr (std::is_same_v<T, wire::subtree_update>) {
         for (auto& e : msg.trees)
           if (auto t = find_tree(e.tree); t && t->has_child(from)) {
@@ -1613,81 +1573,6 @@ void supervisor::do_message(timestamp now, proc_id from, const wire::message& m,
   flush(out);
 }
 
-// --- entry hints -------------------------------------------------------------
-
-void supervisor::note_entry(tree_key k, outbox& out) {
-  if (!cfg_.entry_hints || status_ != status::member)
-    return;
-  entry_pending_.insert(k);
-  if (!entry_timer_ || entry_repeats_ > 0) {
-    // A change: notices after `entry_delay`, and repeats counted from here.
-    ++entry_gen_;
-    entry_repeats_ = 0;
-    entry_timer_ = true;
-    out.timers.push_back({cfg_.entry_delay, token_for(entry_gen_, token_entry)});
-  }
-}
-
-bool supervisor::send_entry_notices(outbox& out) {
-  auto ctx = context();
-  wire::entry_notice notice;
-  for (auto k : entry_pending_)
-    if (auto t = find_tree(k); t && is_entry(*t, ctx))
-      notice.trees.push_back(t->info());
-  if (notice.trees.empty())
-    return false;
-  for (auto& info : notice.trees)
-    hint_cover_.erase(info.tree); // answers to this notice may ask for a probe again
-  ++entry_notices_;
-  for (auto& [peer, fig] : figures_)
-    if (peer != self_ && is_member(peer) && ctx.local(fig.rtt))
-      send(out, peer, notice);
-  return true;
-}
-
-void supervisor::on_entry_notice(timestamp now, proc_id from, const wire::entry_notice& m,
-                                 outbox& out) {
-  if (status_ != status::member || !cfg_.entry_hints)
-    return;
-  auto ctx = context();
-  wire::entry_notice answer;
-  answer.answer = true;
-  std::set<tree_key> wanted;
-  for (auto& info : m.trees) {
-    auto t = find_tree(info.tree);
-    if (!t || steps_.count(info.tree) || unseeded_.count(info.tree.root))
-      continue; // (a step-parent is being asked in that tree, or a seed awaited)
-    if (m.answer) {
-      if (!hint_cover_.count(info.tree) && probe_answerer(*t, self_, from, info, ctx)) {
-        hint_cover_.insert(info.tree);
-        wanted.insert(info.tree);
-      }
-      continue;
-    }
-    switch (respond_to_entry(*t, self_, from, info, ctx)) {
-      case entry_response::probe: wanted.insert(info.tree); break;
-      case entry_response::answer: answer.trees.push_back(t->info()); break;
-      case entry_response::ignore: break;
-    }
-  }
-  if (!answer.trees.empty())
-    send(out, from, std::move(answer));
-  if (!wanted.empty())
-    hint_probe(now, from, std::move(wanted), out);
-}
-
-void supervisor::hint_probe(timestamp now, proc_id p, std::set<tree_key> trees, outbox& out) {
-  if (!is_member(p) || p == self_ || (probe_ && probe_->cand == p))
-    return;
-  for (auto& h : hinted_)
-    if (h.first == p) {
-      h.second.insert(trees.begin(), trees.end());
-      return;
-    }
-  hinted_.emplace_back(p, std::move(trees));
-  maybe_probe(now, out);
-}
-
 // --- probing -----------------------------------------------------------------
 
 void supervisor::maybe_probe(timestamp now, outbox& out) {
@@ -1700,46 +1585,24 @@ void supervisor::maybe_probe(timestamp now, outbox& out) {
     return !t || t->connected() || unseeded_.count(t->key().root);
   });
   const bool was_active = schedule_.active();
-  hinted_.erase(std::remove_if(hinted_.begin(), hinted_.end(),
-                               [&](auto& h) { return !is_member(h.first) || h.first == self_; }),
-                hinted_.end());
-  const bool scheduled = members_.size() >= 2 && schedule_.next(parented);
-  if (!scheduled) {
-    if (was_active) {
+  if (!(members_.size() >= 2 && schedule_.next(parented))) {
+    if (was_active)
       settling_ = repair_round_ = false;
-      // The round is over: tell the LAN of every tree we enter now. A notice sent while
-      // measuring may have gone to nobody (no LAN peer known yet) or been overtaken.
-      for (auto& t : trees_)
-        if (t && t->key().kind == tree_kind::bandwidth)
-          note_entry(t->key(), out);
-    }
-    if (members_.size() < 2) {
+    if (members_.size() < 2)
       schedule_ = measurement_schedule(cfg_.extra_measurements);
-      hinted_.clear();
-    }
-    if (hinted_.empty())
-      return;
-    // Measuring has ended, but an entry notice asked for a probe: that one only.
+    return;
   }
   probe p;
   p.seq = next_seq_++;
   p.cand = no_proc;
-  while (scheduled && !remeasure_.empty() && p.cand == no_proc) {
+  while (!remeasure_.empty() && p.cand == no_proc) {
     auto r = remeasure_.front();
     remeasure_.erase(remeasure_.begin());
     if (is_member(r) && r != self_)
       p.cand = r; // adopted without a measurement: measure it now
   }
-  if (p.cand == no_proc && !hinted_.empty()) {
-    p.cand = hinted_.front().first; // an entry of a tree we enter too, or one that should
-    p.only = std::move(hinted_.front().second); // (judged in those trees only)
-    hinted_.erase(hinted_.begin());
-    ++entry_probes_;
-  }
   if (p.cand == no_proc)
-    p.cand = pick_candidate(parented
-                            && ((repair_round_ && cfg_.repaired_local_probes)
-                                || (settling_ && cfg_.joiner_local_probes)));
+    p.cand = pick_candidate(parented && (repair_round_ || settling_));
   round_probed_.push_back(p.cand);
   probe_ = std::move(p);
   auto pause = cfg_.probe_jitter.count() > 0
@@ -1755,12 +1618,12 @@ void supervisor::maybe_probe(timestamp now, outbox& out) {
 
 rule_context supervisor::context() const {
   rule_context ctx;
-  ctx.variant = cfg_.rules;
+  ctx.variant = decision_.rules;
   ctx.local_factor = cfg_.local_factor;
   ctx.bw_margin = cfg_.bw_margin;
   ctx.per_child = cfg_.forward_overhead;
   ctx.lan_margin = cfg_.lan_margin;
-  if (cfg_.rules == rule_variant::banyan)
+  if (decision_.sender_capacity)
     ctx.sender_capacity = widest_;
   // The smallest RTT is the LAN's only once we have evidence of two classes of
   // peers (a spread of at least 4x); before that it may be a WAN RTT, and calling
@@ -1791,17 +1654,17 @@ rule_context supervisor::context() const {
 
 proc_id supervisor::pick_candidate(bool local_only) {
   if (local_only
-      || (cfg_.local_bias > 0 && std::bernoulli_distribution(cfg_.local_bias)(rng_))) {
+      || (decision_.local_bias > 0
+          && std::bernoulli_distribution(decision_.local_bias)(rng_))) {
     auto ctx = context();
     std::vector<proc_id> local;
     for (auto& [peer, fig] : figures_)
       if (peer != self_ && is_member(peer) && ctx.local(fig.rtt))
         local.push_back(peer);
-    if (local_only && settling_ && cfg_.joiner_fresh_probes) {
+    if (local_only && settling_) {
       // A joiner's round, kept to its LAN: each known LAN peer once before any again.
       // It sits under its giver, and learns most from the LAN peers it has not measured
-      // since it joined. (In repair rounds too: the leave measured worse, 16 of 30 seeds
-      // back within 1 s instead of 21; docs/benchmarks.md, session 14.)
+      // since it joined. Repair rounds draw at random.
       std::vector<proc_id> fresh;
       for (auto q : local)
         if (std::find(round_probed_.begin(), round_probed_.end(), q) == round_probed_.end())
@@ -1912,7 +1775,7 @@ void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& 
   probe_->bw = bytes * 1e9 / static_cast<double>(transfer.count());
   auto& f = figures_[from];
   f.bw = std::max(f.bw, probe_->bw);
-  if (cfg_.rules == rule_variant::banyan && probe_->bw > widest_) {
+  if (decision_.sender_capacity && probe_->bw > widest_) {
     // A wider sender capacity changes every bandwidth estimate (bandwidth_rule.hpp).
     widest_ = probe_->bw;
     for (auto& t : trees_) {
@@ -1924,8 +1787,10 @@ void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& 
         mark_info(*t);
     }
   }
-  auto rtt = cfg_.best_measurements ? f.rtt : probe_->rtt;
-  auto bw = cfg_.best_measurements ? f.bw : probe_->bw;
+  // Judged by the best figures measured so far (minimum RTT, maximum bandwidth):
+  // contention only ever makes a measurement look worse.
+  auto rtt = f.rtt;
+  auto bw = f.bw;
   probe_->rtt = rtt;
   probe_->bw = bw;
 
@@ -1940,8 +1805,6 @@ void supervisor::on_bw_reply(timestamp now, proc_id from, const wire::bw_reply& 
     auto t = find_tree(info.tree);
     if (!t || t->is_root() || steps_.count(info.tree) || unseeded_.count(info.tree.root))
       continue; // (a step-parent is being asked in that tree, or a seed awaited)
-    if (!probe_->only.empty() && !probe_->only.count(info.tree))
-      continue;
     auto v = info.tree.kind == tree_kind::latency
                ? latency_rule(*t, self_, from, rtt, info, ctx)
                : bandwidth_rule(*t, self_, from, bw, rtt, info, ctx);
@@ -2021,9 +1884,9 @@ wire::adopt_verdict supervisor::judge(proc_id from, const wire::subtree_entry& e
       && !pending_here) {
     // A joiner we gave vnodes to asks for its first place in a bandwidth tree: the
     // joiners of one giver hang in a chain (giver -> j1 -> j2 ...), each forwarding to
-    // one, not all from the giver's NIC (chain_joiners).
+    // one, not all from the giver's NIC.
     auto given = given_to_.find(from);
-    if (cfg_.chain_joiners && e.tree.kind == tree_kind::bandwidth && given != given_to_.end()
+    if (e.tree.kind == tree_kind::bandwidth && given != given_to_.end()
         && now_ - given->second <= cfg_.sponsor_window) {
       auto& chain =
         chain_tail_.try_emplace(e.tree, no_proc, std::set<proc_id>{}).first->second;
@@ -2111,7 +1974,7 @@ void supervisor::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_r
     send(out, p, std::move(r));
   bool any = std::any_of(m.verdicts.begin(), m.verdicts.end(), [](auto& v) { return v.accepted; });
   if (any)
-    schedule_.progress(cfg_.until_stable && !settling_);
+    schedule_.progress(decision_.extra_from_last_change && !settling_);
   finish_probe(now, true, out);
 }
 
@@ -2132,10 +1995,9 @@ void supervisor::on_tree_update(timestamp now, proc_id from, const wire::tree_up
       continue;
     }
     auto before = t->info();
-    if (cfg_.hold_while_reattaching && info.tree.kind == tree_kind::bandwidth
-        && !info.connected) {
+    if (info.tree.kind == tree_kind::bandwidth && !info.connected) {
       // Our parent lost its parent: keep the figures of the path it had, marked as
-      // such (hold_while_reattaching), rather than its est 0 (every candidate would win).
+      // such (see reattach_hold), rather than its est 0 (every candidate would win).
       auto kept = t->parent_info();
       kept.reattaching = true;
       t->set_parent_info(std::move(kept));
@@ -2197,10 +2059,8 @@ void supervisor::on_join_request(timestamp now, proc_id from, const wire::join_r
     accept.members.push_back(member_info_[p]);
   accept.routes = routes_.snapshot();
   send(out, n, std::move(accept));
-  if (fresh && cfg_.seed_new_trees)
+  if (fresh)
     expect_seed(now, n, out);
-  else if (fresh)
-    trigger(now, out);
 }
 
 void supervisor::on_join_accept(timestamp now, proc_id from, const wire::join_accept& m,
@@ -2267,10 +2127,7 @@ void supervisor::on_member_joined(timestamp now, proc_id from, const wire::membe
   if (status_ == status::joining)
     return;
   // A new tree exists, rooted at the newcomer: seeded once we know its giver, else measured.
-  if (cfg_.seed_new_trees)
-    expect_seed(now, who.id, out);
-  else
-    trigger(now, out);
+  expect_seed(now, who.id, out);
 }
 
 } // namespace banyan

@@ -163,7 +163,6 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   cfg.topo = *topo;
   cfg.seed = opt.seed;
   cfg.clock = opt.clock == "real" ? actors::clock_mode::real_time : actors::clock_mode::virtual_time;
-  opt.sup.apply_to(cfg.sup);
   // Owned here, and released instead of destroyed when a broadcast never completed: the
   // cluster's destructor runs the actors until they are all done, which frames that
   // circulate for good (the losses reported) never are.
@@ -702,7 +701,6 @@ void add_bench_churn_command(CLI::App& bench, std::function<int()>& action) {
       o.topology = a->common.topology;
       o.seed = a->common.seed;
       o.clock = a->common.clock;
-      o.sup = a->common.sup;
       if (!a->seeds.empty()) {
         auto seeds = parse_seed_list(a->seeds);
         if (auto* err = std::get_if<std::string>(&seeds)) {

@@ -53,7 +53,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include "supervisor_overrides.hpp"
 #include "svg_plot.hpp"
 
 namespace banyan::cli {
@@ -73,7 +72,6 @@ struct churn_options {
   /// frame the network carried (F) and per tree event (T); see run_churn.
   std::string trace_path;
   double trace_from_ms = 0;
-  supervisor_overrides sup; ///< --hold-reattaching, --entry-hints
 };
 
 struct churn_point {

@@ -20,17 +20,6 @@ void add_bench_options(CLI::App& cmd, bench_options& opt) {
   cmd.add_option("--plot", opt.plot_path, "draw the results as SVG into this file");
   cmd.add_flag_function(
     "-q,--quiet", [&opt](std::int64_t) { opt.verbose = false; }, "no progress lines on stderr");
-  cmd.add_option_function<std::string>(
-       "--hold-reattaching",
-       [&opt](const std::string& v) { opt.sup.hold_reattaching = v == "on"; },
-       "on|off: children hold remote moves while their parent reattaches "
-       "(supervisor_config::hold_while_reattaching; default: its default)")
-    ->check(CLI::IsMember({"on", "off"}));
-  cmd.add_option_function<std::string>(
-       "--entry-hints", [&opt](const std::string& v) { opt.sup.entry_hints = v == "on"; },
-       "on|off: a processor that enters its LAN in a bandwidth tree tells its LAN "
-       "(supervisor_config::entry_hints; default: its default)")
-    ->check(CLI::IsMember({"on", "off"}));
 }
 
 std::variant<std::vector<std::uint64_t>, std::string> parse_seed_list(const std::string& text) {
@@ -120,7 +109,6 @@ form_cluster(const std::string& experiment, const bench_options& opt,
   cfg.topo = *topo;
   cfg.seed = opt.seed;
   cfg.clock = clock_of(opt);
-  opt.sup.apply_to(cfg.sup);
   if (configure)
     configure(cfg);
   bench_cluster r;

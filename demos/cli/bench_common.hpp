@@ -13,9 +13,6 @@
 //   --json F    results as JSON
 //   --plot F    a picture of the results as SVG (svg_plot.hpp)
 //   -q,--quiet  no progress lines on stderr
-//   --hold-reattaching on|off  supervisor_config::hold_while_reattaching (default: its
-//               default), to compare the rule with and without in one build
-//   --entry-hints on|off       supervisor_config::entry_hints (default: its default), the same
 //
 // Typical use in an experiment:
 //
@@ -38,7 +35,6 @@
 #include <nlohmann/json.hpp>
 
 #include "banyan/actors/emulated_cluster.hpp"
-#include "supervisor_overrides.hpp"
 #include "svg_plot.hpp"
 
 namespace banyan::cli {
@@ -50,7 +46,6 @@ struct bench_options {
   std::string json_path;         ///< empty: no JSON
   std::string plot_path;         ///< empty: no picture
   bool verbose = true;           ///< progress lines on stderr
-  supervisor_overrides sup;      ///< --hold-reattaching, --entry-hints
 };
 
 /// Registers --topology (required), --seed, --clock, --json, --plot and --quiet on `cmd`

@@ -103,12 +103,7 @@ int run_sim_trees(const sim_trees_options& opt) {
                                   : actors::clock_mode::virtual_time;
   cfg.sup.rules = opt.rules == "paper" ? rule_variant::paper : rule_variant::banyan;
   cfg.sup.extra_measurements = opt.extra;
-  cfg.sup.local_bias = opt.local_bias;
-  if (opt.rules == "paper") {
-    // The paper throughout: its rules, uniform candidates, 10 extra after parented.
-    cfg.sup.local_bias = 0;
-    cfg.sup.until_stable = false;
-  }
+  cfg.sup.local_bias = opt.local_bias; // (the paper variant draws uniformly: variant_decision)
   actors::emulated_cluster c(cfg);
   if (opt.verbose)
     std::cerr << "banyan sim trees: " << topo->name << ", " << topo->proc_count()

@@ -183,12 +183,6 @@ void write(const wire::tree_update& m, body_builder b) {
   write_list(m.trees, [&](unsigned n) { return r.initTrees(n); });
 }
 
-void write(const wire::entry_notice& m, body_builder b) {
-  auto r = b.initEntryNotice();
-  write_list(m.trees, [&](unsigned n) { return r.initTrees(n); });
-  r.setAnswer(m.answer);
-}
-
 void write(const wire::subtree_update& m, body_builder b) {
   auto r = b.initSubtreeUpdate();
   write_list(m.trees, [&](unsigned n) { return r.initTrees(n); });
@@ -472,10 +466,6 @@ wire::tree_update read(cs::TreeUpdate::Reader r) {
   return wire::tree_update{read_list(r.getTrees())};
 }
 
-wire::entry_notice read(cs::EntryNotice::Reader r) {
-  return wire::entry_notice{read_list(r.getTrees()), r.getAnswer()};
-}
-
 wire::subtree_update read(cs::SubtreeUpdate::Reader r) {
   return wire::subtree_update{read_list(r.getTrees())};
 }
@@ -614,7 +604,6 @@ wire::message read_body(body_reader b) {
     case W::REDUCE_HANDOFF: return read(b.getReduceHandoff());
     case W::BCAST_OFFER: return read(b.getBcastOffer());
     case W::BCAST_ANSWER: return read(b.getBcastAnswer());
-    case W::ENTRY_NOTICE: return read(b.getEntryNotice());
   }
   reject("unknown message type " + std::to_string(static_cast<unsigned>(b.which())));
 }

@@ -54,8 +54,9 @@ public:
   /// Makes the rider of a new supervisor instance (at start and at every join).
   using rider_factory = std::function<std::unique_ptr<rider>(proc_id, const supervisor&)>;
 
-  mini_grid(topology topo, std::uint64_t seed, supervisor_config cfg = {})
-    : topo_(std::move(topo)), seed_(seed), cfg_(cfg), sups_(topo_.proc_count()),
+  mini_grid(topology topo, std::uint64_t seed, supervisor_config cfg = {},
+            supervisor_test_hooks hooks = {})
+    : topo_(std::move(topo)), seed_(seed), cfg_(cfg), hooks_(hooks), sups_(topo_.proc_count()),
       riders_(topo_.proc_count()) {}
 
   /// Set before `start`.
@@ -86,7 +87,7 @@ public:
       routes.assign(vnode_set::range(p * per_proc, (p + 1) * per_proc), p, 0);
     }
     for (proc_id p = 0; p < n; ++p) {
-      sups_[p] = std::make_unique<supervisor>(p, cfg_, seed_ * 1000003 + p);
+      sups_[p] = std::make_unique<supervisor>(p, cfg_, seed_ * 1000003 + p, hooks_);
       outbox out;
       sups_[p]->found(now_, members, routes, out);
       carry_out(p, out);
@@ -96,7 +97,7 @@ public:
 
   void join(proc_id p, proc_id contact, vnode_set wanted) {
     if (trace_ >= 0) std::fprintf(stderr, "t=%.3f JOIN %u via %u\n", to_ms(now_), p, contact);
-    sups_[p] = std::make_unique<supervisor>(p, cfg_, seed_ * 7919 + p + 1000 * ++joins_);
+    sups_[p] = std::make_unique<supervisor>(p, cfg_, seed_ * 7919 + p + 1000 * ++joins_, hooks_);
     outbox out;
     sups_[p]->join(now_, contact, wanted, out);
     carry_out(p, out);
@@ -492,6 +493,7 @@ private:
   topology topo_;
   std::uint64_t seed_;
   supervisor_config cfg_;
+  supervisor_test_hooks hooks_;
   std::vector<std::unique_ptr<supervisor>> sups_;
   std::vector<std::unique_ptr<rider>> riders_;
   rider_factory make_rider_;

@@ -173,7 +173,6 @@ struct gen {
       case 20: return wire::reduce_handoff{list([&] { return record(); }), u32()};
       case 21: return wire::bcast_offer{{proc(), u64()}, vnodes(), u64(), u32()};
       case 22: return wire::bcast_answer{{proc(), u64()}, u64(), coin()};
-      case 23: return wire::entry_notice{list([&] { return info(); }), coin()};
     }
     BOOST_FAIL("no such message type");
     return wire::ping{};
@@ -322,12 +321,6 @@ BOOST_AUTO_TEST_CASE(wire_size_equals_encoding_at_rounding_edges) {
   ms.push_back(wire::bcast_offer{{3, ~std::uint64_t{0}}, vnode_set{1, 5, 9}, 7, 2});
   ms.push_back(wire::bcast_answer{});
   ms.push_back(wire::bcast_answer{{3, 4}, 5, true});
-  ms.push_back(wire::entry_notice{});
-  for (std::size_t len : {0, 1, 2, 3}) {
-    wire::tree_info t;
-    t.path.assign(len, 4);
-    ms.push_back(wire::entry_notice{{t}, len % 2 == 1});
-  }
   for (const auto& m : ms) {
     BOOST_TEST_CONTEXT(wire::name_of(m)) {
       const wire::envelope e{1, 2, m};

@@ -31,11 +31,11 @@ public:
     return false;
   }
 
-  /// A probe changed a parent: with `until_stable`, the extra measurements count
+  /// A probe changed a parent: with `from_last_change`, the extra measurements count
   /// again from here, so measuring ends after `extra` probes in a row that changed
   /// nothing (rather than `extra` probes after the last tree found a parent).
-  void progress(bool until_stable) noexcept {
-    if (active_ && until_stable)
+  void progress(bool from_last_change) noexcept {
+    if (active_ && from_last_change)
       extra_left_ = extra_;
   }
 

@@ -146,17 +146,6 @@ struct tree_update {
   std::vector<tree_info> trees;
   friend bool operator==(const tree_update& a, const tree_update& b) { return a.trees == b.trees; }
 };
-/// A processor -> the peers it measured in its LAN: in these bandwidth trees its parent
-/// is remote (it brings the data into the LAN across a wide-area link), and its place in
-/// each. `answer`: sent back to such a notice by a processor with its own way into the
-/// LAN in those trees; never answered itself. See core/entry_hints.hpp.
-struct entry_notice {
-  std::vector<tree_info> trees;
-  bool answer = false;
-  friend bool operator==(const entry_notice& a, const entry_notice& b) {
-    return a.trees == b.trees && a.answer == b.answer;
-  }
-};
 /// Child -> parent: the vnodes below me changed in these trees.
 struct subtree_update {
   std::vector<subtree_entry> trees;
@@ -339,7 +328,7 @@ using message = std::variant<ping, pong, bw_request, bw_reply, adopt_request, ad
                              join_accept, member_joined, member_left, handover_request,
                              routing_update, vnode_handover, vnode_handover_ack,
                              bcast_segment, reduce_partial, reduce_handoff, bcast_offer,
-                             bcast_answer, entry_notice>;
+                             bcast_answer>;
 
 /// A message with its endpoints, as the network moves it.
 struct envelope {

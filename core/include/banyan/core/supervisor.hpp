@@ -40,185 +40,89 @@
 #include "banyan/core/messages.hpp"
 #include "banyan/core/routing_table.hpp"
 #include "banyan/core/rule_context.hpp"
+#include "banyan/core/supervisor_test_hooks.hpp"
 #include "banyan/core/tree_state.hpp"
 #include "banyan/core/types.hpp"
+#include "banyan/core/variant_decision.hpp"
 #include "banyan/core/vnode_set.hpp"
 
 namespace banyan {
 
+/// How one supervisor behaves. Every field has a default (stated with it). What a rule
+/// variant implies beyond its parent rules is decided in one place
+/// (core/variant_decision.hpp), not by further fields here; seams for tests are in
+/// supervisor_test_hooks, not here.
 struct supervisor_config {
-  /// Measurements after every tree has a parent (the paper uses 10).
+  /// Probes made after every tree has a parent (paper IV-A: 10); counted as the rule
+  /// variant decides (variant_decision::extra_from_last_change). Default 10.
   int extra_measurements = 10;
-  /// Count those extra measurements from the last probe that changed a parent
-  /// (false: from the moment every tree had a parent, as the paper does).
-  bool until_stable = true;
-  /// An orphan repaired by step-parents (its parent left and named them) makes the extra
-  /// measurements of that round (those once every tree has a parent) to peers known to
-  /// be in its own LAN only (local_bias 1 for them): the repair gave it a place, and
-  /// measuring improves that. After half of paper-4c160 left, every survivor probed about
-  /// 57 times in the next second, a third of them across the wide-area links, and the
-  /// probes' 128 KiB replies took about two thirds of each wide-area link from the
-  /// broadcasts (docs/benchmarks.md, "Latest: payload-free handoff"). A tree still
-  /// without a parent is measured as before.
-  bool repaired_local_probes = true;
-  /// A probe whose candidate has not answered by then is abandoned.
+  /// A probe whose candidate has not answered by then is abandoned; also how long an
+  /// offer, a join request and an adoption request to a step-parent wait. Default 1 s.
   duration probe_timeout = std::chrono::seconds(1);
-  /// A random pause in [0, probe_jitter] before each probe, so that processors do
-  /// not probe in lock-step and contend for the same NICs.
+  /// Each probe starts after a random pause in [0, probe_jitter], so that processors do
+  /// not probe in lock-step and contend for the same NICs. Default 2 ms.
   duration probe_jitter = std::chrono::milliseconds(2);
-  /// Which parent rules: the paper's exactly, or with banyan's locality terms.
+  /// The rule variant: the paper's exact algorithm, or banyan's with locality terms
+  /// (see variant_decision.hpp for all it implies). Default banyan.
   rule_variant rules = rule_variant::banyan;
-  /// A peer is local (same LAN) when its RTT is at most this multiple of the
-  /// smallest RTT measured so far.
+  /// A peer is local (same LAN) when its RTT is at most this multiple of the smallest RTT
+  /// measured. Assumes LAN RTTs lie within 2x of one another and wide-area RTTs above
+  /// that (the grids: 0.1-0.3 ms against 2 ms and more). Default 2.0.
   double local_factor = 2.0;
-  /// Forwarding overhead per child, counted when the banyan latency rule compares
-  /// two LAN parents (a parent sends to its children one after another): the
-  /// paper's planned "consider forwarding overhead". About one message's send cost.
+  /// Forwarding cost per child when the latency rule compares two LAN parents (a parent
+  /// sends to its children one after another). Assumes one message's send cost on the
+  /// host, about 20 us. Default 20 us.
   duration forward_overhead = std::chrono::microseconds(20);
-  /// How much sooner a LAN parent must deliver before the latency rule switches to
-  /// it: damps moves that gain little (on paper-3c201, 120 us cuts probes by a fifth
-  /// at the same tree quality).
+  /// How much sooner a LAN parent must deliver before the latency rule moves to it.
+  /// Assumes LAN RTTs of a few hundred us, so that smaller gains are noise. Default 120 us.
   duration lan_margin = std::chrono::microseconds(120);
-  /// One LAN: when the RTTs measured to at least `one_lan_peers` members (or to all)
-  /// are alike (no two classes, a spread under 4x) and all below this, every peer is
-  /// taken to be local, so that the LAN rule applies (processes on one host, or one
-  /// cluster). Wide-area RTTs are above it, so no WAN peer is ever called local so.
+  /// One LAN: when the RTTs measured to at least `one_lan_peers` members (or to all) are
+  /// alike (spread under 4x) and all below this, every peer is local. Assumes every
+  /// wide-area RTT is above it and every LAN RTT below. Default 1 ms.
   duration one_lan_rtt = std::chrono::milliseconds(1);
+  /// How many members must be measured before `one_lan_rtt` may apply. Default 4.
   std::size_t one_lan_peers = 4;
-  /// Bandwidth rule hysteresis: adopt only when the estimate improves by this much.
+  /// The bandwidth rule moves only when the estimate improves by this fraction. Assumes
+  /// repeated measurements of one path vary by less. Default 0.05.
   double bw_margin = 0.05;
-  /// Chance that a probe goes to a peer already known to be local (same LAN)
-  /// rather than to a uniformly random member (the paper's "hints", Section VI).
-  /// 0 reproduces the paper's uniform choice.
+  /// Chance that a probe goes to a peer known to be in this LAN rather than to a
+  /// uniformly random member (the paper's "hints", Section VI). Ignored by the paper
+  /// variant (uniform). Default 0.5.
   double local_bias = 0.5;
-  /// Judge candidates by the best figures measured so far (minimum RTT, maximum
-  /// bandwidth): contention only ever makes a measurement look worse.
-  bool best_measurements = true;
-  /// Mixed into every incarnation this supervisor draws. Incarnations come from the
-  /// seeded randomness, so two lives of one processor id with the same seed (a process
-  /// restarted with a fixed seed) would draw the same first one, which the members
-  /// buried when the earlier life left, and they would ignore its join. A runtime whose
-  /// processors restart sets it anew for every life (banyan::node does); 0 keeps
-  /// emulations deterministic.
+  /// Mixed into every incarnation this supervisor draws, so that two lives of one
+  /// processor id with the same seed draw different ones. A runtime whose processors
+  /// restart sets it anew for every life (banyan::node does); 0 keeps emulations
+  /// deterministic. Default 0.
   std::uint64_t incarnation_salt = 0;
-  /// tree_update and subtree_update messages are held this long so that a burst of
-  /// changes (a probe can move many trees at once, and changes cascade) costs one
-  /// message per neighbour. 0 sends them at the end of every event.
+  /// tree_update and subtree_update messages are held this long, so that a burst of
+  /// changes costs one message per neighbour; 0 sends them at the end of every event.
+  /// Default 1 ms.
   duration update_delay = std::chrono::milliseconds(1);
-  /// A candidate that leaves this many probes in a row unanswered is taken to have
-  /// left (a backstop for when the network cannot tell; 0 never gives up on anyone).
+  /// A candidate that leaves this many probes in a row unanswered is taken to have left
+  /// (0: never). A backstop for networks that do not report refused connections.
+  /// Default 3.
   int probe_strikes = 3;
   /// How long a contact relays membership and routing news to a newcomer it let in.
+  /// Assumes concurrent joins through different contacts settle within it. Default 5 s.
   duration sponsor_window = std::chrono::seconds(5);
-  /// Crash detection of a silent peer (0: off). Every member watches its successor in
-  /// id order (the ring of members): it pings it every `crash_timeout / 4`, and takes it
-  /// to have crashed when nothing at all came from it for `crash_timeout`. A refused
-  /// connection (`on_unreachable`) and `probe_strikes` need no timeout.
+  /// Crash detection of a silent peer (0: off): every member pings its successor in id
+  /// order every `crash_timeout / 4` and takes it for crashed after `crash_timeout` of
+  /// silence. Assumes no live peer is silent that long. Default 0.
   duration crash_timeout{0};
-  /// How long after learning of a crash the adopter waits before it claims the
-  /// crashed processor's vnodes: routing news already on its way (a handover the
-  /// crashed processor made just before) lands first and is not overridden.
+  /// How long after learning of a crash the adopter waits before it claims the crashed
+  /// processor's vnodes, so that a handover already on its way lands first. Assumes
+  /// routing news crosses the network within it. Default 100 ms.
   duration adopt_delay = std::chrono::milliseconds(100);
-  /// An orphan told its step-parents (a leaving parent's orphan message) asks them at
-  /// once; with this it also starts measuring at once, for its other trees and for
-  /// later improvement, instead of after the step-parents have answered. On paper-4c160
-  /// (seed 1, half leaving) measuring at once delivered more broadcasts in the 1.5 s
-  /// after the leave (13 against 11); false leaves the repair alone to be seen (tests).
-  bool measure_during_repair = true;
-  /// A newcomer's trees are seeded instead of measured: when the routing update that
-  /// hands vnodes from a member g to the newcomer j arrives, each member asks, in j's
-  /// tree, its parent in g's tree (g itself asks j), so j's tree is g's with the edge
-  /// g-j turned round, built without a probe (a joiner takes its vnodes back from the
-  /// member that held them, usually in its LAN). Measuring starts only for trees still
-  /// without parent `seed_wait` after hearing of the newcomer (no vnodes moved to it, or
-  /// the seed failed). False: every member measures at once when it hears of a newcomer
-  /// (the paper's way: 80 rejoiners on paper-4c160 set 160 processors probing for
-  /// seconds, and the probes crowd the broadcasts off the wide-area links).
-  bool seed_new_trees = true;
+  /// Trees of a newcomer still without a parent this long after hearing of it (no seed
+  /// came from its giver) are measured for. Default 1 s.
   duration seed_wait = std::chrono::seconds(1);
-  /// The giver's own edge in a seeded tree (it goes under the newcomer) takes its figures
-  /// of the newcomer; without any it guesses a LAN edge (a rejoiner takes its vnodes back
-  /// from the member that held them, its nearest). With this the guess is measured next,
-  /// like a step-parent's, where it has no ground: the newcomer was never a member before
-  /// (a first join comes from anywhere), asked for a share, or the giver has no figures
-  /// at all (a founder, which measured nobody, stood at distance 0 from the root and at
-  /// rate 0 in every newcomer's trees). false: the guess stands.
-  bool measure_guessed_seeds = true;
-  /// A joiner placed by its giver in every tree sits where its vnodes were (the giver
-  /// delivered them): it improves its place with `extra_measurements` probes counted the
-  /// paper's way, not from the last probe that changed a parent (`until_stable`). With
-  /// until_stable, 80 rejoiners on paper-4c160 probed about 80 times each (every probe
-  /// moves a joiner in some of 320 trees), 2,000 probes against 5,800.
-  bool joiner_paper_count = true;
-  /// Such a joiner, placed by its giver, probes only peers known to be in its own LAN
-  /// once every tree has a parent (like `repaired_local_probes` for a repair): it sits
-  /// where its vnodes were, and measuring improves that place. With 80 rejoiners on
-  /// paper-4c160 probing at once, a third of their probes crossed the wide-area links
-  /// with 128 KiB replies while the broadcasts were crossing them too.
-  bool joiner_local_probes = true;
-  /// Such a round draws each known LAN peer once before any again. Drawn at random, a
-  /// rejoiner that knew few LAN peers probed its giver (already its parent everywhere)
-  /// again and again. paper-4c160, thirty seeds: the rejoin back within 1 s on 29 instead
-  /// of 28, 972 broadcasts (969). Not in repair rounds: the leave measured worse there
-  /// (docs/benchmarks.md, session 14).
-  bool joiner_fresh_probes = true;
-  /// The joiners one member gives vnodes to hang, in bandwidth trees, in a chain below it
-  /// (giver -> j1 -> j2 -> ...: the giver redirects each to the last one placed) rather
-  /// than all from the giver: on paper-4c160 one member held the vnodes of 8 leavers, and
-  /// 8 more children of its 1 Gbit NIC in processor 0's bandwidth tree took it 270 ms per
-  /// 4 MiB broadcast, against 134 ms for the whole tree before. Latency trees keep the
-  /// star (one hop each).
-  bool chain_joiners = true;
-  /// Vnodes a member hands to a newcomer stay in the subtrees it reports this long (0:
-  /// not at all): until the newcomer's placement below it has climbed to the roots,
-  /// broadcasts still route them to the giver, which passes them on over its LAN, instead
-  /// of finding them in no child's subtree and sending them point-to-point over the
-  /// wide-area link to the newcomer. Routing only: who delivers is what the routes say.
+  /// Vnodes handed to a newcomer stay in the subtrees the giver reports this long (0: not
+  /// at all), so that broadcasts route them via the giver until the newcomer's place has
+  /// climbed to the roots. Assumes subtree updates reach the roots within it. Default 500 ms.
   duration lend_time = std::chrono::milliseconds(500);
-  /// What was measured of a path outlives a membership: the figures (best RTT, widest
-  /// bandwidth) of a member that leaves, crashes, or whom we leave, are kept, and given
-  /// back when a member of that id at the same transport address is admitted again (our
-  /// own address unchanged). A path's figures are the network's, not the membership's,
-  /// and the rules already keep the best figures forever (`best_measurements`). So a
-  /// processor that rejoins knows at once which members are in its LAN (its probes go
-  /// there with `local_bias`, the wide-area links stay free for the broadcasts) and
-  /// judges candidates by what it measured before. False: every join starts from no
-  /// figures (the paper's way).
-  bool remember_paths = true;
-  /// Entry hints (core/entry_hints.hpp): a processor that became its LAN's entry in some
-  /// bandwidth trees (its new parent there is remote) tells the peers it measured in its
-  /// LAN, in one message each, `entry_delay` after the first such change, and again of
-  /// every tree it enters when a round of measuring ends; a peer that
-  /// enters one of those trees too probes it, or answers so that it probes the peer, and
-  /// the bandwidth rule merges the two entries. Such probes run even after measuring has
-  /// ended, one at a time, and do not restart it. After a leave or a mass join, trees
-  /// kept two or three entries into one cluster for seconds, every segment crossing the
-  /// wide-area link into it once per entry. Off by default: tried on paper-4c160 and
-  /// paper-3c128 in five variants, none better on the aggregate (docs/benchmarks.md,
-  /// "Session 9: entry hints").
-  /// While it is still an entry, it says so again `entry_repeats` times, after 2, 4, 8,
-  /// ... times `entry_delay` (its peers' places change without its own changing: the
-  /// other entry may gain a child that knows it). Repeats do not count as busy.
-  bool entry_hints = false;
-  duration entry_delay = std::chrono::milliseconds(100);
-  int entry_repeats = 5;
-  /// No notices while a round of measuring runs (its end tells of every tree entered).
-  bool entry_quiet_rounds = false;
-  /// Children told when their parent loses its path (bandwidth trees): a processor that
-  /// loses its parent tells its children at once (a tree_update, `connected` false); a
-  /// child keeps the figures it had (est, dist, path), marks them `reattaching` and tells
-  /// its own children so, down the subtree, until a connected path is told again (the
-  /// parent found one, or a probe of it says so). While its figures are so marked, and
-  /// for at most `reattach_hold` from when it learnt of it, a processor does not move to
-  /// a candidate outside its LAN by the bandwidth rule: it would judge the candidate
-  /// against the est of a path that no longer exists. False: a processor that loses its
-  /// parent says nothing, and its children go on judging by its last tree_update. On
-  /// paper-4c160 (seed 6), 150 judged 74, across the narrow B -> D link, against the est
-  /// its step-parent 142 had told from a path held for 3 ms, and fed D through that link
-  /// for the rest of the run. With it, 20 seeds of paper-4c160's churn: the leave back
-  /// within 1 s on 16 (11 without), the rejoin on 15 (13), 636 broadcasts (605); paper-3c128
-  /// 178 broadcasts in 5 seeds (185) (docs/benchmarks.md, sessions 11 and 12).
-  bool hold_while_reattaching = true;
+  /// How long, at most, a processor whose bandwidth-tree figures are those of a lost path
+  /// (`reattaching`) refuses bandwidth-rule moves to candidates outside its LAN.
+  /// Assumes a parent that lost its path finds one again within it. Default 200 ms.
   duration reattach_hold = std::chrono::milliseconds(200);
 };
 
@@ -267,7 +171,8 @@ public:
   /// idle -> joining -> member -> leaving -> left (and a left processor may join again).
   enum class status : std::uint8_t { idle, joining, member, leaving, left };
 
-  supervisor(proc_id self, supervisor_config cfg, std::uint64_t seed);
+  supervisor(proc_id self, supervisor_config cfg, std::uint64_t seed,
+             supervisor_test_hooks hooks = {});
 
   /// The transport address ("host:port") other processors reach this one at; it travels
   /// in join requests and membership notices. Set it before `found` or `join` (empty in
@@ -282,10 +187,9 @@ public:
   /// then gives up with a `join_failed` event.
   void join(timestamp now, proc_id contact, const vnode_set& wanted, outbox& out);
   /// Takes over what an earlier incarnation of this processor, one that left, had
-  /// measured: its memory of paths (`remember_paths`) and its sender capacity. A
-  /// processor that leaves and joins again keeps its supervisor, and so both
-  /// (banyan::node); a harness that makes a new supervisor for each incarnation (the
-  /// emulated cluster) calls this before join(). Nothing without `remember_paths`.
+  /// measured: its memory of paths and its sender capacity. A processor that leaves and
+  /// joins again keeps its supervisor, and so both (banyan::node); a harness that makes a
+  /// new supervisor for each incarnation (the emulated cluster) calls this before join().
   void recall_paths(const supervisor& earlier);
   /// Offers every vnode to `recipient` (no_proc: the nearest member measured so
   /// far); once a member that is not leaving itself has taken them, tells every
@@ -343,12 +247,8 @@ public:
   std::uint64_t probes_abandoned() const noexcept { return probes_abandoned_; }
   /// Adoption requests sent to a step-parent without measuring first (see step_hint).
   std::uint64_t hinted_adoptions() const noexcept { return hinted_adoptions_; }
-  /// Entry notices sent (one per batch, whatever the number of peers told) and probes
-  /// made because of one (entry_hints).
-  std::uint64_t entry_notices() const noexcept { return entry_notices_; }
-  std::uint64_t entry_probes() const noexcept { return entry_probes_; }
   /// Bandwidth-rule moves to a remote candidate not asked for because the figures of
-  /// the path were marked reattaching (hold_while_reattaching).
+  /// the path were marked reattaching (see reattach_hold).
   std::uint64_t held_moves() const noexcept { return held_moves_; }
   /// The step-parent this processor will ask (or is asking) in tree k, if any.
   proc_id step_parent(tree_key k) const {
@@ -358,8 +258,8 @@ public:
   /// One line on what the supervisor is doing (status, schedule, probe), for logs.
   std::string describe() const;
   /// Best RTT measured to p so far, if any. Measurements outlive a leave (the engines
-  /// of a processor that has left still route by them), and a membership
-  /// (`remember_paths`).
+  /// of a processor that has left still route by them), and a membership (the memory
+  /// of paths).
   std::optional<duration> measured_rtt(proc_id p) const;
   /// The best bandwidth measured to p (bytes per second), if any.
   std::optional<rate> measured_bw(proc_id p) const;
@@ -381,8 +281,6 @@ private:
     duration rtt{0};
     rate bw = 0;
     std::vector<wire::subtree_entry> requested; // what the adopt_request offered
-    /// A probe an entry notice asked for: the rules judge these trees only (empty: all).
-    std::set<tree_key> only;
   };
   /// A step-parent to ask first for one tree (see step_hint), and the figures to
   /// assume for the edge until it is measured.
@@ -452,11 +350,11 @@ private:
   /// An offer was answered (or timed out: not accepted).
   void offer_resolved(timestamp now, std::uint64_t seq, bool accepted, outbox& out);
   void lose_parent(timestamp now, tree_state& t, outbox& out);
-  /// hold_while_reattaching: tree t's parent lost its own (its info `connected` false), or
+  /// Tree t's parent lost its own (its info `connected` false), or
   /// an ancestor did (`reattaching`): notes when the figures became those of a lost path.
   void note_reattaching(timestamp now, tree_state& t, bool was);
   /// Whether a bandwidth-rule move of tree t to a candidate at `rtt` waits (see
-  /// hold_while_reattaching).
+  /// reattach_hold).
   bool hold_move(timestamp now, const tree_state& t, duration rtt, const rule_context& ctx) const;
   /// Takes member p for crashed: tells every member, departs it (its vnodes become
   /// orphans, see depart).
@@ -484,7 +382,7 @@ private:
             int hops = 0, bool measured = false);
   /// Whether an adoption request in tree t waits for our own (step-parent or seed).
   bool awaiting(const tree_state& t) const;
-  // seeding a newcomer's trees (seed_new_trees)
+  // seeding a newcomer's trees
   /// We heard of newcomer j: seed its trees once its giver is known, or measure after
   /// `seed_wait`.
   void expect_seed(timestamp now, proc_id j, outbox& out);
@@ -513,16 +411,6 @@ private:
   /// Answers adoption requests held while a hinted adoption of ours was pending.
   void answer_deferred(outbox& out);
   void refuse_adoption(proc_id from, const wire::adopt_request& m, outbox& out);
-
-  // entry hints (core/entry_hints.hpp)
-  /// Bandwidth tree k got a new parent: tell the LAN after `entry_delay` if it is remote.
-  void note_entry(tree_key k, outbox& out);
-  /// Returns whether there was anything to tell.
-  bool send_entry_notices(outbox& out);
-  void on_entry_notice(timestamp now, proc_id from, const wire::entry_notice& m, outbox& out);
-  /// Probes p next for `trees`, even when the measuring schedule has ended (without
-  /// restarting it).
-  void hint_probe(timestamp now, proc_id p, std::set<tree_key> trees, outbox& out);
 
   // probing
   void maybe_probe(timestamp now, outbox& out);
@@ -571,6 +459,8 @@ private:
 
   proc_id self_;
   supervisor_config cfg_;
+  supervisor_test_hooks hooks_;
+  variant_decision decision_;
   std::mt19937_64 rng_;
   status status_ = status::idle;
 
@@ -593,7 +483,7 @@ private:
   std::optional<probe> probe_;
   std::uint64_t next_seq_ = 1;
   std::map<proc_id, peer_figures> figures_;
-  /// Figures of processors that are not members now (remember_paths), with the address
+  /// Figures of processors that are not members now (the memory of paths), with the address
   /// they were measured at; `remembered_from_` is our own address then.
   struct remembered_path {
     std::string address;
@@ -663,7 +553,7 @@ private:
   /// Peers adopted without a measurement: probed next, so the edge gets real figures.
   std::vector<proc_id> remeasure_;
   /// Candidates probed in this round of measuring: a joiner's round restricted to its
-  /// LAN (joiner_local_probes) draws each known LAN peer once before any again.
+  /// LAN draws each known LAN peer once before any again.
   std::vector<proc_id> round_probed_;
   /// After leaving: per tree, where to send a processor that still asks us for
   /// adoption (our parent or step-parent when we left).
@@ -672,14 +562,13 @@ private:
   std::vector<proc_id> givers_;
   bool repaired_ = false; ///< a step-parent adopted us since measuring last started
   bool await_giver_ = false; ///< joined; measuring waits for the first giver's handover
-  /// Placed by our giver in every tree: this round of measuring counts extra probes the
-  /// paper's way (joiner_paper_count).
+  /// Placed by our giver in every tree: this round of measuring counts extra probes from
+  /// the moment every tree had a parent, and stays in the LAN once it has.
   bool settling_ = false;
-  /// Repaired by step-parents: this round's extra probes stay in the LAN
-  /// (repaired_local_probes).
+  /// Repaired by step-parents: this round's extra probes stay in the LAN.
   bool repair_round_ = false;
   /// Newcomers we handed vnodes to, and when; per bandwidth tree, the last of them placed
-  /// below us (chain_joiners).
+  /// below us (joiners of one giver hang in a chain in bandwidth trees).
   std::map<proc_id, timestamp> given_to_;
   /// Vnodes handed to newcomers, still reported as below us (lend_time), by timer number.
   std::map<std::uint64_t, vnode_set> lent_;
@@ -688,22 +577,11 @@ private:
   vnode_set reported_own() const;
   std::map<tree_key, std::pair<proc_id, std::set<proc_id>>> chain_tail_; ///< tail, placed
   timestamp now_{0}; ///< of the message being handled
-  /// Newcomers whose trees wait for their seed (seed_new_trees), and the givers of
+  /// Newcomers whose trees wait for their seed, and the givers of
   /// newcomers learnt from routing updates (which may arrive before the newcomer's notice).
   std::set<proc_id> unseeded_;
   std::map<proc_id, proc_id> giver_of_;
   std::uint64_t hinted_adoptions_ = 0;
-  /// Entry hints: bandwidth trees whose parent changed since the last notice, whether the
-  /// notice timer runs, peers to probe because of a notice, and the trees an answer
-  /// already made us probe someone for (until our next notice).
-  std::set<tree_key> entry_pending_;
-  bool entry_timer_ = false;
-  int entry_repeats_ = 0;           ///< repeats since the last change (entry_repeats)
-  std::uint64_t entry_gen_ = 0;     ///< the notice timer's generation
-  std::vector<std::pair<proc_id, std::set<tree_key>>> hinted_;
-  std::set<tree_key> hint_cover_;
-  std::uint64_t entry_notices_ = 0;
-  std::uint64_t entry_probes_ = 0;
   std::uint64_t held_moves_ = 0;
 };
 

@@ -1,0 +1,31 @@
+#pragma once
+/// What a named rule variant implies for the supervisor, beyond the parent rules
+/// themselves (latency_rule.hpp, bandwidth_rule.hpp), decided in one function.
+///
+///   variant | parent rules         | probe candidates       | extra measurements  | sender capacity
+///   --------+----------------------+------------------------+---------------------+----------------
+///   paper   | IV-B, IV-C exactly   | uniform                | from all parented   | none
+///   banyan  | plus locality terms  | LAN with `local_bias`  | from the last move  | widest measured
+
+#include "banyan/core/rule_context.hpp"
+
+namespace banyan {
+
+struct variant_decision {
+  rule_variant rules = rule_variant::banyan;
+  /// Chance that a probe goes to a known LAN peer (0: the paper's uniform choice).
+  double local_bias = 0;
+  /// The extra measurements count again from every probe that changed a parent, so that
+  /// measuring ends after that many probes in a row that changed nothing (false: from the
+  /// moment every tree had a parent, as the paper does).
+  bool extra_from_last_change = false;
+  /// The bandwidth rule takes the widest rate measured to anyone as what a parent can send
+  /// in all (shared by its children); false: it splits the path rate, as the paper does.
+  bool sender_capacity = false;
+};
+
+/// The decision for variant `v`; `local_bias` is the configured chance, which the paper
+/// variant overrides.
+variant_decision decide(rule_variant v, double local_bias);
+
+} // namespace banyan
