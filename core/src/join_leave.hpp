@@ -1,0 +1,64 @@
+#pragma once
+// Becoming a member and ceasing to be one. Joining: ask a contact (three times, a
+// `probe_timeout` apart), get the member list and routes, announce ourselves, ask the
+// owners of the vnodes we want (givers) to hand them over; each giver places us under it
+// in every tree still without parent. Leaving: offer every vnode to the nearest member
+// that stays (the next on refusal), then hand the trees over (repair) and tell everyone.
+// A contact that is leaving passes newcomers on.
+
+#include <vector>
+
+#include "banyan/core/error.hpp"
+#include "banyan/core/supervisor.hpp"
+
+namespace banyan::sup {
+
+struct parts;
+
+class join_leave {
+public:
+  explicit join_leave(parts& s) : s_(s) {}
+
+  void found(timestamp now, const std::vector<wire::member>& members,
+             const routing_table& routes, outbox& out);
+  void join(timestamp now, proc_id contact, const vnode_set& wanted, outbox& out);
+  std::optional<error> leave(timestamp now, proc_id recipient, outbox& out);
+
+  void on(timestamp now, proc_id from, const wire::join_request& m, outbox& out);
+  void on(timestamp now, proc_id from, const wire::join_accept& m, outbox& out);
+  void on(timestamp now, proc_id from, const wire::vnode_handover& m, outbox& out);
+  /// Join attempt n was not answered.
+  void on_join_timer(timestamp now, std::uint64_t n, outbox& out);
+  /// No giver placed us in time: measure.
+  void on_giver_timer(timestamp now, outbox& out);
+
+  /// Our vnodes were refused by `p` (leaving itself).
+  void refused_by(proc_id p) { refused_.push_back(p); }
+  /// Offers our vnodes to the next recipient, or finishes leaving.
+  void offer_vnodes(timestamp now, outbox& out);
+  /// Our vnodes were taken (`routes`: where they went): tell everyone and stop.
+  void finish_leave(timestamp now, std::vector<wire::route_entry> routes, outbox& out);
+
+  void reset();
+
+private:
+  /// Ranks the members for our vnodes as we leave, nearest first.
+  void rank_nearest();
+
+  parts& s_;
+  /// Joining: the contact, what we asked for, and how many times we asked.
+  proc_id contact_ = no_proc;
+  vnode_set wanted_;
+  int join_attempts_ = 0;
+  /// Joining: the owners asked for vnodes; the first trees go under them.
+  std::vector<proc_id> givers_;
+  bool await_giver_ = false; ///< joined; measuring waits for the first giver's handover
+  /// Leaving: the recipient we are trying, those that refused, and the members nearest
+  /// first, ranked when the leave began (our trees, which place the members we never
+  /// measured, are gone after the first handover).
+  proc_id offered_to_ = no_proc;
+  std::vector<proc_id> refused_;
+  std::vector<proc_id> nearest_;
+};
+
+} // namespace banyan::sup

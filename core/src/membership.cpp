@@ -1,0 +1,169 @@
+#include "membership.hpp"
+
+#include <algorithm>
+
+#include "supervisor_parts.hpp"
+
+namespace banyan::sup {
+
+const wire::member* membership::info(proc_id p) const {
+  auto i = member_info_.find(p);
+  return i == member_info_.end() || !is_member(p) ? nullptr : &i->second;
+}
+
+bool membership::admit(timestamp now, const wire::member& m, outbox& out, bool hearsay) {
+  if (m.id == s_.self || m.id == no_proc)
+    return false;
+  if (auto t = tombstones_.find(m.id); t != tombstones_.end() && t->second.count(m.incarnation))
+    return false; // a late notice about an incarnation that has left
+  if (is_member(m.id)) {
+    auto known = member_info_[m.id].incarnation;
+    if (known == m.incarnation)
+      return false;
+    // A new incarnation: the old one left without our hearing of it.
+    // Incarnations are random, so which of two is the later one only a notice of the
+    // join can tell; a member list (a view, a join_accept) may be older than what we
+    // know, and taking its incarnation would bury the live one (which then refutes, and
+    // gives its vnodes up). Departures reach us as tombstones.
+    if (hearsay)
+      return false;
+    depart(now, m.id, known, out);
+  }
+  add(m);
+  return true;
+}
+
+bool membership::depart(timestamp now, proc_id who, std::uint64_t inc, outbox& out) {
+  if (who == s_.self)
+    return false;
+  bool news = tombstones_[who].insert(inc).second;
+  if (is_member(who) && member_info_[who].incarnation == inc) {
+    s_.watch.note_orphans(now, who, out);
+    remove(now, who, out);
+  }
+  return news;
+}
+
+void membership::add(const wire::member& m) {
+  auto p = m.id;
+  if (p >= is_member_.size())
+    is_member_.resize(p + 1, false);
+  member_info_[p] = m;
+  if (is_member_[p])
+    return;
+  is_member_[p] = true;
+  s_.paths.restore(p, m.address);
+  members_.insert(std::upper_bound(members_.begin(), members_.end(), p), p);
+  s_.updates.make_room(s_.trees.make_room(p));
+  s_.trees.add_root(p, s_.self);
+  if (s_.decision.sender_capacity)
+    s_.trees.find({p, tree_kind::bandwidth})->set_sender_capacity(s_.paths.widest());
+}
+
+void membership::remove(timestamp now, proc_id p, outbox& out) {
+  if (!is_member(p) || p == s_.self)
+    return;
+  is_member_[p] = false;
+  members_.erase(std::lower_bound(members_.begin(), members_.end(), p));
+  s_.paths.forget(p, member_info_[p].address);
+  member_info_.erase(p);
+  s_.probes.forget_strikes(p);
+  s_.trees.drop_root(p);
+  bool orphaned = false;
+  for (auto& t : s_.trees.all()) {
+    if (!t)
+      continue;
+    if (t->remove_child(p))
+      s_.updates.mark_subtree(*t);
+    if (t->parent() == p) {
+      s_.parents.lose_parent(now, *t, out);
+      orphaned = true;
+    }
+  }
+  const bool dropped_hint = s_.repairs.forget_steps(p);
+  s_.probes.forget(p);
+  s_.seeding.forget(p);
+  s_.repairs.forget_requests(p);
+  if (s_.probes.probing(p))
+    s_.probes.finish_probe(now, false, out);
+  if (dropped_hint) {
+    s_.repairs.answer_deferred(out);
+    s_.repairs.ask_step_parents(out);
+    s_.repairs.after_steps(now, out);
+  }
+  if (orphaned)
+    s_.probes.trigger(now, out);
+}
+
+proc_id membership::adopter_of(proc_id dead) const {
+  auto i = std::upper_bound(members_.begin(), members_.end(), dead);
+  for (std::size_t n = 0; n < members_.size(); ++n, ++i) {
+    if (i == members_.end())
+      i = members_.begin();
+    if (*i != dead)
+      return *i;
+  }
+  return no_proc;
+}
+
+void membership::sponsor(proc_id n, timestamp now) {
+  sponsored_.erase(std::remove_if(sponsored_.begin(), sponsored_.end(),
+                                  [&](auto& s) { return s.first == n; }),
+                   sponsored_.end());
+  sponsored_.emplace_back(n, now);
+}
+
+std::vector<proc_id> membership::sponsored(timestamp now) {
+  sponsored_.erase(std::remove_if(sponsored_.begin(), sponsored_.end(),
+                                  [&](auto& s) { return now - s.second > s_.cfg.sponsor_window; }),
+                   sponsored_.end());
+  std::vector<proc_id> result;
+  for (auto& s : sponsored_)
+    result.push_back(s.first);
+  return result;
+}
+
+void membership::on(timestamp now, proc_id from, const wire::member_joined& m, outbox& out) {
+  const auto& who = m.who;
+  if (!admit(now, who, out))
+    return;
+  // Membership must end up symmetric: the newcomer may not know us yet.
+  if (from != who.id && s_.status == supervisor::status::member)
+    s_.send(out, who.id, wire::member_joined{me_});
+  // Newcomers we let in may have been told about members before this one joined.
+  for (auto n : sponsored(now))
+    if (n != who.id && n != from)
+      s_.send(out, n, wire::member_joined{who});
+  // While we are joining ourselves, the member is no newcomer to wait for (it answers
+  // our join, or joins alongside us): our place in its tree comes from our givers, as in
+  // the trees of the members our contact listed (join_leave::on vnode_handover).
+  if (s_.status == supervisor::status::joining)
+    return;
+  // A new tree exists, rooted at the newcomer: seeded once we know its giver, else measured.
+  s_.seeding.expect_seed(now, who.id, out);
+}
+
+void membership::on(timestamp now, proc_id from, const wire::member_left& m, outbox& out) {
+  if (m.who == s_.self) {
+    // Somebody took us for crashed: refute it (a notice about an earlier incarnation of
+    // ours is stale and changes nothing).
+    if (from != s_.self && m.incarnation == me_.incarnation
+        && s_.status == supervisor::status::member)
+      s_.watch.refute(now, from, out);
+    return;
+  }
+  s_.owners.apply_told_routes(now, from, m.routes, out);
+  if (depart(now, m.who, m.incarnation, out))
+    for (auto n : sponsored(now))
+      if (n != m.who && n != from)
+        s_.send(out, n, m);
+}
+
+void membership::reset() {
+  members_.clear();
+  is_member_.clear();
+  member_info_.clear();
+  sponsored_.clear();
+}
+
+} // namespace banyan::sup

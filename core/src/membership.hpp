@@ -1,0 +1,75 @@
+#pragma once
+// Who the members are: their ids (sorted), what we know of each (address, incarnation),
+// the incarnations that left (tombstones), and the newcomers we let in recently, who
+// hear from us of members and moves for `sponsor_window`.
+
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "banyan/core/supervisor.hpp"
+
+namespace banyan::sup {
+
+struct parts;
+
+class membership {
+public:
+  explicit membership(parts& s) : s_(s) {}
+
+  bool is_member(proc_id p) const { return p < is_member_.size() && is_member_[p]; }
+  const std::vector<proc_id>& list() const noexcept { return members_; }
+  std::size_t size() const noexcept { return members_.size(); }
+  /// Nullptr when p is not a member.
+  const wire::member* info(proc_id p) const;
+  /// Ours: id, address, incarnation.
+  wire::member& me() noexcept { return me_; }
+  const wire::member& me() const noexcept { return me_; }
+  /// What we know of every member (and of us), by id.
+  const std::map<proc_id, wire::member>& all_info() const noexcept { return member_info_; }
+  const std::map<proc_id, std::set<std::uint64_t>>& tombstones() const noexcept {
+    return tombstones_;
+  }
+  /// Whether an incarnation of p ever left (p was a member before).
+  bool has_left_before(proc_id p) const { return tombstones_.count(p) > 0; }
+
+  /// Takes note of member m; true when it is news (a member we did not know, or a new
+  /// incarnation of one). A tombstoned incarnation is never admitted again. `hearsay`: from
+  /// a member list (a view, a join_accept), which may be older than what we know: it
+  /// admits members we do not know, never replaces a known incarnation.
+  bool admit(timestamp now, const wire::member& m, outbox& out, bool hearsay = false);
+  /// Adds m (or updates what we know of it), with its trees.
+  void add(const wire::member& m);
+  /// Incarnation `inc` of `who` left: tombstone it, and forget it if it is the one we
+  /// know (its vnodes become orphans, see crash_watch). Returns whether this was news.
+  bool depart(timestamp now, proc_id who, std::uint64_t inc, outbox& out);
+  /// The member that adopts the vnodes a crashed processor `dead` left owning: the first
+  /// member after `dead` in id order, wrapping around (see supervisor::adopter_of).
+  proc_id adopter_of(proc_id dead) const;
+
+  /// Starts relaying news to newcomer n (again).
+  void sponsor(proc_id n, timestamp now);
+  /// The newcomers still within their `sponsor_window`.
+  std::vector<proc_id> sponsored(timestamp now);
+
+  void on(timestamp now, proc_id from, const wire::member_joined& m, outbox& out);
+  void on(timestamp now, proc_id from, const wire::member_left& m, outbox& out);
+
+  /// Forgets every member (tombstones are kept: an incarnation that left never returns).
+  void reset();
+
+private:
+  /// Drops p and everything every part holds about it.
+  void remove(timestamp now, proc_id p, outbox& out);
+
+  parts& s_;
+  std::vector<proc_id> members_; // sorted, with us
+  std::vector<bool> is_member_;
+  std::map<proc_id, wire::member> member_info_;
+  std::map<proc_id, std::set<std::uint64_t>> tombstones_;
+  wire::member me_;
+  std::vector<std::pair<proc_id, timestamp>> sponsored_;
+};
+
+} // namespace banyan::sup

@@ -1,0 +1,53 @@
+#pragma once
+// Parents and children: the rules' verdict on a measured candidate in every tree, the
+// adoption of children that ask us (refused where they are our ancestor or we are
+// unconnected), the figures parents tell us, and losing a parent. A bandwidth-tree
+// processor whose parent lost its own path keeps the figures of that path, marked
+// `reattaching`, and for at most `reattach_hold` moves to no candidate outside its LAN:
+// it would judge the candidate against the estimate of a path that no longer exists.
+
+#include <cstdint>
+#include <vector>
+
+#include "banyan/core/rule_context.hpp"
+#include "banyan/core/supervisor.hpp"
+
+namespace banyan::sup {
+
+struct parts;
+
+class parent_selection {
+public:
+  explicit parent_selection(parts& s) : s_(s) {}
+
+  /// The trees (and the subtrees to offer) in which candidate `from`, measured at
+  /// `rtt` and `bw`, should become our parent by the rules; refreshes the figures of the
+  /// trees where it already is.
+  std::vector<wire::subtree_entry> judge_candidate(timestamp now, proc_id from, duration rtt,
+                                                   rate bw,
+                                                   const std::vector<wire::tree_info>& trees);
+  /// Our verdict on adopting `from` in one tree.
+  wire::adopt_verdict judge(proc_id from, const wire::subtree_entry& e);
+
+  void on(timestamp now, proc_id from, const wire::adopt_request& m, outbox& out);
+  void on(timestamp now, proc_id from, const wire::tree_update& m, outbox& out);
+  void on(timestamp now, proc_id from, const wire::release& m, outbox& out);
+  void on(timestamp now, proc_id from, const wire::subtree_update& m, outbox& out);
+
+  /// Tree t has no parent now (the children of a bandwidth tree hear `connected` false).
+  void lose_parent(timestamp now, tree_state& t, outbox& out);
+  /// Notes when tree t's figures became those of a lost path (`was`: before the change).
+  void note_reattaching(timestamp now, tree_state& t, bool was) const;
+  /// Releases every parent and orphans every child (after being taken for gone).
+  void leave_all_trees(timestamp now, outbox& out);
+  /// Bandwidth-rule moves to a remote candidate held (see reattach_hold).
+  std::uint64_t held_moves() const noexcept { return held_moves_; }
+
+private:
+  bool hold_move(timestamp now, const tree_state& t, duration rtt, const rule_context& ctx) const;
+
+  parts& s_;
+  std::uint64_t held_moves_ = 0;
+};
+
+} // namespace banyan::sup

@@ -1,0 +1,110 @@
+#pragma once
+// Measuring (paper IV-A): when to probe (the schedule), whom (candidate choice), and one
+// probe at a time through its phases:
+//
+//   prober p                         candidate c
+//     | ping (1 byte)  ------------------> |
+//     | <------------------------------ pong     RTT(p,c)
+//     | bw_request ----------------------> |
+//     | <------------------------ pong     the mark, right before the reply
+//     | <------------- bw_reply (128 KiB: c's tree_info for every tree)
+//     |    bw(p,c) = bytes / (reply - mark); the rules decide per tree
+//     | adopt_request(trees, subtrees) --> |
+//     | <------------------- adopt_reply   |
+//     | release -> each old parent
+//
+// Probing serves the others too: it answers their bw_requests with our view.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "banyan/core/measurement_schedule.hpp"
+#include "banyan/core/supervisor.hpp"
+
+namespace banyan::sup {
+
+struct parts;
+
+class prober {
+public:
+  struct probe {
+    enum class phase : std::uint8_t { pause, ping, download, adopt };
+    std::uint64_t seq = 0;
+    proc_id cand = no_proc;
+    phase at = phase::pause;
+    timestamp sent{0};
+    /// When the candidate's mark (the pong it sends right before its bw_reply) came.
+    std::optional<timestamp> mark;
+    duration rtt{0};
+    rate bw = 0;
+    std::vector<wire::subtree_entry> requested; // what the adopt_request offered
+  };
+
+  prober(parts& s, int extra) : s_(s), schedule_(extra) {}
+
+  bool measuring() const noexcept { return schedule_.active() || probe_.has_value(); }
+  bool probing(proc_id p) const noexcept { return probe_ && probe_->cand == p; }
+  const std::optional<probe>& current() const noexcept { return probe_; }
+  std::uint64_t completed() const noexcept { return completed_; }
+  std::uint64_t abandoned() const noexcept { return abandoned_; }
+  /// The schedule and probe, for logs.
+  std::string describe() const;
+
+  /// Something calls for measuring (start, join, orphaned, new trees): a round starts
+  /// (or restarts its count of extra probes).
+  void trigger(timestamp now, outbox& out);
+  /// Starts the next probe if the schedule calls for one and none runs.
+  void maybe_probe(timestamp now, outbox& out);
+  void finish_probe(timestamp now, bool completed, outbox& out);
+  /// A parent changed by adoption: the variant decides whether the extra probes count
+  /// again from here (not in a joiner's settling round).
+  void progress();
+  /// p adopted us without a measurement: probe it next.
+  void remeasure(proc_id p);
+  /// This round: placed by our giver (settling) or by step-parents (repair); once every
+  /// tree has a parent, its probes stay in the LAN.
+  void settling() noexcept { settling_ = true; }
+  void repair_round() noexcept { repair_round_ = true; }
+  /// We leave: the probe in flight is dropped.
+  void abandon() { probe_.reset(); }
+
+  void on(timestamp now, proc_id from, const wire::ping& m, outbox& out);
+  void on(timestamp now, proc_id from, const wire::pong& m, outbox& out);
+  void on(timestamp now, proc_id from, const wire::bw_request& m, outbox& out);
+  void on(timestamp now, proc_id from, const wire::bw_reply& m, outbox& out);
+  /// The adopt_reply to our probe's adopt_request.
+  void on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply& m, outbox& out);
+  void on_start_timer(timestamp now, std::uint64_t seq, outbox& out);
+  void on_reply_timer(timestamp now, std::uint64_t seq, outbox& out);
+
+  /// p is gone: not to be measured again.
+  void forget(proc_id p);
+  void forget_strikes(proc_id p) { strikes_.erase(p); }
+  /// A new round of life: no schedule, probe or strikes, nothing to remeasure.
+  void reset();
+
+private:
+  /// A member to probe: with `local_only`, one known to be in this LAN (if any).
+  proc_id pick_candidate(bool local_only);
+  void start_probe(timestamp now, outbox& out);
+  /// Anti-entropy: takes in the members, departures and routes candidate `from` knows.
+  void merge_view(timestamp now, proc_id from, const wire::bw_reply& m, outbox& out);
+
+  parts& s_;
+  measurement_schedule schedule_;
+  std::optional<probe> probe_;
+  std::map<proc_id, int> strikes_; ///< consecutive unanswered probes per candidate
+  /// Peers adopted without a measurement: probed next, so the edge gets real figures.
+  std::vector<proc_id> remeasure_;
+  /// Candidates probed in this round: a joiner's LAN round draws each once before any again.
+  std::vector<proc_id> round_probed_;
+  bool settling_ = false;     ///< placed by our giver: extra probes counted from parented
+  bool repair_round_ = false; ///< repaired by step-parents in this round
+  std::uint64_t completed_ = 0;
+  std::uint64_t abandoned_ = 0;
+};
+
+} // namespace banyan::sup

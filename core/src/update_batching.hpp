@@ -1,0 +1,41 @@
+#pragma once
+// Tree changes told to the neighbours in batches: a parent tells its children its new
+// place (tree_update), a child tells its parent its new subtree (subtree_update). Changes
+// are marked as they happen and sent together, at once or after `update_delay`, so that
+// a burst of them costs one message per neighbour.
+
+#include <cstddef>
+#include <vector>
+
+#include "banyan/core/supervisor.hpp"
+
+namespace banyan::sup {
+
+struct parts;
+
+class update_batching {
+public:
+  explicit update_batching(parts& s) : s_(s) {}
+
+  /// Room for the trees of a table of `slots` slots.
+  void make_room(std::size_t slots);
+  void mark_info(const tree_state& t);
+  void mark_subtree(const tree_state& t);
+  void mark_all_subtrees();
+  /// Sends what the marks call for: at once when not a member or without a delay, else
+  /// after `update_delay` (one timer for all).
+  void flush(outbox& out);
+  void flush_now(outbox& out);
+  /// The flush timer fired.
+  void on_timer(outbox& out);
+  bool pending() const noexcept { return flush_pending_; }
+  void reset();
+
+private:
+  parts& s_;
+  std::vector<std::size_t> dirty_info_, dirty_subtree_; // tree slots, in marking order
+  std::vector<bool> is_dirty_info_, is_dirty_subtree_;
+  bool flush_pending_ = false;
+};
+
+} // namespace banyan::sup
