@@ -13,7 +13,9 @@
 // that a dead peer is found at once by the connection attempt that follows.
 //
 // Collectives (docs/collectives.md, "Driving an engine"): per membership (found or join)
-// the actor hosts a broadcast_engine and a reduce_engine over a supervisor_view. Their
+// the machine hosts, in an engine_host, a broadcast and a reduction engine over a
+// supervisor_view, and the baselines once their plans are installed (a static tree,
+// scatter-allgather's processors). Their
 // frames go out with `return_undeliverable`, so the transport hands back those that
 // cannot reach an unreachable peer (or one removed with them queued); a frame an engine
 // here refuses goes back to its sender marked `returned`, and comes out of the sender's
@@ -27,6 +29,11 @@
 
 #include "node_actor.hpp"
 
+#include "banyan/core/broadcast_collective.hpp"
+#include "banyan/core/engine_host.hpp"
+#include "banyan/core/reduce_collective.hpp"
+#include "banyan/core/scatter_allgather_collective.hpp"
+#include "banyan/core/static_tree_view.hpp"
 #include "banyan/core/supervisor_view.hpp"
 
 #include <algorithm>
@@ -94,7 +101,8 @@ struct join_attempt {
   std::vector<std::string> reasons; ///< why each contact tried so far failed
 };
 
-/// A reduction started here whose future is not answered yet.
+/// A reduction started here whose future is not answered yet, by engine and number.
+using reduction_key = std::pair<collective_kind, std::uint64_t>;
 struct open_reduction {
   collective_request_ptr req;
   std::shared_ptr<vnode_set> contributed; ///< vnodes counted here so far
@@ -113,16 +121,21 @@ struct node_state {
   /// poll found it), if so since their last send.
   std::optional<timestamp> flushed_at;
   reduce_op_table ops;
+  /// The views the engines read (declared before `host`: they outlive the engines).
   std::unique_ptr<supervisor_view> view;
-  std::unique_ptr<broadcast_engine> bcast;
-  std::unique_ptr<reduce_engine> red;
-  broadcast_outbox bo;
-  reduce_outbox ro;
+  std::unique_ptr<routing_table> static_routes; ///< the static plan's copy of the routes
+  std::unique_ptr<static_tree_view> static_view;
+  /// The engines of this membership, routed to by kind; `bcast` and `red` are the
+  /// adaptive ones (null before the first membership).
+  engine_host host;
+  broadcast_collective* bcast = nullptr;
+  reduce_collective* red = nullptr;
+  std::uint32_t plans = 0; ///< baselines' plans installed in this membership
   /// Numbers the engines' broadcasts (from membership << 32) and timers. It starts from
   /// the wall clock's seconds (mod 2^30), so that a restarted process with the same id
   /// names its broadcasts apart from its earlier life's; bit 63 stays clear.
   std::uint32_t membership = 0;
-  std::map<std::uint64_t, open_reduction> reductions;
+  std::map<reduction_key, open_reduction> reductions;
   std::vector<node_delivery> pending_deliveries; ///< handed to the handler after each step
   /// Engine frames the transport refused for backpressure, per peer, in order.
   std::map<proc_id, std::deque<wire::envelope>> overflow;
@@ -343,10 +356,10 @@ void send_one(node_ptr self, wire::envelope e) {
 /// send, whichever is later. A peer never measured: the blind `drain_linger`.
 bool engines_drained(node_ptr self) {
   auto& st = self->state;
-  if (!st.bcast)
+  if (st.host.empty())
     return true;
   auto now = now_of();
-  if (st.bcast->holding() || st.red->holding())
+  if (st.host.holding())
     return false;
   auto busy = [&] {
     st.flushed_at.reset();
@@ -365,32 +378,34 @@ bool engines_drained(node_ptr self) {
     else
       unmeasured = true;
   }
-  const auto last = std::max(st.bcast->last_send(), st.red->last_send());
+  const auto last = st.host.last_send();
   if (!st.flushed_at || *st.flushed_at < last)
     st.flushed_at = now;
   const auto bound = std::chrono::duration_cast<duration>(worst * st.drain_rtts);
   const auto fates = unmeasured ? send_fates::blind(st.bcast_cfg.drain_linger)
                                 : send_fates::bounded(*st.flushed_at, std::max(st.drain_floor, bound));
-  return st.bcast->drained(now, fates) && st.red->drained(now, fates);
+  return st.host.drained(now, fates);
 }
 
 /// New engines for a membership that is about to begin (`settled`: a founder's vnodes).
 void new_engines(node_ptr self, const vnode_set& settled) {
   auto& st = self->state;
   ++st.membership;
-  st.red.reset();
-  st.bcast.reset();
+  st.host.clear(); // before the views they read
+  st.bcast = nullptr;
+  st.red = nullptr;
+  st.plans = 0;
+  st.static_view.reset();
+  st.static_routes.reset();
   st.view = std::make_unique<supervisor_view>(*st.sup);
   auto bc = st.bcast_cfg;
   // Broadcasts are named (origin, seq): a later membership, or a later process with the
-  // same id, must not reuse the numbers of an earlier one. Bit 63 stays clear (it marks
-  // point-to-point messages).
+  // same id, must not reuse the numbers of an earlier one.
   st.membership &= 0x7fffffff;
   bc.first_seq = (std::uint64_t{st.membership} << 32) + 1;
-  st.bcast = std::make_unique<broadcast_engine>(*st.view, bc);
-  st.red = std::make_unique<reduce_engine>(*st.view, st.ops, st.reduce_cfg, settled);
-  st.bo.clear();
-  st.ro.clear();
+  st.bcast = &st.host.add(std::make_unique<broadcast_collective>(*st.view, bc));
+  st.red = &st.host.add(std::make_unique<reduce_collective>(*st.view, st.ops, st.reduce_cfg,
+                                                            settled));
   st.written_to.clear();
   st.flushed_at.reset();
 }
@@ -427,14 +442,7 @@ bool send_engine_frame(node_ptr self, wire::envelope& e) {
 }
 
 void bounce_to_engine(node_ptr self, proc_id to, const wire::message& m) {
-  auto& st = self->state;
-  if (!st.bcast)
-    return;
-  auto now = now_of();
-  if (broadcast_engine::handles(m))
-    st.bcast->on_undeliverable(now, to, m, st.bo);
-  else if (reduce_engine::handles(m))
-    st.red->on_undeliverable(now, to, m, st.ro);
+  self->state.host.on_undeliverable(now_of(), to, m);
 }
 
 /// Whether `p`, sent by this node's reduce engine, carries this node's part of an open
@@ -442,76 +450,88 @@ void bounce_to_engine(node_ptr self, proc_id to, const wire::message& m) {
 /// reduction's first partial sent from here).
 void check_part_sent(node_ptr self, const wire::reduce_partial& p) {
   auto& st = self->state;
-  auto it = st.reductions.find(p.op);
+  auto it = st.reductions.find({p.collective, p.op});
   if (it == st.reductions.end() || !p.vnodes.includes(*it->second.contributed))
     return;
   it->second.req->answer(expected<reduce_result>(reduce_result{p.op, p.root, {}, {}}));
   st.reductions.erase(it);
 }
 
-/// Carries out what the engines asked for, until they ask for nothing more.
-void run_engines(node_ptr self) {
-  auto& st = self->state;
-  if (!st.bcast)
-    return;
-  const auto m = st.membership;
-  while (!st.bo.sends.empty() || !st.bo.timers.empty() || !st.bo.deliveries.empty()
-         || !st.ro.sends.empty() || !st.ro.timers.empty() || !st.ro.results.empty()
-         || !st.ro.problems.empty()) {
-    broadcast_outbox bo;
-    reduce_outbox ro;
-    std::swap(bo, st.bo);
-    std::swap(ro, st.ro);
-    for (auto& t : bo.timers)
-      self->later(t.after, engine_timer_atom::value, false, m, t.token);
-    for (auto& t : ro.timers)
-      self->later(t.after, engine_timer_atom::value, true, m, t.token);
-    for (auto& d : bo.deliveries) {
-      node_delivery nd;
-      nd.what = d.p2p ? node_delivery::kind::message : node_delivery::kind::broadcast;
-      nd.op = d.op;
-      nd.vnodes = std::move(d.vnodes);
-      nd.payload = std::move(d.payload);
-      st.pending_deliveries.push_back(std::move(nd));
-    }
-    for (auto& r : ro.results) {
-      auto it = st.reductions.find(r.op);
-      if (it == st.reductions.end()) {
-        emit(self, {node_event::kind::collective, {}, no_proc, no_proc, no_proc,
-                    "reduction " + std::to_string(r.op)
-                        + " completed here after this node's part was answered; result dropped", {}});
-        continue;
-      }
-      it->second.req->answer(expected<reduce_result>(std::move(r)));
-      st.reductions.erase(it);
-    }
-    for (auto& p : ro.problems)
-      emit(self, {node_event::kind::collective, {}, no_proc, no_proc, no_proc,
-                  "reduction " + std::to_string(p.op) + ": problem with vnodes "
-                      + p.vnodes.to_string() + ": " + p.detail, {}});
-    for (auto* sends : {&bo.sends, &ro.sends})
-      for (auto& e : *sends) {
-        if (auto* p = std::get_if<wire::reduce_partial>(&e.body))
-          check_part_sent(self, *p);
-        if (!send_engine_frame(self, e))
-          bounce_to_engine(self, e.to, e.body);
-      }
+/// Hands what a broadcast-like engine delivered to the delivery handler.
+void take_deliveries(node_ptr self, broadcast_outbox& bo) {
+  for (auto& d : bo.deliveries) {
+    node_delivery nd;
+    nd.what = d.p2p ? node_delivery::kind::message : node_delivery::kind::broadcast;
+    nd.op = d.op;
+    nd.vnodes = std::move(d.vnodes);
+    nd.payload = std::move(d.payload);
+    self->state.pending_deliveries.push_back(std::move(nd));
   }
 }
 
-/// Both engines look at the supervisor again (after every supervisor event).
+/// Answers the reductions a reduction engine (of kind `kind`) completed; reports problems.
+void take_results(node_ptr self, collective_kind kind, reduce_outbox& ro) {
+  auto& st = self->state;
+  for (auto& r : ro.results) {
+    auto it = st.reductions.find({kind, r.op});
+    if (it == st.reductions.end()) {
+      emit(self, {node_event::kind::collective, {}, no_proc, no_proc, no_proc,
+                  "reduction " + std::to_string(r.op)
+                      + " completed here after this node's part was answered; result dropped", {}});
+      continue;
+    }
+    it->second.req->answer(expected<reduce_result>(std::move(r)));
+    st.reductions.erase(it);
+  }
+  for (auto& p : ro.problems)
+    emit(self, {node_event::kind::collective, {}, no_proc, no_proc, no_proc,
+                "reduction " + std::to_string(p.op) + ": problem with vnodes "
+                    + p.vnodes.to_string() + ": " + p.detail, {}});
+}
+
+/// Carries out what the engines asked for, until they ask for nothing more: timers to
+/// the actor (named by engine kind and membership), results to their handlers, then the
+/// frames to the transport (a frame that bounces at once goes back to its engine, whose
+/// reaction the next round carries out).
+void run_engines(node_ptr self) {
+  auto& st = self->state;
+  const auto m = st.membership;
+  for (bool more = true; more;) {
+    more = false;
+    std::vector<wire::envelope> sends;
+    st.host.for_each([&](collective_engine& e) {
+      auto& out = e.outbox();
+      const auto kind = static_cast<std::uint8_t>(e.kind());
+      for (auto& t : out.timers)
+        self->later(t.after, engine_timer_atom::value, kind, m, t.token);
+      if (auto* b = dynamic_cast<broadcast_collective*>(&e))
+        take_deliveries(self, b->out());
+      else if (auto* sag = dynamic_cast<scatter_allgather_collective*>(&e))
+        take_deliveries(self, sag->out());
+      else if (auto* r = dynamic_cast<reduce_collective*>(&e))
+        take_results(self, e.kind(), r->out());
+      std::move(out.sends.begin(), out.sends.end(), std::back_inserter(sends));
+      e.clear_outbox();
+    });
+    for (auto& e : sends) {
+      if (auto* p = std::get_if<wire::reduce_partial>(&e.body))
+        check_part_sent(self, *p);
+      if (!send_engine_frame(self, e)) {
+        bounce_to_engine(self, e.to, e.body);
+        more = true;
+      }
+    }
+  }
+}
+
+/// The engines over the supervisor's view look at it again (after every supervisor
+/// event); vnodes adopted from a crashed member go with it (their history died there).
 void view_changed(node_ptr self) {
   auto& st = self->state;
-  if (!st.bcast)
+  if (st.host.empty())
     return;
-  auto now = now_of();
-  st.bcast->on_view_change(now, st.bo);
-  st.red->on_view_change(now, st.ro);
-  if (!st.adopted.empty()) {
-    // Adopted from a crashed member: their history went down with it.
-    st.red->adopt(now, st.adopted, st.ro);
-    st.adopted.clear();
-  }
+  st.host.on_view_change(now_of(), view_change{st.adopted});
+  st.adopted.clear();
   run_engines(self);
 }
 
@@ -534,6 +554,34 @@ void linger(node_ptr self) {
     on_request(self, std::move(r));
 }
 
+/// Starts broadcast or message `r` on the engine it names.
+expected<wire::collective_id> start_broadcast(node_ptr self, const collective_request& r) {
+  auto& st = self->state;
+  auto now = now_of();
+  auto missing = [&](const char* what) {
+    return make_error(errc::invalid_argument,
+                      std::string("no ") + what + " installed on processor " +
+                        std::to_string(st.sup->self()));
+  };
+  if (r.what == collective_request::kind::send)
+    return st.bcast->send(now, vnode_set{r.to}, r.message);
+  switch (r.over) {
+  case collective_kind::broadcast:
+    return st.bcast->broadcast(now, r.message);
+  case collective_kind::static_broadcast:
+    if (auto* b = st.host.get<broadcast_collective>(collective_kind::static_broadcast))
+      return b->broadcast(now, r.message);
+    return missing("static tree");
+  case collective_kind::scatter_allgather:
+    if (auto* sag = st.host.get<scatter_allgather_collective>(collective_kind::scatter_allgather))
+      return sag->broadcast(now, r.message);
+    return missing("scatter-allgather");
+  default:
+    return make_error(errc::invalid_argument,
+                      std::string("not a broadcast: ") + to_string(r.over));
+  }
+}
+
 void on_collective(node_ptr self, const collective_request_ptr& r) {
   auto& st = self->state;
   auto now = now_of();
@@ -548,41 +596,94 @@ void on_collective(node_ptr self, const collective_request_ptr& r) {
         errc::invalid_argument, "processor " + std::to_string(st.sup->self()) + " is not a member")));
       break;
     }
-    auto id = r->what == kind::broadcast ? st.bcast->broadcast(now, r->message, st.bo)
-                                         : st.bcast->send(now, vnode_set{r->to}, r->message, st.bo);
-    r->answer(std::move(id));
+    r->answer(start_broadcast(self, *r));
     run_engines(self);
     break;
   }
   case kind::reduce: {
-    if (!st.red) {
-      r->answer(expected<reduce_result>(make_error(
-        errc::stopped, "processor " + std::to_string(st.sup->self()) + " is not a member")));
+    auto& nr = r->reduction;
+    auto* red = st.host.get<reduce_collective>(nr.over);
+    if (!red) {
+      auto err = nr.over == collective_kind::static_reduce
+                   ? make_error(errc::invalid_argument, "no static tree installed on processor "
+                                                          + std::to_string(st.sup->self()))
+                 : nr.over == collective_kind::reduce
+                   ? make_error(errc::stopped, "processor " + std::to_string(st.sup->self())
+                                                 + " is not a member")
+                   : make_error(errc::invalid_argument,
+                                std::string("not a reduction: ") + to_string(nr.over));
+      r->answer(expected<reduce_result>(err));
       break;
     }
-    auto& nr = r->reduction;
     auto counted = std::make_shared<vnode_set>();
     contribution_fn values = [counted, fn = nr.values](vnode_id v) {
       counted->insert(v);
       return fn ? fn(v) : std::vector<std::uint8_t>{};
     };
     reduce_spec spec{nr.seq, nr.root, nr.op, nr.count};
-    if (st.reductions.count(nr.seq) != 0) {
+    const reduction_key key{nr.over, nr.seq};
+    if (st.reductions.count(key) != 0) {
       r->answer(expected<reduce_result>(make_error(
         errc::invalid_argument, "reduction " + std::to_string(nr.seq) + " is already running here")));
       break;
     }
-    if (auto err = st.red->start(now, spec, std::move(values), st.ro)) {
-      st.ro.clear();
+    if (auto err = red->start(now, spec, std::move(values))) {
+      red->clear_outbox();
       r->answer(expected<reduce_result>(*err));
       break;
     }
-    st.reductions[nr.seq] = open_reduction{r, counted};
+    st.reductions[key] = open_reduction{r, counted};
     run_engines(self);
     break;
   }
   }
   after(self, false, false);
+}
+
+/// Installs a baseline's plan (`r.plan`: a static tree, or scatter-allgather over
+/// `r.procs` processors) for this membership, replacing the one installed before.
+node::result install_plan(node_ptr self, const node_request& r) {
+  auto& st = self->state;
+  auto& sup = *st.sup;
+  if (!st.bcast || sup.state() != supervisor::status::member)
+    return make_error(errc::invalid_argument,
+                      "processor " + std::to_string(sup.self()) + " is not a member");
+  const auto n = r.plan ? r.plan->size() : r.procs;
+  for (auto p : sup.members())
+    if (p >= n)
+      return make_error(errc::invalid_argument,
+                        "the plan covers processors 0.." + std::to_string(n) + ", not member "
+                          + std::to_string(p));
+  // Numbered apart from earlier memberships and plans (like the adaptive engines).
+  const auto first_seq = (std::uint64_t{st.membership} << 32) | (std::uint64_t{++st.plans} << 20);
+  if (!r.plan) {
+    scatter_allgather_config cfg;
+    cfg.first_seq = first_seq | 1;
+    auto* owner = st.sup.get();
+    st.host.add(std::make_unique<scatter_allgather_collective>(
+                  sup.self(), r.procs, [owner] { return owner->own_vnodes(); }, cfg),
+                false);
+    return std::nullopt;
+  }
+  st.host.remove(collective_kind::static_broadcast); // before the view they read
+  st.host.remove(collective_kind::static_reduce);
+  st.static_view.reset();
+  st.static_routes = std::make_unique<routing_table>(sup.routes());
+  auto plan = r.plan;
+  st.static_view = std::make_unique<static_tree_view>(sup.self(), *st.static_routes,
+                                                      [plan](tree_key) { return *plan; });
+  auto bc = st.bcast_cfg;
+  bc.kind = collective_kind::static_broadcast;
+  bc.message_kind = collective_kind::none;
+  bc.first_seq = first_seq | 1;
+  st.host.add(std::make_unique<broadcast_collective>(*st.static_view, bc), false);
+  auto rc = st.reduce_cfg;
+  rc.kind = collective_kind::static_reduce;
+  rc.first_op = 1;
+  st.host.add(std::make_unique<reduce_collective>(*st.static_view, st.ops, rc,
+                                                  st.static_view->own_vnodes()),
+              false);
+  return std::nullopt;
 }
 
 void on_tree_event(node_ptr self, const tree_event& e) {
@@ -845,6 +946,11 @@ void on_request(node_ptr self, node_request_ptr r) {
                       "processor " + std::to_string(sup.self()) + " is already "
                           + (st.joining ? "joining" : "a member"));
   };
+  if (r->what == node_request::kind::plan) {
+    complete(self, r, install_plan(self, *r));
+    after(self, false, false);
+    return;
+  }
   if (outside && r->what != node_request::kind::leave && !engines_drained(self)) {
     // The engines of the last membership still hold something: begin afresh after.
     st.deferred.push_back(std::move(r));
@@ -887,6 +993,8 @@ void on_request(node_ptr self, node_request_ptr r) {
       st.leaving = std::move(r);
     }
     break;
+  case node_request::kind::plan: // handled above
+    break;
   }
   after(self); // answers once the snapshot shows the outcome
 }
@@ -905,15 +1013,10 @@ void refuse(node_ptr self, const wire::envelope& e) {
 
 void on_deliver(node_ptr self, const wire::envelope& e) {
   auto& st = self->state;
-  const bool bcast = broadcast_engine::handles(e.body);
-  if (bcast || reduce_engine::handles(e.body)) {
+  if (wire::kind_of(e.body) != collective_kind::none) {
     auto now = now_of();
     st.sup->heard_from(now, e.from);
-    bool taken = false;
-    if (st.bcast)
-      taken = bcast ? st.bcast->on_message(now, e.from, e.body, st.bo)
-                    : st.red->on_message(now, e.from, e.body, st.ro);
-    if (!taken) // back to its sender's engine
+    if (!st.host.on_message(now, e.from, e.body)) // back to its sender's engine
       refuse(self, e);
     after(self, false, false);
     return;
@@ -1023,15 +1126,13 @@ caf::behavior node_actor(caf::event_based_actor*, std::shared_ptr<node_machine> 
         after(n);
       });
     },
-    [self](engine_timer_atom, bool reduce, std::uint32_t membership, std::uint64_t token) {
+    [self](engine_timer_atom, std::uint8_t engine, std::uint32_t membership,
+           std::uint64_t token) {
       run(self, runner::actor, [=](node_ptr n) {
         auto& st = n->state;
-        if (!st.bcast || membership != st.membership)
+        if (membership != st.membership)
           return; // an earlier membership's engine
-        if (reduce)
-          st.red->on_timer(now_of(), token, st.ro);
-        else
-          st.bcast->on_timer(now_of(), token, st.bo);
+        st.host.on_timer(now_of(), static_cast<collective_kind>(engine), token);
         after(n, false, false);
       });
     },
@@ -1128,7 +1229,7 @@ void node_core::shutdown() {
   std::optional<join_attempt> joining;
   node_request_ptr leaving;
   std::vector<node_request_ptr> deferred;
-  std::map<std::uint64_t, open_reduction> reductions;
+  std::map<reduction_key, open_reduction> reductions;
   std::vector<drained_ptr> waiters;
   {
     std::lock_guard<std::mutex> lk(m_->mtx);
