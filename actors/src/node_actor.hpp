@@ -111,7 +111,7 @@ struct node_shared {
   node::delivery_handler on_deliver; ///< guarded by mtx; called without it
 };
 
-struct node_machine; // node_actor.cpp
+struct node_machine; // node_machine.hpp
 
 /// The node's state machine and the actor that runs its timers. Created before the
 /// transport starts; the transport's callbacks call `deliver` and `net_event` on its
