@@ -218,6 +218,18 @@ struct VnodeHandoverAck {
 
 # --- collectives (docs/collectives.md) ---------------------------------------
 
+enum Collective {
+  # The kind of a collective operation: which engine its frames belong to
+  # (`banyan::collective_kind`). Carried by every frame (Frame.collective).
+  none @0;                  # not a collective: the supervisor's messages
+  broadcast @1;             # broadcast over the adaptive trees
+  message @2;               # point-to-point message (through the broadcast engine)
+  reduce @3;                # reduction over the adaptive trees
+  staticBroadcast @4;       # broadcast over a fixed tree (a baseline)
+  staticReduce @5;          # reduction over a fixed tree (a baseline)
+  scatterAllgather @6;      # MPICH's scatter-allgather broadcast (a baseline)
+}
+
 struct BcastSegment {
   # One segment of a broadcast, for the vnodes to reach through the receiver (the
   # header): it delivers to those it owns, passes those below a child to that child,
@@ -378,4 +390,10 @@ struct Frame {
   # gave it back, `to` the original sender): its receiver's collective engine did not
   # take it. The receiver passes it to its engine as undeliverable, never as a message.
   # A Bool in the data section's free bits: frames are exactly as long as without it.
+  collective @28 :Collective;
+  # The kind of operation the body belongs to: `none` for the supervisor's messages, the
+  # engine's kind for a collective's (BcastSegment, BcastOffer, BcastAnswer,
+  # ReducePartial, ReduceHandoff); a supervisor message of another kind is malformed. A
+  # receiver hands the frame to the engine of that kind (none there: it hands it back). In the data section's free bits, like `returned`: frames
+  # are exactly as long as without it.
 }

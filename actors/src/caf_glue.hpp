@@ -19,6 +19,8 @@ using send_atom = caf::atom_constant<caf::atom("bsend")>;
 using deliver_atom = caf::atom_constant<caf::atom("bdeliver")>;
 using tick_atom = caf::atom_constant<caf::atom("btick")>;
 using timer_atom = caf::atom_constant<caf::atom("btimer")>;
+/// A collective engine's timer, routed by the engine's kind (core/engine_host.hpp).
+using engine_timer_atom = caf::atom_constant<caf::atom("bengtimer")>;
 using attach_atom = caf::atom_constant<caf::atom("battach")>;
 using detach_atom = caf::atom_constant<caf::atom("bdetach")>;
 using found_atom = caf::atom_constant<caf::atom("bfound")>;

@@ -24,11 +24,8 @@ namespace banyan::actors {
 using bounced_atom = caf::atom_constant<caf::atom("bbounced")>;
 /// A processor hands a frame its engine refused to the network, to go back to its sender.
 using refuse_atom = caf::atom_constant<caf::atom("brefuse")>;
-/// Broadcast engine timers: (bctimer_atom, static engine?, token), a token space apart
-/// from the supervisor's timer_atom.
-using bctimer_atom = caf::atom_constant<caf::atom("bbctimer")>;
-/// Reduction engine timers: (rdtimer_atom, static engine?, token).
-using rdtimer_atom = caf::atom_constant<caf::atom("brdtimer")>;
+// Engine timers: (engine_timer_atom, the engine's collective_kind as std::uint8_t,
+// token), a token space apart from the supervisor's timer_atom (caf_glue.hpp).
 // Detaching a processor that has left as soon as nothing it sent can come back (the
 // network knows every frame's fate; core/send_fates.hpp, docs/collectives.md):
 /// A processor that has left under the blind rule polls whether its engines drained.
@@ -59,11 +56,11 @@ using static_tree_atom = caf::atom_constant<caf::atom("bstatic")>;
 /// processors 0..procs-1 ranked by id: (sag_atom, procs). In-process emulation only.
 using sag_atom = caf::atom_constant<caf::atom("bsag")>;
 
-/// Collectives over static trees are numbered with this bit set (broadcasts, and
-/// reductions), so that their frames (and bounces) find the static engines. Apart from
-/// `p2p_seq_bit` (bit 63: point-to-point messages) and `scatter_allgather_engine::op_bit`
-/// (bit 62: MPICH's long broadcast).
-constexpr std::uint64_t static_bit = std::uint64_t{1} << 61;
+/// The emulated cluster numbers its reductions over static trees from here on, and
+/// those over the adaptive trees from 1: its ledger and its API (`reduction(op)`) name
+/// either kind by number alone. Engines and frames tell the kinds apart by
+/// `collective_kind`, not by this number.
+constexpr std::uint64_t static_reduction_base = std::uint64_t{1} << 61;
 
 /// What the processors report of collectives (instrumentation, like the monitor).
 struct collective_ledger {
@@ -136,7 +133,7 @@ using reduce_request_ptr = std::shared_ptr<const reduce_request>;
 /// their timeouts from.
 struct static_install {
   banyan::tree t;
-  std::uint64_t first_reduce_op = static_bit | 1;
+  std::uint64_t first_reduce_op = static_reduction_base + 1;
   duration max_root_distance = std::chrono::milliseconds(10);
   rate min_root_rate = infinite_rate;
 };

@@ -39,7 +39,7 @@ struct emulated_cluster::impl {
   std::shared_ptr<collective_ledger> ledger = std::make_shared<collective_ledger>();
   reduce_op_table ops; ///< built-in operators, to check requests up front
   std::uint64_t reductions = 0;        ///< over adaptive trees: 1, 2, 3, ...
-  std::uint64_t static_reductions = 0; ///< over static trees (static_bit | 1, 2, ...)
+  std::uint64_t static_reductions = 0; ///< over static trees (static_reduction_base + 1, 2, ...)
   std::uint32_t static_installs = 0;
   /// Reductions over adaptive trees without a result yet: a processor that joins starts
   /// them too (at the first reduction not completed, as the engine expects).
@@ -418,7 +418,7 @@ emulated_cluster::broadcast_static(proc_id origin, const banyan::tree& t, std::s
   if (origin >= d.procs.size() || !d.procs[origin])
     return std::nullopt;
   auto tp = std::make_shared<const banyan::tree>(t);
-  d.install_static(*tp, static_bit | (d.static_reductions + 1));
+  d.install_static(*tp, static_reduction_base + d.static_reductions + 1);
   auto req = std::make_shared<bcast_request>();
   req->bytes = bytes;
   req->use_static = true;
@@ -516,7 +516,7 @@ expected<std::uint64_t> emulated_cluster::reduce_static(const banyan::tree& t,
                         std::to_string(d.procs.size()) + " processors and be rooted at " +
                         std::to_string(*owner) + ", the owner of vnode " +
                         std::to_string(r.root));
-  const auto op = static_bit | ++d.static_reductions;
+  const auto op = static_reduction_base + ++d.static_reductions;
   d.install_static(t, op);
   d.start_reduce(r, op, true);
   return op;

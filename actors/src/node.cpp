@@ -232,12 +232,16 @@ struct node::impl {
 
   std::future<result> submit(node_request::kind what, vnode_set vnodes,
                              std::vector<node_contact> contacts, completion done) {
-    auto promise = std::make_shared<std::promise<result>>();
-    auto future = promise->get_future();
     auto req = std::make_shared<node_request>();
     req->what = what;
     req->vnodes = std::move(vnodes);
     req->contacts = std::move(contacts);
+    return submit(std::move(req), std::move(done));
+  }
+
+  std::future<result> submit(node_request_ptr req, completion done) {
+    auto promise = std::make_shared<std::promise<result>>();
+    auto future = promise->get_future();
     req->done = [promise, done = std::move(done)](const result& r) {
       if (done)
         done(r);
@@ -346,9 +350,11 @@ void node::on_deliver(delivery_handler h) {
   impl_->shared->on_deliver = std::move(h);
 }
 
-std::future<expected<wire::collective_id>> node::broadcast(shared_bytes message) {
+std::future<expected<wire::collective_id>> node::broadcast(shared_bytes message,
+                                                          collective_kind over) {
   auto r = std::make_shared<collective_request>();
   r->what = collective_request::kind::broadcast;
+  r->over = over;
   r->message = std::move(message);
   auto f = r->started.get_future();
   impl_->submit(std::move(r));
@@ -372,6 +378,20 @@ std::future<expected<reduce_result>> node::reduce(node_reduction red) {
   auto f = r->reduced.get_future();
   impl_->submit(std::move(r));
   return f;
+}
+
+std::future<node::result> node::install_static_tree(banyan::tree t) {
+  auto req = std::make_shared<node_request>();
+  req->what = node_request::kind::plan;
+  req->plan = std::make_shared<const banyan::tree>(std::move(t));
+  return impl_->submit(std::move(req), {});
+}
+
+std::future<node::result> node::install_scatter_allgather(std::size_t procs) {
+  auto req = std::make_shared<node_request>();
+  req->what = node_request::kind::plan;
+  req->procs = procs;
+  return impl_->submit(std::move(req), {});
 }
 
 std::future<node::result> node::leave(completion done) {

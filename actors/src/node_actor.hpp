@@ -33,8 +33,6 @@
 namespace banyan::actors {
 
 using discover_atom = caf::atom_constant<caf::atom("bdiscover")>;
-/// An engine's timer: (engine_timer_atom, reduce engine?, membership, token).
-using engine_timer_atom = caf::atom_constant<caf::atom("bengtimer")>;
 /// Retry frames held back by the transport's backpressure.
 using overflow_atom = caf::atom_constant<caf::atom("boverflow")>;
 /// Poll whether the engines of the last membership have drained.
@@ -48,9 +46,12 @@ using drained_ptr = std::shared_ptr<std::promise<void>>;
 
 /// What the node's public methods ask of the actor.
 struct node_request {
-  enum class kind { found, join, leave } what = kind::found;
+  /// `plan`: install a baseline's plan (`plan` below, or scatter-allgather over `procs`).
+  enum class kind { found, join, leave, plan } what = kind::found;
   vnode_set vnodes; ///< found: owned; join: wanted
   std::vector<node_contact> contacts;
+  std::shared_ptr<const banyan::tree> plan; ///< plan: a static tree (null: scatter-allgather)
+  std::size_t procs = 0;                    ///< plan: scatter-allgather's processors
   /// Called once, on the actor; a request dropped unanswered (the node stopped) calls
   /// it from its destructor with `stopped`.
   std::function<void(const node::result&)> done;
@@ -71,6 +72,7 @@ struct collective_request {
   enum class kind { broadcast, send, reduce } what = kind::broadcast;
   shared_bytes message; ///< broadcast, send
   vnode_id to = 0;      ///< send
+  collective_kind over = collective_kind::broadcast; ///< broadcast: which engine
   node_reduction reduction;
   std::promise<expected<wire::collective_id>> started; ///< broadcast, send
   std::promise<expected<reduce_result>> reduced;       ///< reduce
@@ -109,7 +111,7 @@ struct node_shared {
   node::delivery_handler on_deliver; ///< guarded by mtx; called without it
 };
 
-struct node_machine; // node_actor.cpp
+struct node_machine; // node_machine.hpp
 
 /// The node's state machine and the actor that runs its timers. Created before the
 /// transport starts; the transport's callbacks call `deliver` and `net_event` on its

@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <deque>
 
-#include "banyan/core/broadcast.hpp"
-#include "banyan/core/reduce.hpp"
-#include "banyan/core/scatter_allgather.hpp"
+#include "banyan/core/broadcast_collective.hpp"
+#include "banyan/core/engine_host.hpp"
+#include "banyan/core/reduce_collective.hpp"
+#include "banyan/core/scatter_allgather_collective.hpp"
 #include "banyan/core/static_tree_view.hpp"
 #include "banyan/core/supervisor_view.hpp"
 
@@ -22,23 +23,21 @@ struct processor_state {
   std::uint32_t incarnation = 0;
   outbox out;
   reduce_op_table ops; ///< built-in operators (outlives the engines below)
-  // The engines over the adaptive trees (the supervisor's view). The reduction engine
-  // exists from `found` (its vnodes settled) or `join` (none settled) on.
+  /// Over the adaptive trees (the supervisor's view). Declared before `host`: the
+  /// engines read it until they go.
   std::unique_ptr<supervisor_view> view;
-  std::unique_ptr<broadcast_engine> bcast;
-  std::unique_ptr<reduce_engine> reduce;
-  broadcast_outbox bo;
-  reduce_outbox ro;
-  /// Reductions asked for before this processor took part (a joiner), in order.
-  std::deque<reduce_request_ptr> pending;
-  // Engines over a static tree (installed by the harness; emulation only).
+  // The static baselines' plan (installed by the harness; emulation only).
   std::unique_ptr<routing_table> static_routes;
   std::unique_ptr<static_tree_view> static_view;
-  std::unique_ptr<broadcast_engine> static_bcast;
-  std::unique_ptr<reduce_engine> static_reduce;
+  /// Every collective engine, routed to by kind: the adaptive broadcast (and messages)
+  /// from the start, the adaptive reduction from `found` (its vnodes settled) or `join`
+  /// (none settled) on, the static ones and scatter-allgather once installed.
+  engine_host host;
+  broadcast_collective* bcast = nullptr;
+  reduce_collective* reduce = nullptr;
+  /// Reductions asked for before this processor took part (a joiner), in order.
+  std::deque<reduce_request_ptr> pending;
   std::uint32_t static_installs = 0;
-  /// MPICH's long broadcast over processors 0..n-1 (installed by the harness; emulation only).
-  std::unique_ptr<scatter_allgather_engine> sag;
   std::uint32_t sag_installs = 0;
   bool left = false;
   bool holding = false; ///< counted in ctr->holding
@@ -54,43 +53,18 @@ struct processor_state {
   std::uint64_t received = 0;
   /// An ask to detach is out, made when the engines had sent these many frames.
   bool asked = false;
-  struct sent_counts {
-    std::uint64_t bcast = 0, reduce = 0, static_bcast = 0, static_reduce = 0;
-  } asked_at;
+  engine_host::send_marks asked_at;
   static inline const char* name = "banyan.processor";
 };
 
 using processor_ptr = caf::stateful_actor<processor_state>*;
-
-bool is_static(const wire::collective_id& op) {
-  return (op.seq & static_bit) != 0;
-}
-
-broadcast_engine* bcast_engine_for(processor_ptr self, const wire::message& m) {
-  auto& st = self->state;
-  if (!broadcast_engine::handles(m))
-    return nullptr;
-  return is_static(broadcast_engine::op_of(m)) ? st.static_bcast.get() : st.bcast.get();
-}
-
-reduce_engine* reduce_engine_for(processor_ptr self, const wire::message& m) {
-  auto& st = self->state;
-  if (auto* p = std::get_if<wire::reduce_partial>(&m))
-    return (p->op & static_bit) != 0 ? st.static_reduce.get() : st.reduce.get();
-  if (std::holds_alternative<wire::reduce_handoff>(m))
-    return st.reduce.get(); // static trees never move vnodes
-  return nullptr;
-}
 
 void maybe_ask(processor_ptr self);
 
 /// Keeps the cluster-wide count of processors whose engines hold something current.
 void update_holding(processor_ptr self) {
   auto& st = self->state;
-  bool h = st.bcast->holding() || (st.reduce && st.reduce->holding()) ||
-           (st.static_bcast && st.static_bcast->holding()) ||
-           (st.static_reduce && st.static_reduce->holding()) ||
-           (st.sag && st.sag->in_progress() > 0);
+  bool h = st.host.holding();
   if (h == st.holding || !st.ctr)
     return;
   st.holding = h;
@@ -110,79 +84,56 @@ bool payload_ok(const shared_bytes& b, std::size_t bytes) {
   return true;
 }
 
-void carry_out_bcast(processor_ptr self, bool static_engine) {
+/// Records what a broadcast-like engine delivered.
+void record(processor_ptr self, const broadcast_outbox& bo) {
   auto& st = self->state;
-  auto& bo = st.bo;
-  if (!bo.sends.empty())
-    self->send(st.net, send_atom::value, envelope_batch(std::move(bo.sends)));
-  for (auto& t : bo.timers)
-    self->delayed_send(self, t.after, bctimer_atom::value, static_engine, t.token);
-  if (st.ledger && !bo.deliveries.empty()) {
-    auto now = now_of(self);
-    std::lock_guard<std::mutex> guard{st.ledger->mtx};
-    for (auto& d : bo.deliveries) {
-      auto& per = st.ledger->deliveries[d.op];
-      d.vnodes.for_each([&](vnode_id v) { per[v].push_back(now); });
-      auto size = st.ledger->sizes.find(d.op);
-      if (size == st.ledger->sizes.end() || !payload_ok(d.payload, size->second) ||
-          d.p2p != (st.ledger->targets.count(d.op) > 0))
-        ++st.ledger->bad_payloads;
-    }
-  }
-  bo.clear();
-  update_holding(self);
-  maybe_ask(self);
-}
-
-void carry_out_reduce(processor_ptr self, bool static_engine) {
-  auto& st = self->state;
-  auto& ro = st.ro;
-  if (!ro.sends.empty())
-    self->send(st.net, send_atom::value, envelope_batch(std::move(ro.sends)));
-  for (auto& t : ro.timers)
-    self->delayed_send(self, t.after, rdtimer_atom::value, static_engine, t.token);
-  if (st.ledger && (!ro.results.empty() || !ro.problems.empty())) {
-    auto now = now_of(self);
-    std::lock_guard<std::mutex> guard{st.ledger->mtx};
-    for (auto& r : ro.results)
-      st.ledger->reduce_results[r.op].push_back({st.sup->self(), now, r});
-    for (auto& p : ro.problems)
-      st.ledger->reduce_problems[p.op].push_back("processor " + std::to_string(st.sup->self()) +
-                                                 ": " + p.detail + " " + p.vnodes.to_string());
-  }
-  ro.clear();
-  update_holding(self);
-  maybe_ask(self);
-}
-
-/// The engines hold nothing (their own work is done; frames they sent may still come back).
-bool idle(processor_ptr self) {
-  auto& st = self->state;
-  return !st.bcast->holding() && (!st.reduce || !st.reduce->holding()) &&
-         (!st.static_bcast || !st.static_bcast->holding()) &&
-         (!st.static_reduce || !st.static_reduce->holding()) &&
-         (!st.sag || st.sag->in_progress() == 0);
-}
-
-processor_state::sent_counts frames_sent(processor_ptr self) {
-  auto& st = self->state;
-  return {st.bcast->frames_sent(), st.reduce ? st.reduce->frames_sent() : 0,
-          st.static_bcast ? st.static_bcast->frames_sent() : 0,
-          st.static_reduce ? st.static_reduce->frames_sent() : 0};
-}
-
-/// The network said none of the frames sent before the ask can come back: the engines
-/// have drained if they hold nothing and have sent nothing since (core/send_fates.hpp).
-bool drained(processor_ptr self) {
-  auto& st = self->state;
+  if (!st.ledger || bo.deliveries.empty())
+    return;
   auto now = now_of(self);
-  const auto& at = st.asked_at;
-  return st.bcast->drained(now, send_fates::known(at.bcast)) &&
-         (!st.reduce || st.reduce->drained(now, send_fates::known(at.reduce))) &&
-         (!st.static_bcast || st.static_bcast->drained(now, send_fates::known(at.static_bcast))) &&
-         (!st.static_reduce ||
-          st.static_reduce->drained(now, send_fates::known(at.static_reduce))) &&
-         (!st.sag || st.sag->in_progress() == 0);
+  std::lock_guard<std::mutex> guard{st.ledger->mtx};
+  for (auto& d : bo.deliveries) {
+    auto& per = st.ledger->deliveries[d.op];
+    d.vnodes.for_each([&](vnode_id v) { per[v].push_back(now); });
+    auto size = st.ledger->sizes.find(d.op);
+    if (size == st.ledger->sizes.end() || !payload_ok(d.payload, size->second) ||
+        d.p2p != (st.ledger->targets.count(d.op) > 0))
+      ++st.ledger->bad_payloads;
+  }
+}
+
+/// Records what a reduction engine completed or found wrong.
+void record(processor_ptr self, const reduce_outbox& ro) {
+  auto& st = self->state;
+  if (!st.ledger || (ro.results.empty() && ro.problems.empty()))
+    return;
+  auto now = now_of(self);
+  std::lock_guard<std::mutex> guard{st.ledger->mtx};
+  for (auto& r : ro.results)
+    st.ledger->reduce_results[r.op].push_back({st.sup->self(), now, r});
+  for (auto& p : ro.problems)
+    st.ledger->reduce_problems[p.op].push_back("processor " + std::to_string(st.sup->self()) +
+                                               ": " + p.detail + " " + p.vnodes.to_string());
+}
+
+/// Carries out what engine `e` produced: its frames to the network in one batch, its
+/// timers as delayed messages to this actor, its results to the ledger.
+void carry_out_engine(processor_ptr self, collective_engine& e) {
+  auto& st = self->state;
+  auto& out = e.outbox();
+  if (!out.sends.empty())
+    self->send(st.net, send_atom::value, envelope_batch(std::move(out.sends)));
+  const auto kind = static_cast<std::uint8_t>(e.kind());
+  for (auto& t : out.timers)
+    self->delayed_send(self, t.after, engine_timer_atom::value, kind, t.token);
+  if (auto* b = dynamic_cast<broadcast_collective*>(&e))
+    record(self, b->out());
+  else if (auto* r = dynamic_cast<reduce_collective*>(&e))
+    record(self, r->out());
+  else if (auto* sag = dynamic_cast<scatter_allgather_collective*>(&e))
+    record(self, sag->out());
+  e.clear_outbox();
+  update_holding(self);
+  maybe_ask(self);
 }
 
 void stop(processor_ptr self) {
@@ -199,15 +150,11 @@ void stop(processor_ptr self) {
 /// anything it sent can still come back (it answers when nothing can: drain_ok_atom).
 void maybe_ask(processor_ptr self) {
   auto& st = self->state;
-  if (!st.left || st.asked || !idle(self))
+  if (!st.left || st.asked || st.host.holding())
     return;
   if (st.blind_linger) {
     // Knowing nothing of the frames' fates: the engines' blind rule, polled.
-    auto now = now_of(self);
-    auto fates = send_fates::blind(*st.blind_linger);
-    if (st.bcast->drained(now, fates) && (!st.reduce || st.reduce->drained(now, fates)) &&
-        (!st.static_bcast || st.static_bcast->drained(now, fates)) &&
-        (!st.static_reduce || st.static_reduce->drained(now, fates))) {
+    if (st.host.drained(now_of(self), send_fates::blind(*st.blind_linger))) {
       stop(self);
       return;
     }
@@ -218,7 +165,7 @@ void maybe_ask(processor_ptr self) {
     return;
   }
   st.asked = true;
-  st.asked_at = frames_sent(self);
+  st.asked_at = st.host.frames_sent();
   self->send(st.net, drain_ask_atom::value, st.sup->self(), caf::actor_cast<caf::actor>(self),
              st.received);
 }
@@ -266,7 +213,8 @@ void start_reduce(processor_ptr self, const reduce_request_ptr& req) {
 void start_one(processor_ptr self, const reduce_request_ptr& req, const reduce_spec& spec,
                contribution_fn values) {
   auto& st = self->state;
-  auto* eng = req->use_static ? st.static_reduce.get() : st.reduce.get();
+  auto* eng = req->use_static ? st.host.get<reduce_collective>(collective_kind::static_reduce)
+                              : st.reduce;
   const auto op = spec.op;
   auto note = [&](const std::string& what) {
     if (!st.ledger)
@@ -292,8 +240,8 @@ void start_one(processor_ptr self, const reduce_request_ptr& req, const reduce_s
     std::lock_guard<std::mutex> guard{st.ledger->mtx};
     st.ledger->reduce_started.emplace(op, now);
   }
-  auto err = eng->start(now, spec, std::move(counted), st.ro);
-  carry_out_reduce(self, req->use_static);
+  auto err = eng->start(now, spec, std::move(counted));
+  carry_out_engine(self, *eng);
   if (err)
     note(err->to_string());
 }
@@ -326,16 +274,9 @@ void carry_out(processor_ptr self) {
       adopted |= e.vnodes;
   }
   st.out.clear();
-  auto now = now_of(self);
-  st.bcast->on_view_change(now, st.bo);
-  carry_out_bcast(self, false);
-  if (st.reduce) {
-    st.reduce->on_view_change(now, st.ro);
-    // Adopted from a crashed processor: their history went down with it.
-    if (!adopted.empty())
-      st.reduce->adopt(now, adopted, st.ro);
-    carry_out_reduce(self, false);
-  }
+  // The engines over the supervisor's view, in registration order (broadcast, then
+  // reduction); vnodes adopted from a crashed processor: their history went down with it.
+  st.host.on_view_change(now_of(self), view_change{adopted});
   start_pending(self);
   if (left && !st.left) {
     // Stay reachable, feeding the engines, until they hold nothing and nothing they
@@ -364,34 +305,17 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
   init.view = std::make_unique<supervisor_view>(*init.sup);
   broadcast_config dynamic_cfg;
   dynamic_cfg.first_seq = (std::uint64_t{incarnation} << 32) + 1;
-  init.bcast = std::make_unique<broadcast_engine>(*init.view, dynamic_cfg);
+  init.host.set_carry_out([self](collective_engine& e) { carry_out_engine(self, e); });
+  init.bcast = &init.host.add(std::make_unique<broadcast_collective>(*init.view, dynamic_cfg));
   return {
     [=](deliver_atom, const wire::envelope& e, std::uint64_t gen) {
       auto& st = self->state;
       auto now = now_of(self);
       ++st.received;
       st.sup->heard_from(now, e.from);
-      if (scatter_allgather_engine::handles(e.body)) {
-        // A static baseline without recovery: a frame it cannot take is counted there
-        // (malformed) and dropped, nobody would resend it.
-        if (st.sag)
-          st.sag->on_message(now, e.from, e.body, st.bo);
-        carry_out_bcast(self, false);
-        return;
-      }
-      if (broadcast_engine::handles(e.body)) {
-        auto* eng = bcast_engine_for(self, e.body);
-        bool taken = eng && eng->on_message(now, e.from, e.body, st.bo);
-        carry_out_bcast(self, eng == st.static_bcast.get() && eng);
-        if (!taken)
-          self->send(st.net, refuse_atom::value, e, gen);
-        return;
-      }
-      if (reduce_engine::handles(e.body)) {
-        auto* eng = reduce_engine_for(self, e.body);
-        bool taken = eng && eng->on_message(now, e.from, e.body, st.ro);
-        carry_out_reduce(self, eng == st.static_reduce.get() && eng);
-        if (!taken)
+      if (wire::kind_of(e.body) != collective_kind::none) {
+        // To the engine of its kind; one it does not take goes back to its sender.
+        if (!st.host.on_message(now, e.from, e.body))
           self->send(st.net, refuse_atom::value, e, gen);
         return;
       }
@@ -405,42 +329,21 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
     [=](bounced_atom, const wire::envelope& e) {
       auto& st = self->state;
       ++st.received;
-      if (scatter_allgather_engine::handles(e.body))
-        return; // no recovery in MPICH's algorithm (processors do not leave it)
-      if (auto* eng = bcast_engine_for(self, e.body)) {
-        eng->on_undeliverable(now_of(self), e.to, e.body, st.bo);
-        carry_out_bcast(self, eng == st.static_bcast.get());
-      } else if (auto* r = reduce_engine_for(self, e.body)) {
-        r->on_undeliverable(now_of(self), e.to, e.body, st.ro);
-        carry_out_reduce(self, r == st.static_reduce.get());
-      }
+      st.host.on_undeliverable(now_of(self), e.to, e.body);
     },
     [=](timer_atom, std::uint64_t token) {
       self->state.sup->on_timer(now_of(self), token, self->state.out);
       carry_out(self);
     },
-    [=](bctimer_atom, bool static_engine, std::uint64_t token) {
-      auto& st = self->state;
-      auto* eng = static_engine ? st.static_bcast.get() : st.bcast.get();
-      if (!eng)
-        return;
-      eng->on_timer(now_of(self), token, st.bo);
-      carry_out_bcast(self, static_engine);
-    },
-    [=](rdtimer_atom, bool static_engine, std::uint64_t token) {
-      auto& st = self->state;
-      auto* eng = static_engine ? st.static_reduce.get() : st.reduce.get();
-      if (!eng)
-        return;
-      eng->on_timer(now_of(self), token, st.ro);
-      carry_out_reduce(self, static_engine);
+    [=](engine_timer_atom, std::uint8_t engine, std::uint64_t token) {
+      self->state.host.on_timer(now_of(self), static_cast<collective_kind>(engine), token);
     },
     [=](drain_ok_atom) {
       // Nothing sent before the ask can come back, and frames for this processor wait
       // at the network: stop unless the engines sent or took something since.
       auto& st = self->state;
       st.asked = false;
-      if (drained(self)) {
+      if (st.host.drained_since(now_of(self), st.asked_at)) {
         stop(self);
         return;
       }
@@ -466,22 +369,27 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       // supervisor's routing table says now. An operation still under way on the
       // previous static tree would be cut off: install between operations.
       auto& st = self->state;
-      st.static_reduce.reset();
-      st.static_bcast.reset();
+      st.host.remove(collective_kind::static_broadcast);
+      st.host.remove(collective_kind::static_reduce);
       st.static_view.reset();
       st.static_routes = std::make_unique<routing_table>(st.sup->routes());
       tree copy = inst->t;
       st.static_view = std::make_unique<static_tree_view>(
         st.sup->self(), *st.static_routes, [copy](tree_key) { return copy; },
         inst->max_root_distance, inst->min_root_rate);
+      // Fixed plans: they follow no view change (the plan changes only with an install).
       broadcast_config bc;
-      bc.first_seq = static_bit | (std::uint64_t{st.incarnation} << 32) |
+      bc.kind = collective_kind::static_broadcast;
+      bc.message_kind = collective_kind::none;
+      bc.first_seq = (std::uint64_t{st.incarnation} << 32) |
                      (std::uint64_t{++st.static_installs} << 20);
-      st.static_bcast = std::make_unique<broadcast_engine>(*st.static_view, bc);
+      st.host.add(std::make_unique<broadcast_collective>(*st.static_view, bc), false);
       reduce_config rc;
       rc.first_op = inst->first_reduce_op;
-      st.static_reduce = std::make_unique<reduce_engine>(*st.static_view, st.ops, rc,
-                                                         st.static_view->own_vnodes());
+      rc.kind = collective_kind::static_reduce;
+      st.host.add(std::make_unique<reduce_collective>(*st.static_view, st.ops, rc,
+                                                      st.static_view->own_vnodes()),
+                  false);
       update_holding(self);
     },
     [=](sag_atom, std::uint32_t procs) {
@@ -491,47 +399,41 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       cfg.first_seq = (std::uint64_t{st.incarnation} << 32) |
                       (std::uint64_t{++st.sag_installs} << 20) | 1;
       auto owner = st.sup;
-      st.sag = std::make_unique<scatter_allgather_engine>(
-        owner->self(), procs, [owner] { return owner->own_vnodes(); }, cfg);
+      st.host.add(std::make_unique<scatter_allgather_collective>(
+                    owner->self(), procs, [owner] { return owner->own_vnodes(); }, cfg),
+                  false);
       update_holding(self);
     },
     [=](bcast_atom, const bcast_request_ptr& req) {
       auto& st = self->state;
-      if (req->scatter_allgather) {
-        if (!st.sag || st.left) {
-          req->result.set_value(std::nullopt);
-          return;
-        }
-        auto now = now_of(self);
-        shared_bytes payload(std::vector<std::uint8_t>(req->bytes, payload_fill));
-        auto id = st.sag->broadcast(now, payload, st.bo);
-        if (!id) {
-          req->result.set_value(std::nullopt);
-          st.bo.clear();
-          return;
-        }
-        if (st.ledger) {
-          std::lock_guard<std::mutex> guard{st.ledger->mtx};
-          st.ledger->started[*id] = now;
-          st.ledger->sizes[*id] = req->bytes;
-        }
-        carry_out_bcast(self, false);
-        req->result.set_value(*id);
-        return;
-      }
-      auto* eng = req->use_static ? st.static_bcast.get() : st.bcast.get();
-      if (!eng || st.left) {
-        req->result.set_value(std::nullopt);
-        return;
-      }
       auto now = now_of(self);
       shared_bytes payload(std::vector<std::uint8_t>(req->bytes, payload_fill));
-      auto id = req->p2p      ? eng->send(now, req->to, payload, st.bo)
-                : req->choice ? eng->broadcast(now, payload, *req->choice, st.bo)
-                              : eng->broadcast(now, payload, st.bo);
+      collective_engine* eng = nullptr;
+      expected<wire::collective_id> id = make_error(errc::stopped, "no engine");
+      if (req->scatter_allgather) {
+        auto* sag = st.host.get<scatter_allgather_collective>(collective_kind::scatter_allgather);
+        if (sag && !st.left) {
+          eng = sag;
+          id = sag->broadcast(now, payload);
+        }
+      } else {
+        auto* b = req->use_static
+                    ? st.host.get<broadcast_collective>(collective_kind::static_broadcast)
+                    : st.bcast;
+        if (b && !st.left) {
+          eng = b;
+          id = req->p2p      ? b->send(now, req->to, payload)
+               : req->choice ? b->broadcast(now, payload, *req->choice)
+                             : b->broadcast(now, payload);
+        }
+      }
+      if (!eng) {
+        req->result.set_value(std::nullopt);
+        return;
+      }
       if (!id) {
         req->result.set_value(std::nullopt);
-        st.bo.clear();
+        eng->clear_outbox();
         return;
       }
       if (st.ledger) {
@@ -542,7 +444,7 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
         if (req->p2p)
           st.ledger->targets[*id] = req->to;
       }
-      carry_out_bcast(self, req->use_static);
+      carry_out_engine(self, *eng);
       req->result.set_value(*id);
     },
     [=](reduce_atom, const reduce_request_ptr& req) {
@@ -559,15 +461,15 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       auto& st = self->state;
       st.sup->found(now_of(self), args->members, args->routes, st.out);
       if (!st.reduce)
-        st.reduce = std::make_unique<reduce_engine>(*st.view, st.ops, reduce_config{},
-                                                    st.sup->own_vnodes());
+        st.reduce = &st.host.add(std::make_unique<reduce_collective>(
+          *st.view, st.ops, reduce_config{}, st.sup->own_vnodes()));
       carry_out(self);
     },
     [=](join_atom, proc_id contact, const vnode_set& wanted) {
       auto& st = self->state;
       if (!st.reduce) // a joiner's vnodes settle when their histories arrive
-        st.reduce = std::make_unique<reduce_engine>(*st.view, st.ops, reduce_config{},
-                                                    vnode_set{});
+        st.reduce = &st.host.add(std::make_unique<reduce_collective>(
+          *st.view, st.ops, reduce_config{}, vnode_set{}));
       if (st.predecessor) {
         // The network hands the join over only once the predecessor has detached (and
         // quit): its supervisor is no longer touched.

@@ -61,7 +61,7 @@ expected<wire::collective_id> broadcast_engine::broadcast(timestamp now, shared_
   if (!view_.participating())
     return make_error(errc::stopped, "processor " + std::to_string(view_.self()) +
                                        " no longer takes part and cannot broadcast");
-  const wire::collective_id id{view_.self(), next_seq_++};
+  const wire::collective_id id{view_.self(), next_seq_++, cfg_.kind};
   ++stats_.started;
   // Decided once, here: the kind travels in every frame of the broadcast, and so does
   // the segment length (receivers place segments by their index and length).
@@ -78,13 +78,15 @@ expected<wire::collective_id> broadcast_engine::send(timestamp now, vnode_set to
   if (!view_.participating())
     return make_error(errc::stopped, "processor " + std::to_string(view_.self()) +
                                        " no longer takes part and cannot send");
+  if (cfg_.message_kind == collective_kind::none)
+    return make_error(errc::invalid_argument, "send: this engine sends no messages");
   if (to.empty())
     return make_error(errc::invalid_argument, "send: no destination vnode");
   if (!view_.all_vnodes().includes(to))
     return make_error(errc::invalid_argument, "send: vnodes " + (to - view_.all_vnodes()).to_string() +
                                                 " do not exist (vnodes are " +
                                                 view_.all_vnodes().to_string() + ")");
-  const wire::collective_id id{view_.self(), next_seq_++ | p2p_seq_bit};
+  const wire::collective_id id{view_.self(), next_seq_++, cfg_.message_kind};
   ++stats_.sent;
   return originate(now, id, to, true, threshold_tree(message.size(), cfg_.long_threshold),
                    message, out);

@@ -196,6 +196,33 @@ std::size_t body_words(const bcast_answer&) { return bcast_answer_shape.words();
 
 const char* name_of(const message& m) { return message_names[m.index()]; }
 
+collective_kind kind_of(const message& m) {
+  if (auto* s = std::get_if<bcast_segment>(&m))
+    return s->op.kind;
+  if (auto* p = std::get_if<reduce_partial>(&m))
+    return p->collective;
+  if (auto* h = std::get_if<reduce_handoff>(&m))
+    return h->collective;
+  if (auto* o = std::get_if<bcast_offer>(&m))
+    return o->op.kind;
+  if (auto* a = std::get_if<bcast_answer>(&m))
+    return a->op.kind;
+  return collective_kind::none;
+}
+
+void set_kind(message& m, collective_kind k) {
+  if (auto* s = std::get_if<bcast_segment>(&m))
+    s->op.kind = k;
+  else if (auto* p = std::get_if<reduce_partial>(&m))
+    p->collective = k;
+  else if (auto* h = std::get_if<reduce_handoff>(&m))
+    h->collective = k;
+  else if (auto* o = std::get_if<bcast_offer>(&m))
+    o->op.kind = k;
+  else if (auto* a = std::get_if<bcast_answer>(&m))
+    a->op.kind = k;
+}
+
 std::size_t wire_size(const message& m) {
   const std::size_t body = std::visit([](const auto& x) { return body_words(x); }, m);
   const std::size_t words = root_pointer_words + frame_shape.words() + body;

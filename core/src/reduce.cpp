@@ -64,6 +64,7 @@ std::uint64_t reduce_engine::timer(reduce_outbox& out, duration after, timer_ent
 }
 
 void reduce_engine::send(timestamp now, proc_id to, wire::message m, reduce_outbox& out) {
+  wire::set_kind(m, cfg_.kind);
   out.sends.push_back({view_.self(), to, std::move(m)});
   ++frames_sent_;
   last_send_ = now;
@@ -254,6 +255,7 @@ void reduce_engine::send_partial(timestamp now, const op_state& st, const vnode_
                                  shared_bytes data, bool direct, std::uint32_t hops,
                                  reduce_outbox& out) {
   wire::reduce_partial p;
+  p.collective = cfg_.kind;
   p.op = st.spec.op;
   p.root = st.spec.root;
   p.fn = st.spec.fn;
@@ -354,6 +356,7 @@ void reduce_engine::route_handoff(timestamp now, const std::vector<wire::reduce_
     all |= r.vnodes;
   for (auto& [to, part] : route_to_owners(view_, all, [&](proc_id q) { return unusable(now, q); })) {
     wire::reduce_handoff h;
+    h.collective = cfg_.kind;
     h.hops = hops;
     for (auto& r : records)
       if (auto mine = r.vnodes & part; !mine.empty())
@@ -402,7 +405,7 @@ void reduce_engine::handle_handoff(timestamp now, const wire::reduce_handoff& m,
   if (rest.empty())
     return;
   if (m.hops >= cfg_.max_hops)
-    hold(wire::reduce_handoff{std::move(rest), 0}, out);
+    hold(wire::reduce_handoff{cfg_.kind, std::move(rest), 0}, out);
   else
     route_handoff(now, rest, m.hops + 1, out);
 }

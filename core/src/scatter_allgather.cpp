@@ -21,7 +21,7 @@ scatter_allgather_engine::scatter_allgather_engine(proc_id self, std::size_t pro
 
 bool scatter_allgather_engine::handles(const wire::message& m) {
   auto* seg = std::get_if<wire::bcast_segment>(&m);
-  return seg && (seg->op.seq & op_bit) != 0;
+  return seg && seg->op.kind == collective_kind::scatter_allgather;
 }
 
 std::size_t scatter_allgather_engine::rank_of(proc_id p, proc_id origin) const {
@@ -138,7 +138,7 @@ expected<wire::collective_id> scatter_allgather_engine::broadcast(timestamp, sha
     return make_error(errc::invalid_argument, "processor " + std::to_string(self_) +
                                                 " is not among the " + std::to_string(n_) +
                                                 " processors of the scatter-allgather");
-  wire::collective_id op{self_, next_seq_++ | op_bit};
+  wire::collective_id op{self_, next_seq_++, collective_kind::scatter_allgather};
   auto total = static_cast<std::uint64_t>(message.size());
   if (auto vs = own_(); !vs.empty()) {
     stats_.delivered += vs.size();
@@ -177,7 +177,8 @@ bool scatter_allgather_engine::on_message(timestamp, proc_id, const wire::messag
     ++stats_.malformed;
     return false;
   };
-  if (!seg || !(seg->op.seq & op_bit) || seg->op.origin >= n_ || self_ >= n_)
+  if (!seg || seg->op.kind != collective_kind::scatter_allgather || seg->op.origin >= n_ ||
+      self_ >= n_)
     return bad();
   auto rank = rank_of(self_, seg->op.origin);
   if (seg->count == 1 && !seg->direct) {

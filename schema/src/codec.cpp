@@ -343,6 +343,17 @@ void write(const wire::bcast_answer& m, body_builder b) {
 
 // --- shared pieces, capnp -> C++ -------------------------------------------------
 
+cs::Collective to_capnp(collective_kind k) {
+  return static_cast<cs::Collective>(static_cast<std::uint16_t>(k));
+}
+
+collective_kind from_capnp(cs::Collective k) {
+  const auto v = static_cast<std::uint16_t>(k);
+  if (v >= collective_kind_count)
+    reject("unknown collective kind " + std::to_string(v));
+  return static_cast<collective_kind>(v);
+}
+
 tree_kind from_capnp(cs::TreeKind k) {
   switch (k) {
     case cs::TreeKind::LATENCY:
@@ -565,7 +576,7 @@ wire::reduce_partial read(cs::ReducePartial::Reader r) {
 }
 
 wire::reduce_handoff read(cs::ReduceHandoff::Reader r) {
-  return wire::reduce_handoff{read_list(r.getRecords()), r.getHops()};
+  return wire::reduce_handoff{collective_kind::none, read_list(r.getRecords()), r.getHops()};
 }
 
 wire::bcast_offer read(cs::BcastOffer::Reader r) {
@@ -616,6 +627,7 @@ void build(const wire::envelope& e, capnp::MessageBuilder& builder, bool returne
   frame.setFrom(e.from);
   frame.setTo(e.to);
   frame.setReturned(returned);
+  frame.setCollective(to_capnp(wire::kind_of(e.body)));
   std::visit([&](const auto& m) { write(m, frame.getBody()); }, e.body);
 }
 
@@ -666,7 +678,19 @@ expected<schema::frame> read_frame(capnp::MessageReader& reader) {
     return make_error(errc::version_mismatch,
                       "peer speaks protocol version " + std::to_string(frame.getVersion()) +
                           ", this processor " + std::to_string(protocol_version));
-  return schema::frame{wire::envelope{frame.getFrom(), frame.getTo(), read_body(frame.getBody())},
+  auto body = read_body(frame.getBody());
+  const auto kind = from_capnp(frame.getCollective());
+  // A collective's message names its engine; the supervisor's messages name none.
+  const bool collective = std::holds_alternative<wire::bcast_segment>(body) ||
+                          std::holds_alternative<wire::bcast_offer>(body) ||
+                          std::holds_alternative<wire::bcast_answer>(body) ||
+                          std::holds_alternative<wire::reduce_partial>(body) ||
+                          std::holds_alternative<wire::reduce_handoff>(body);
+  // (A collective's message of kind `none` is nobody's: an engine host hands it back.)
+  if (!collective && kind != collective_kind::none)
+    reject("a supervisor message of collective kind " + std::string(to_string(kind)));
+  wire::set_kind(body, kind);
+  return schema::frame{wire::envelope{frame.getFrom(), frame.getTo(), std::move(body)},
                        frame.getReturned()};
 }
 
@@ -980,7 +1004,9 @@ void frame_decoder::look() {
     auto r = f.getBody().getBcastSegment();
     h.from = f.getFrom();
     h.to = f.getTo();
-    h.op = wire::collective_id{r.getOrigin(), r.getSeq()};
+    h.op = wire::collective_id{r.getOrigin(), r.getSeq(),
+                               static_cast<collective_kind>(
+                                 static_cast<std::uint16_t>(f.getCollective()))};
     h.index = r.getIndex();
     h.count = r.getCount();
     h.total = r.getTotal();

@@ -21,6 +21,7 @@
 #include <caf/actor_system_config.hpp>
 
 #include "banyan/actors/node.hpp"
+#include "banyan/core/tree_builders.hpp"
 #include "node_check.hpp"
 
 using namespace banyan;
@@ -564,6 +565,91 @@ BOOST_AUTO_TEST_CASE(broadcast_send_and_reduce_over_tcp) {
   BOOST_TEST(maxes[0] == 199 * 0.5);
   BOOST_TEST(maxes[1] == 0.0);
   BOOST_TEST(maxes[2] == 6 * 1.25);
+  BOOST_TEST(ledger.duplicates() == 0);
+  for (auto* n : ns)
+    n->stop();
+}
+
+BOOST_AUTO_TEST_CASE(baselines_run_over_tcp_once_their_plans_are_installed) {
+  // The static-tree broadcast and reduction (a binomial tree) and MPICH's
+  // scatter-allgather, over real sockets: every vnode once, payloads intact.
+  test_system ts;
+  const auto all = vnode_set::range(0, 90);
+  node a(*ts.sys, collective_config(0));
+  node b(*ts.sys, collective_config(1));
+  node c(*ts.sys, collective_config(2));
+  delivery_ledger ledger;
+  std::vector<node*> ns{&a, &b, &c};
+  for (auto* n : ns) {
+    n->on_deliver(ledger.handler(n->id()));
+    BOOST_REQUIRE(n->start().has_value());
+  }
+  form(a, {&b, &c}, all);
+
+  // Not installed yet: refused with a reason.
+  auto early = a.broadcast(pattern(10, 1), collective_kind::static_broadcast);
+  BOOST_REQUIRE(early.wait_for(5s) == std::future_status::ready);
+  auto early_r = early.get();
+  BOOST_REQUIRE(!early_r.has_value());
+  BOOST_TEST(static_cast<int>(early_r.err().code) == static_cast<int>(errc::invalid_argument));
+  // A plan that leaves a member out is refused.
+  auto small = a.install_static_tree(binomial_tree(2, 0));
+  BOOST_TEST(wait(small, 5s).has_value());
+
+  for (auto* n : ns) {
+    auto f = n->install_static_tree(binomial_tree(3, 0));
+    BOOST_REQUIRE(!wait(f, 5s));
+  }
+  auto run = [&](node& from, collective_kind over, std::size_t n, std::uint64_t salt) {
+    auto f = from.broadcast(pattern(n, salt), over);
+    auto op = started(f);
+    BOOST_TEST((op.kind == over));
+    BOOST_REQUIRE_MESSAGE(poll_until(20s, [&] { return ledger.once(op, all) == all.size(); }),
+                          to_string(over) << " of " << n << " bytes reached "
+                                          << ledger.once(op, all) << " of " << all.size()
+                                          << " vnodes exactly once");
+    BOOST_TEST(ledger.payloads_match(op, n, salt));
+    BOOST_TEST((ledger.get(op).at == std::set<proc_id>{0, 1, 2}));
+  };
+  run(a, collective_kind::static_broadcast, 1000, 21);    // whole, down the tree
+  run(a, collective_kind::static_broadcast, 1u << 20, 22); // segments, pipelined
+
+  // A static reduction rooted at a vnode of the tree's root, against the true sum.
+  vnode_id root = 0;
+  a.own_vnodes().for_each([&](vnode_id v) { root = v; });
+  node_reduction r;
+  r.seq = 1;
+  r.root = root;
+  r.op = {reduce_kind::sum, element_type::int32};
+  r.count = 64;
+  r.over = collective_kind::static_reduce;
+  r.values = [&r](vnode_id vn) {
+    std::vector<std::int32_t> xs(r.count);
+    for (std::size_t i = 0; i < r.count; ++i)
+      xs[i] = element(vn, i, 1);
+    return to_bytes(xs);
+  };
+  auto fs = reduce_all(ns, r);
+  auto res = gather(fs, 20s);
+  BOOST_TEST(res.vnodes.to_string() == all.to_string());
+  auto sums = from_bytes<std::int32_t>(res.value);
+  BOOST_REQUIRE_EQUAL(sums.size(), r.count);
+  for (std::size_t i = 0; i < r.count; ++i) {
+    std::int64_t want = 0;
+    all.for_each([&](vnode_id vn) { want += element(vn, i, 1); });
+    BOOST_TEST(sums[i] == want);
+  }
+
+  // MPICH's scatter-allgather: below its threshold whole down the binomial tree, above
+  // it scattered and gathered around the ring.
+  for (auto* n : ns) {
+    auto f = n->install_scatter_allgather(3);
+    BOOST_REQUIRE(!wait(f, 5s));
+  }
+  run(b, collective_kind::scatter_allgather, 5000, 23);
+  run(b, collective_kind::scatter_allgather, (1u << 20) + 7, 24);
+  // The adaptive engines still run beside them.
+  broadcast_everywhere(c, ledger, all, 2000, 25, 10s);
   BOOST_TEST(ledger.duplicates() == 0);
   for (auto* n : ns)
     n->stop();

@@ -72,7 +72,7 @@ BOOST_AUTO_TEST_CASE(every_processor_gets_the_message_once_from_any_origin) {
           auto msg = pattern(size, static_cast<std::uint8_t>(origin));
           auto op = g.engines[origin]->broadcast(timestamp{}, msg, out);
           BOOST_REQUIRE(op.has_value());
-          BOOST_TEST((op->seq & scatter_allgather_engine::op_bit) != 0);
+          BOOST_TEST((op->kind == collective_kind::scatter_allgather));
           g.take(out);
           g.run();
           BOOST_TEST(g.got.size() == n);
@@ -130,7 +130,7 @@ BOOST_AUTO_TEST_CASE(malformed_frames_are_refused_and_counted) {
   grid g{4, 100, 3};
   broadcast_outbox out;
   wire::bcast_segment seg;
-  seg.op = {0, 1 | scatter_allgather_engine::op_bit};
+  seg.op = {0, 1, collective_kind::scatter_allgather};
   seg.count = 4;
   seg.total = 400;
   seg.index = 1;
@@ -139,7 +139,7 @@ BOOST_AUTO_TEST_CASE(malformed_frames_are_refused_and_counted) {
   seg.payload = pattern(100, 0);
   seg.index = 3; // not in rank 1's scatter range [1, 2)
   BOOST_TEST(!g.engines[1]->on_message(timestamp{}, 0, wire::message{seg}, out));
-  seg.op.seq = 1; // not this engine's
+  seg.op.kind = collective_kind::broadcast; // not this engine's
   BOOST_TEST(!scatter_allgather_engine::handles(wire::message{seg}));
   BOOST_TEST(g.engines[1]->stats().malformed == 2u);
   BOOST_TEST(out.sends.empty());

@@ -111,9 +111,12 @@ struct gen {
     return {static_cast<banyan::reduce_kind>(upto(4)), static_cast<banyan::element_type>(upto(4)),
             coin() ? 0 : u32()};
   }
+  banyan::collective_kind collective() {
+    return static_cast<banyan::collective_kind>(upto(banyan::collective_kind_count - 1));
+  }
   wire::bcast_segment segment() {
     wire::bcast_segment m;
-    m.op = {proc(), u64()};
+    m.op = {proc(), u64(), collective()};
     m.kind = coin() ? tree_kind::latency : tree_kind::bandwidth;
     m.vnodes = vnodes();
     m.direct = coin();
@@ -127,7 +130,7 @@ struct gen {
     return m;
   }
   wire::reduce_partial partial() {
-    return {u64(), u32(), fn(), coin() ? tree_kind::latency : tree_kind::bandwidth, vnodes(),
+    return {collective(), u64(), u32(), fn(), coin() ? tree_kind::latency : tree_kind::bandwidth, vnodes(),
             coin(), u32(), data()};
   }
 
@@ -170,9 +173,9 @@ struct gen {
       case 17: return wire::vnode_handover_ack{u64(), coin()};
       case 18: return segment();
       case 19: return partial();
-      case 20: return wire::reduce_handoff{list([&] { return record(); }), u32()};
-      case 21: return wire::bcast_offer{{proc(), u64()}, vnodes(), u64(), u32()};
-      case 22: return wire::bcast_answer{{proc(), u64()}, u64(), coin()};
+      case 20: return wire::reduce_handoff{collective(), list([&] { return record(); }), u32()};
+      case 21: return wire::bcast_offer{{proc(), u64(), collective()}, vnodes(), u64(), u32()};
+      case 22: return wire::bcast_answer{{proc(), u64(), collective()}, u64(), coin()};
     }
     BOOST_FAIL("no such message type");
     return wire::ping{};
@@ -316,11 +319,13 @@ BOOST_AUTO_TEST_CASE(wire_size_equals_encoding_at_rounding_edges) {
     ms.push_back(part);
   }
   ms.push_back(wire::reduce_handoff{});
-  ms.push_back(wire::reduce_handoff{{{vnode_set{}, 0}, {vnode_set{1, 5}, 3}}, 2});
+  ms.push_back(wire::reduce_handoff{banyan::collective_kind::reduce,
+                                    {{vnode_set{}, 0}, {vnode_set{1, 5}, 3}}, 2});
   ms.push_back(wire::bcast_offer{});
-  ms.push_back(wire::bcast_offer{{3, ~std::uint64_t{0}}, vnode_set{1, 5, 9}, 7, 2});
+  ms.push_back(wire::bcast_offer{{3, ~std::uint64_t{0}, banyan::collective_kind::scatter_allgather},
+                                 vnode_set{1, 5, 9}, 7, 2});
   ms.push_back(wire::bcast_answer{});
-  ms.push_back(wire::bcast_answer{{3, 4}, 5, true});
+  ms.push_back(wire::bcast_answer{{3, 4, banyan::collective_kind::message}, 5, true});
   for (const auto& m : ms) {
     BOOST_TEST_CONTEXT(wire::name_of(m)) {
       const wire::envelope e{1, 2, m};
@@ -831,7 +836,7 @@ BOOST_AUTO_TEST_CASE(encode_frame_references_large_payloads_in_place) {
     }
   }
   // A reduction partial's data too.
-  wire::reduce_partial p{7, 2, {banyan::reduce_kind::sum, banyan::element_type::int32, 0},
+  wire::reduce_partial p{banyan::collective_kind::static_reduce, 7, 2, {banyan::reduce_kind::sum, banyan::element_type::int32, 0},
                          tree_kind::bandwidth, vnode_set::range(0, 8), false, 1, all.slice(0, 1u << 20)};
   const wire::envelope e{1, 2, p};
   auto f = bs::encode_frame(e);
@@ -839,4 +844,46 @@ BOOST_AUTO_TEST_CASE(encode_frame_references_large_payloads_in_place) {
   auto d = decode_frame(joined(f));
   BOOST_REQUIRE(d.has_value());
   BOOST_TEST(same(*d, e));
+}
+
+BOOST_AUTO_TEST_CASE(the_collective_kind_travels_in_the_frame_at_no_cost) {
+  // Every kind a collective's message may carry comes back, and the frame is as long as
+  // the size model says (which has no room for it: it sits in the Frame's free bits).
+  for (std::size_t k = 0; k < banyan::collective_kind_count; ++k) {
+    const auto kind = static_cast<banyan::collective_kind>(k);
+    wire::bcast_offer offer{{3, 9, kind}, vnode_set{1, 2}, 4, 0};
+    wire::reduce_partial part;
+    part.collective = kind;
+    wire::reduce_handoff handoff{kind, {{vnode_set{5}, 2}}, 1};
+    for (wire::message m : {wire::message{offer}, wire::message{part}, wire::message{handoff}}) {
+      BOOST_TEST_CONTEXT(wire::name_of(m) << " of kind " << banyan::to_string(kind)) {
+        const wire::envelope e{1, 2, m};
+        const bytes frame = bs::encode(e);
+        BOOST_TEST(frame.size() == wire::wire_size(m));
+        const auto d = decode_frame(frame);
+        BOOST_REQUIRE_MESSAGE(d.has_value(), describe(d));
+        BOOST_TEST((wire::kind_of(d->body) == kind));
+        BOOST_TEST(same(*d, e));
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_supervisor_message_of_a_collective_kind_is_malformed) {
+  const auto ok = raw_frame([](cs::Frame::Builder f) { f.getBody().initPing().setSeq(4); });
+  BOOST_TEST(bs::decode_body(ok.data(), ok.size()).has_value());
+  const auto bad = raw_frame([](cs::Frame::Builder f) {
+    f.getBody().initPing().setSeq(4);
+    f.setCollective(cs::Collective::REDUCE);
+  });
+  auto d = bs::decode_body(bad.data(), bad.size());
+  BOOST_REQUIRE(!d.has_value());
+  BOOST_TEST(d.err().code == errc::malformed_frame);
+  const auto unknown = raw_frame([](cs::Frame::Builder f) {
+    f.getBody().initReduceHandoff().setHops(1);
+    f.setCollective(static_cast<cs::Collective>(banyan::collective_kind_count));
+  });
+  auto u = bs::decode_body(unknown.data(), unknown.size());
+  BOOST_REQUIRE(!u.has_value());
+  BOOST_TEST(u.err().code == errc::malformed_frame);
 }

@@ -45,6 +45,7 @@
 #include "banyan/core/messages.hpp"
 #include "banyan/core/reduce.hpp"
 #include "banyan/core/reduce_op.hpp"
+#include "banyan/core/tree.hpp"
 #include "banyan/core/routing_table.hpp"
 #include "banyan/core/shared_bytes.hpp"
 #include "banyan/core/supervisor.hpp"
@@ -140,6 +141,9 @@ struct node_reduction {
   reduce_op op;            ///< e.g. {reduce_kind::sum, element_type::int32}
   std::size_t count = 0;   ///< elements per vnode
   contribution_fn values;  ///< the contribution of one vnode of this node (`count` elements)
+  /// Over banyan's adaptive trees (`reduce`), or over the static tree installed with
+  /// `install_static_tree` (`static_reduce`; numbered 1, 2, ... from each install).
+  collective_kind over = collective_kind::reduce;
 };
 
 /// Something that happened to a node; one log line each (`to_string`).
@@ -249,7 +253,12 @@ public:
   /// Broadcasts `message` to every vnode, this node's own included (each exactly once,
   /// wherever it lives when the message reaches it). Resolves once started, with the
   /// broadcast's name. Errors: `invalid_argument` (not a member), `stopped`.
-  std::future<expected<wire::collective_id>> broadcast(shared_bytes message);
+  /// `over` picks the algorithm: banyan's adaptive trees (`broadcast`), or a baseline
+  /// whose plan is installed: the static tree (`static_broadcast`, `install_static_tree`)
+  /// or MPICH's scatter-allgather (`scatter_allgather`, `install_scatter_allgather`).
+  /// Errors also: `invalid_argument` (no such plan installed, not a broadcast kind).
+  std::future<expected<wire::collective_id>> broadcast(
+    shared_bytes message, collective_kind over = collective_kind::broadcast);
   /// Sends `message` to vnode `to` alone (delivered exactly once, at its owner at
   /// delivery time, as a `node_delivery::kind::message`). Resolves once handed to the
   /// engine. Errors: `invalid_argument` (not a member, no such vnode), `stopped`.
@@ -260,6 +269,18 @@ public:
   /// `reduce_engine::start` (`stopped` when not taking part, `invalid_argument`,
   /// `not_found`), or `stopped` when the node stops first.
   std::future<expected<reduce_result>> reduce(node_reduction r);
+  /// Baselines, to measure against banyan over the same network. Every member installs
+  /// the same plan, between operations (an operation under way on the plan it replaces
+  /// is cut off), and again after membership changes; a plan lasts for this membership.
+  /// Installs static broadcast and reduction engines over `t` (from
+  /// core/tree_builders.hpp, over processor ids 0..t.size()-1), with vnode ownership as
+  /// this node's routing table says now; reductions size their timeouts for 10 ms to the
+  /// root. Errors: `invalid_argument` (not a member, a member outside the tree).
+  std::future<result> install_static_tree(banyan::tree t);
+  /// Installs MPICH's scatter-allgather broadcast over processors 0..procs-1 (ranked by
+  /// id; it has no recovery: the members must be exactly those and stay). Errors as
+  /// `install_static_tree`.
+  std::future<result> install_scatter_allgather(std::size_t procs);
 
   /// Drains queued frames (at most `drain_timeout`), closes every connection and stops
   /// the actor; operations still pending complete with `stopped`. Does not leave: a

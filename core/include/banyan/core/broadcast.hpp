@@ -59,6 +59,7 @@
 #include <tuple>
 #include <vector>
 
+#include "banyan/core/collective_engine.hpp"
 #include "banyan/core/error.hpp"
 #include "banyan/core/messages.hpp"
 #include "banyan/core/send_fates.hpp"
@@ -138,6 +139,12 @@ struct broadcast_config {
   /// start beyond the numbers its earlier incarnation used (for example from its
   /// incarnation times 2^32).
   std::uint64_t first_seq = 1;
+  /// The kinds this engine's broadcasts and point-to-point messages carry
+  /// (`collective_id::kind`): receivers and forwarders tell a message from a broadcast
+  /// by it, and the runtime's engine host routes frames by it. Over fixed trees:
+  /// `static_broadcast`, and `none` for messages (such an engine does not `send`).
+  collective_kind kind = collective_kind::broadcast;
+  collective_kind message_kind = collective_kind::message;
 };
 
 /// The segment a long broadcast of `bytes` is cut into: `segment_size`, doubled while
@@ -151,11 +158,6 @@ struct broadcast_config {
 ///   64 MiB                   1024      512      256      128      64    1 MiB
 std::size_t segment_for(const broadcast_config& cfg, std::size_t bytes);
 
-/// Point-to-point messages (`broadcast_engine::send`) are numbered from the same counter
-/// as broadcasts, with this bit set in their number: receivers and forwarders tell them
-/// apart by their name alone, so the wire format is the broadcast's.
-constexpr std::uint64_t p2p_seq_bit = std::uint64_t{1} << 63;
-inline bool is_p2p(const wire::collective_id& op) noexcept { return (op.seq & p2p_seq_bit) != 0; }
 
 /// The message reached `vnodes` (all owned here at this moment).
 struct broadcast_delivery {
@@ -166,9 +168,7 @@ struct broadcast_delivery {
 };
 
 /// What handling one event produced.
-struct broadcast_outbox {
-  std::vector<wire::envelope> sends;
-  std::vector<timer_request> timers; ///< hand back through `on_timer(token)`
+struct broadcast_outbox : engine_outbox {
   std::vector<broadcast_delivery> deliveries;
   void clear() {
     sends.clear();
@@ -213,7 +213,8 @@ public:
   /// processor owning it at delivery time (forwarded during migration), along direct
   /// streams (steps I and III only). Deliveries carry `p2p = true`. Fails with
   /// `errc::invalid_argument` when `to` is empty or names vnodes outside the namespace,
-  /// with `errc::stopped` when the processor no longer takes part.
+  /// with `errc::stopped` when the processor no longer takes part, with
+  /// `errc::invalid_argument` when the engine sends no messages (`message_kind` none).
   expected<wire::collective_id> send(timestamp now, vnode_set to, shared_bytes message,
                                      broadcast_outbox& out);
 
@@ -357,6 +358,10 @@ private:
   void send_segment(timestamp now, std::uint32_t hops, forward& f, const message_head& head,
                     std::uint32_t index, const shared_bytes& seg, broadcast_outbox& out);
   bool unusable(timestamp now, proc_id p) const;
+  /// Whether `op` is a point-to-point message, not a broadcast.
+  bool is_p2p(const wire::collective_id& op) const noexcept {
+    return cfg_.message_kind != collective_kind::none && op.kind == cfg_.message_kind;
+  }
   /// Whether `s` has kept every segment so far (so it can deliver to more vnodes).
   static bool keeps_all(const stream& s) {
     return !s.planned || !s.deliver.empty() || !s.adopted.empty();

@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "banyan/core/collective_kind.hpp"
 #include "banyan/core/reduce_op.hpp"
 #include "banyan/core/shared_bytes.hpp"
 #include "banyan/core/types.hpp"
@@ -222,16 +223,21 @@ struct vnode_handover_ack {
 };
 
 // --- collectives (docs/collectives.md) -------------------------------------------
-/// Names one broadcast: the processor that started it and its number there.
+/// Names one broadcast or point-to-point message: the processor that started it, its
+/// number there, and its kind (the engine it belongs to; engines number their
+/// operations independently). Ordered by origin, kind, number.
 struct collective_id {
   proc_id origin = no_proc;
   std::uint64_t seq = 0;
+  collective_kind kind = collective_kind::none;
   friend bool operator==(collective_id a, collective_id b) {
-    return a.origin == b.origin && a.seq == b.seq;
+    return a.origin == b.origin && a.seq == b.seq && a.kind == b.kind;
   }
   friend bool operator!=(collective_id a, collective_id b) { return !(a == b); }
   friend bool operator<(collective_id a, collective_id b) {
-    return a.origin != b.origin ? a.origin < b.origin : a.seq < b.seq;
+    if (a.origin != b.origin)
+      return a.origin < b.origin;
+    return a.kind != b.kind ? a.kind < b.kind : a.seq < b.seq;
   }
 };
 
@@ -262,6 +268,7 @@ struct bcast_segment {
 /// (disjoint from every other partial of the same reduction), on its way to the owner of
 /// vnode `root`.
 struct reduce_partial {
+  collective_kind collective = collective_kind::none; ///< the engine: reduce, static_reduce
   std::uint64_t op = 0;
   vnode_id root = 0;
   reduce_op fn;
@@ -271,7 +278,8 @@ struct reduce_partial {
   std::uint32_t hops = 0; ///< processors passed since the last hold (loop bound)
   shared_bytes data;
   friend bool operator==(const reduce_partial& a, const reduce_partial& b) {
-    return a.op == b.op && a.root == b.root && a.fn == b.fn && a.kind == b.kind &&
+    return a.collective == b.collective && a.op == b.op && a.root == b.root && a.fn == b.fn &&
+           a.kind == b.kind &&
            a.vnodes == b.vnodes &&
            a.direct == b.direct && a.hops == b.hops && a.data == b.data;
   }
@@ -290,10 +298,11 @@ struct reduce_record {
 /// The new owner contributes them to no reduction before this arrives; it is routed
 /// like a point-to-point message (to the owner, again and again) until it finds them.
 struct reduce_handoff {
+  collective_kind collective = collective_kind::none; ///< the engine whose histories these are
   std::vector<reduce_record> records;
   std::uint32_t hops = 0;
   friend bool operator==(const reduce_handoff& a, const reduce_handoff& b) {
-    return a.records == b.records && a.hops == b.hops;
+    return a.collective == b.collective && a.records == b.records && a.hops == b.hops;
   }
 };
 
@@ -336,6 +345,12 @@ struct envelope {
   proc_id to = no_proc;
   message body;
 };
+
+/// The collective a message belongs to (the engine it is for); `none` for the
+/// supervisor's messages.
+collective_kind kind_of(const message& m);
+/// Sets the collective of a collective message (nothing for the supervisor's).
+void set_kind(message& m, collective_kind k);
 
 /// Short name of the message's type, for logs and statistics ("bw_reply").
 const char* name_of(const message& m);

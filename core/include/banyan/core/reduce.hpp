@@ -49,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "banyan/core/collective_engine.hpp"
 #include "banyan/core/error.hpp"
 #include "banyan/core/messages.hpp"
 #include "banyan/core/reduce_op.hpp"
@@ -79,9 +80,11 @@ struct reduce_config {
   /// for vnodes that settle here later and still owe it.
   duration op_linger = std::chrono::seconds(60);
   /// The number of the first reduction: founders' vnodes are settled with `done` one
-  /// below it. A runtime that hosts several engines (adaptive and static trees) may give
-  /// each its own range of numbers, and tell their frames apart by them.
+  /// below it.
   std::uint64_t first_op = 1;
+  /// The kind this engine's frames carry (`reduce`, or `static_reduce` over fixed
+  /// trees): the runtime's engine host routes frames to the engine by it.
+  collective_kind kind = collective_kind::reduce;
 };
 
 /// One reduction, the same at every processor.
@@ -126,9 +129,7 @@ struct reduce_problem {
 };
 
 /// What handling one event produced.
-struct reduce_outbox {
-  std::vector<wire::envelope> sends;
-  std::vector<timer_request> timers; ///< hand back through `on_timer(token)`
+struct reduce_outbox : engine_outbox {
   std::vector<reduce_result> results;
   std::vector<reduce_problem> problems;
   void clear() {

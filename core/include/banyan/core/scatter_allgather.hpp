@@ -20,7 +20,7 @@
 /// Messages shorter than `long_threshold` (or with fewer than 2 processors) go whole
 /// down the binomial tree instead, as in MPICH.
 ///
-/// Frames are `wire::bcast_segment`s whose op sequence carries `op_bit`: `direct` marks
+/// Frames are `wire::bcast_segment`s of kind `scatter_allgather`: `direct` marks
 /// a ring frame, `index` the chunk (`count` = n; 1 for a whole short message). The set
 /// of processors is fixed (a static baseline, like MPI's communicator): there is no
 /// churn handling; a malformed frame is counted and dropped.
@@ -39,7 +39,7 @@ struct scatter_allgather_config {
   /// Below this, the whole message goes down the binomial tree (MPICH's threshold for
   /// the scatter-allgather algorithm is of the same order).
   std::size_t long_threshold = 256 * 1024;
-  /// The first broadcast number (`op_bit` is added).
+  /// The first broadcast number.
   std::uint64_t first_seq = 1;
 };
 
@@ -53,9 +53,6 @@ struct scatter_allgather_stats {
 
 class scatter_allgather_engine {
 public:
-  /// Marks this engine's broadcasts (bit 62 of the op sequence).
-  static constexpr std::uint64_t op_bit = std::uint64_t{1} << 62;
-
   /// `procs` processors 0..procs-1 take part; `own_vnodes` tells this processor's vnodes
   /// at delivery time.
   scatter_allgather_engine(proc_id self, std::size_t procs, std::function<vnode_set()> own_vnodes,

@@ -1,0 +1,359 @@
+// banyan::node's collectives: the engines of a membership in an engine_host, their
+// frames to the transport, their timers, deliveries and results, the baselines' plans,
+// and when a node that left has drained (node_machine.hpp).
+
+#include "node_machine.hpp"
+
+namespace banyan::actors::node_internal {
+
+// --- collectives ------------------------------------------------------------------------
+
+/// Whether the engines of the last membership have drained (core/send_fates.hpp): they
+/// hold nothing, nothing they sent waits in the transport (or in `overflow`), and a frame
+/// written to the kernel has had time to be refused and come back: `drain_rtts` round
+/// trips to the slowest peer written to (the supervisor's measurements, kept after a
+/// leave), at least `drain_floor`, from when the queues were found empty or the last
+/// send, whichever is later. A peer never measured: the blind `drain_linger`.
+bool engines_drained(node_ptr self) {
+  auto& st = self->state;
+  if (st.host.empty())
+    return true;
+  auto now = now_of();
+  if (st.host.holding())
+    return false;
+  auto busy = [&] {
+    st.flushed_at.reset();
+    return false;
+  };
+  for (auto& [p, q] : st.overflow)
+    if (!q.empty())
+      return busy();
+  duration worst{0};
+  bool unmeasured = false;
+  for (auto p : st.written_to) {
+    if (st.tp->queued_bytes(p) != 0)
+      return busy();
+    if (auto rtt = st.sup->measured_rtt(p))
+      worst = std::max(worst, *rtt);
+    else
+      unmeasured = true;
+  }
+  const auto last = st.host.last_send();
+  if (!st.flushed_at || *st.flushed_at < last)
+    st.flushed_at = now;
+  const auto bound = std::chrono::duration_cast<duration>(worst * st.drain_rtts);
+  const auto fates = unmeasured ? send_fates::blind(st.bcast_cfg.drain_linger)
+                                : send_fates::bounded(*st.flushed_at, std::max(st.drain_floor, bound));
+  return st.host.drained(now, fates);
+}
+
+/// New engines for a membership that is about to begin (`settled`: a founder's vnodes).
+void new_engines(node_ptr self, const vnode_set& settled) {
+  auto& st = self->state;
+  ++st.membership;
+  st.host.clear(); // before the views they read
+  st.bcast = nullptr;
+  st.red = nullptr;
+  st.plans = 0;
+  st.static_view.reset();
+  st.static_routes.reset();
+  st.view = std::make_unique<supervisor_view>(*st.sup);
+  auto bc = st.bcast_cfg;
+  // Broadcasts are named (origin, seq): a later membership, or a later process with the
+  // same id, must not reuse the numbers of an earlier one.
+  st.membership &= 0x7fffffff;
+  bc.first_seq = (std::uint64_t{st.membership} << 32) + 1;
+  st.bcast = &st.host.add(std::make_unique<broadcast_collective>(*st.view, bc));
+  st.red = &st.host.add(std::make_unique<reduce_collective>(*st.view, st.ops, st.reduce_cfg,
+                                                            settled));
+  st.written_to.clear();
+  st.flushed_at.reset();
+}
+
+/// Hands `e`, from an engine, to the transport; what cannot go now waits in `overflow`
+/// (in order behind what waits already), and a frame with no address bounces at once.
+/// Returns false for a frame that bounced (the caller hands it to its engine).
+bool send_engine_frame(node_ptr self, wire::envelope& e) {
+  auto& st = self->state;
+  auto held = st.overflow.find(e.to);
+  if (held != st.overflow.end() && !held->second.empty()) {
+    held->second.push_back(std::move(e));
+    return true;
+  }
+  net::send_options opt;
+  opt.return_undeliverable = true;
+  st.written_to.insert(e.to);
+  switch (st.tp->send(e, opt)) {
+  case net::send_status::queued:
+  case net::send_status::stopped:
+    return true;
+  case net::send_status::backpressure:
+    st.overflow[e.to].push_back(std::move(e));
+    if (!st.overflow_armed) {
+      st.overflow_armed = true;
+      self->later(overflow_retry, overflow_atom::value);
+    }
+    return true;
+  case net::send_status::unknown_peer:
+  case net::send_status::oversized:
+    return false;
+  }
+  return true;
+}
+
+void bounce_to_engine(node_ptr self, proc_id to, const wire::message& m) {
+  self->state.host.on_undeliverable(now_of(), to, m);
+}
+
+/// Whether `p`, sent by this node's reduce engine, carries this node's part of an open
+/// reduction: it covers every vnode counted here (or, with none counted, it is the
+/// reduction's first partial sent from here).
+void check_part_sent(node_ptr self, const wire::reduce_partial& p) {
+  auto& st = self->state;
+  auto it = st.reductions.find({p.collective, p.op});
+  if (it == st.reductions.end() || !p.vnodes.includes(*it->second.contributed))
+    return;
+  it->second.req->answer(expected<reduce_result>(reduce_result{p.op, p.root, {}, {}}));
+  st.reductions.erase(it);
+}
+
+/// Hands what a broadcast-like engine delivered to the delivery handler.
+void take_deliveries(node_ptr self, broadcast_outbox& bo) {
+  for (auto& d : bo.deliveries) {
+    node_delivery nd;
+    nd.what = d.p2p ? node_delivery::kind::message : node_delivery::kind::broadcast;
+    nd.op = d.op;
+    nd.vnodes = std::move(d.vnodes);
+    nd.payload = std::move(d.payload);
+    self->state.pending_deliveries.push_back(std::move(nd));
+  }
+}
+
+/// Answers the reductions a reduction engine (of kind `kind`) completed; reports problems.
+void take_results(node_ptr self, collective_kind kind, reduce_outbox& ro) {
+  auto& st = self->state;
+  for (auto& r : ro.results) {
+    auto it = st.reductions.find({kind, r.op});
+    if (it == st.reductions.end()) {
+      emit(self, {node_event::kind::collective, {}, no_proc, no_proc, no_proc,
+                  "reduction " + std::to_string(r.op)
+                      + " completed here after this node's part was answered; result dropped", {}});
+      continue;
+    }
+    it->second.req->answer(expected<reduce_result>(std::move(r)));
+    st.reductions.erase(it);
+  }
+  for (auto& p : ro.problems)
+    emit(self, {node_event::kind::collective, {}, no_proc, no_proc, no_proc,
+                "reduction " + std::to_string(p.op) + ": problem with vnodes "
+                    + p.vnodes.to_string() + ": " + p.detail, {}});
+}
+
+/// Carries out what the engines asked for, until they ask for nothing more: timers to
+/// the actor (named by engine kind and membership), results to their handlers, then the
+/// frames to the transport (a frame that bounces at once goes back to its engine, whose
+/// reaction the next round carries out).
+void run_engines(node_ptr self) {
+  auto& st = self->state;
+  const auto m = st.membership;
+  for (bool more = true; more;) {
+    more = false;
+    std::vector<wire::envelope> sends;
+    st.host.for_each([&](collective_engine& e) {
+      auto& out = e.outbox();
+      const auto kind = static_cast<std::uint8_t>(e.kind());
+      for (auto& t : out.timers)
+        self->later(t.after, engine_timer_atom::value, kind, m, t.token);
+      if (auto* b = dynamic_cast<broadcast_collective*>(&e))
+        take_deliveries(self, b->out());
+      else if (auto* sag = dynamic_cast<scatter_allgather_collective*>(&e))
+        take_deliveries(self, sag->out());
+      else if (auto* r = dynamic_cast<reduce_collective*>(&e))
+        take_results(self, e.kind(), r->out());
+      std::move(out.sends.begin(), out.sends.end(), std::back_inserter(sends));
+      e.clear_outbox();
+    });
+    for (auto& e : sends) {
+      if (auto* p = std::get_if<wire::reduce_partial>(&e.body))
+        check_part_sent(self, *p);
+      if (!send_engine_frame(self, e)) {
+        bounce_to_engine(self, e.to, e.body);
+        more = true;
+      }
+    }
+  }
+}
+
+/// The engines over the supervisor's view look at it again (after every supervisor
+/// event); vnodes adopted from a crashed member go with it (their history died there).
+void view_changed(node_ptr self) {
+  auto& st = self->state;
+  if (st.host.empty())
+    return;
+  st.host.on_view_change(now_of(), view_change{st.adopted});
+  st.adopted.clear();
+  run_engines(self);
+}
+
+/// A linger poll: answers `stop` and deferred memberships once the engines drained.
+void linger(node_ptr self) {
+  auto& st = self->state;
+  if (!engines_drained(self)) {
+    if (!st.lingering) {
+      st.lingering = true;
+      self->later(linger_poll, linger_atom::value);
+    }
+    return;
+  }
+  for (auto& w : st.drain_waiters)
+    w->set_value();
+  st.drain_waiters.clear();
+  auto deferred = std::move(st.deferred);
+  st.deferred.clear();
+  for (auto& r : deferred)
+    on_request(self, std::move(r));
+}
+
+/// Starts broadcast or message `r` on the engine it names.
+expected<wire::collective_id> start_broadcast(node_ptr self, const collective_request& r) {
+  auto& st = self->state;
+  auto now = now_of();
+  auto missing = [&](const char* what) {
+    return make_error(errc::invalid_argument,
+                      std::string("no ") + what + " installed on processor " +
+                        std::to_string(st.sup->self()));
+  };
+  if (r.what == collective_request::kind::send)
+    return st.bcast->send(now, vnode_set{r.to}, r.message);
+  switch (r.over) {
+  case collective_kind::broadcast:
+    return st.bcast->broadcast(now, r.message);
+  case collective_kind::static_broadcast:
+    if (auto* b = st.host.get<broadcast_collective>(collective_kind::static_broadcast))
+      return b->broadcast(now, r.message);
+    return missing("static tree");
+  case collective_kind::scatter_allgather:
+    if (auto* sag = st.host.get<scatter_allgather_collective>(collective_kind::scatter_allgather))
+      return sag->broadcast(now, r.message);
+    return missing("scatter-allgather");
+  default:
+    return make_error(errc::invalid_argument,
+                      std::string("not a broadcast: ") + to_string(r.over));
+  }
+}
+
+void on_collective(node_ptr self, const collective_request_ptr& r) {
+  auto& st = self->state;
+  auto now = now_of();
+  const auto state = st.sup->state();
+  const bool member = st.bcast && state == supervisor::status::member;
+  using kind = collective_request::kind;
+  switch (r->what) {
+  case kind::broadcast:
+  case kind::send: {
+    if (!member) {
+      r->answer(expected<wire::collective_id>(make_error(
+        errc::invalid_argument, "processor " + std::to_string(st.sup->self()) + " is not a member")));
+      break;
+    }
+    r->answer(start_broadcast(self, *r));
+    run_engines(self);
+    break;
+  }
+  case kind::reduce: {
+    auto& nr = r->reduction;
+    auto* red = st.host.get<reduce_collective>(nr.over);
+    if (!red) {
+      auto err = nr.over == collective_kind::static_reduce
+                   ? make_error(errc::invalid_argument, "no static tree installed on processor "
+                                                          + std::to_string(st.sup->self()))
+                 : nr.over == collective_kind::reduce
+                   ? make_error(errc::stopped, "processor " + std::to_string(st.sup->self())
+                                                 + " is not a member")
+                   : make_error(errc::invalid_argument,
+                                std::string("not a reduction: ") + to_string(nr.over));
+      r->answer(expected<reduce_result>(err));
+      break;
+    }
+    auto counted = std::make_shared<vnode_set>();
+    contribution_fn values = [counted, fn = nr.values](vnode_id v) {
+      counted->insert(v);
+      return fn ? fn(v) : std::vector<std::uint8_t>{};
+    };
+    reduce_spec spec{nr.seq, nr.root, nr.op, nr.count};
+    const reduction_key key{nr.over, nr.seq};
+    if (st.reductions.count(key) != 0) {
+      r->answer(expected<reduce_result>(make_error(
+        errc::invalid_argument, "reduction " + std::to_string(nr.seq) + " is already running here")));
+      break;
+    }
+    if (auto err = red->start(now, spec, std::move(values))) {
+      red->clear_outbox();
+      r->answer(expected<reduce_result>(*err));
+      break;
+    }
+    st.reductions[key] = open_reduction{r, counted};
+    run_engines(self);
+    break;
+  }
+  }
+  after(self, false, false);
+}
+
+/// Installs a baseline's plan (`r.plan`: a static tree, or scatter-allgather over
+/// `r.procs` processors) for this membership, replacing the one installed before.
+node::result install_plan(node_ptr self, const node_request& r) {
+  auto& st = self->state;
+  auto& sup = *st.sup;
+  if (!st.bcast || sup.state() != supervisor::status::member)
+    return make_error(errc::invalid_argument,
+                      "processor " + std::to_string(sup.self()) + " is not a member");
+  const auto n = r.plan ? r.plan->size() : r.procs;
+  for (auto p : sup.members())
+    if (p >= n)
+      return make_error(errc::invalid_argument,
+                        "the plan covers processors 0.." + std::to_string(n) + ", not member "
+                          + std::to_string(p));
+  // Numbered apart from earlier memberships and plans (like the adaptive engines).
+  const auto first_seq = (std::uint64_t{st.membership} << 32) | (std::uint64_t{++st.plans} << 20);
+  if (!r.plan) {
+    scatter_allgather_config cfg;
+    cfg.first_seq = first_seq | 1;
+    auto* owner = st.sup.get();
+    st.host.add(std::make_unique<scatter_allgather_collective>(
+                  sup.self(), r.procs, [owner] { return owner->own_vnodes(); }, cfg),
+                false);
+    return std::nullopt;
+  }
+  st.host.remove(collective_kind::static_broadcast); // before the view they read
+  st.host.remove(collective_kind::static_reduce);
+  st.static_view.reset();
+  st.static_routes = std::make_unique<routing_table>(sup.routes());
+  auto plan = r.plan;
+  st.static_view = std::make_unique<static_tree_view>(sup.self(), *st.static_routes,
+                                                      [plan](tree_key) { return *plan; });
+  auto bc = st.bcast_cfg;
+  bc.kind = collective_kind::static_broadcast;
+  bc.message_kind = collective_kind::none;
+  bc.first_seq = first_seq | 1;
+  st.host.add(std::make_unique<broadcast_collective>(*st.static_view, bc), false);
+  auto rc = st.reduce_cfg;
+  rc.kind = collective_kind::static_reduce;
+  rc.first_op = 1;
+  st.host.add(std::make_unique<reduce_collective>(*st.static_view, st.ops, rc,
+                                                  st.static_view->own_vnodes()),
+              false);
+  return std::nullopt;
+}
+
+void on_linger(node_ptr self, const drained_ptr& w) {
+  auto& st = self->state;
+  if (st.sup->state() != supervisor::status::left) {
+    w->set_value(); // a member stops abruptly: nothing to wait for
+    return;
+  }
+  st.drain_waiters.push_back(w);
+  linger(self);
+}
+
+} // namespace banyan::actors::node_internal

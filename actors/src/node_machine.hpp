@@ -1,0 +1,232 @@
+#pragma once
+// Internal: the state behind `banyan::node` (node_actor.hpp) and the steps that run it,
+// one concept per file:
+//
+//   node_membership.cpp   joining, members and their addresses, supervisor events,
+//                         found / join / leave / install requests
+//   node_collectives.cpp  the collective engines (an engine_host per membership),
+//                         their frames, timers, results, and draining
+//   node_transport.cpp    frames and events from the TCP transport
+//   node_actor.cpp        the actor (timers, handlers owed to callers' threads), the
+//                         snapshot, `after` (what every step ends with), node_core
+//
+// Every step runs under the machine's lock (`node_machine::mtx`).
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "banyan/core/broadcast_collective.hpp"
+#include "banyan/core/engine_host.hpp"
+#include "banyan/core/reduce_collective.hpp"
+#include "banyan/core/scatter_allgather_collective.hpp"
+#include "banyan/core/static_tree_view.hpp"
+#include "banyan/core/supervisor_view.hpp"
+#include "node_actor.hpp"
+
+namespace banyan::actors {
+
+namespace node_internal {
+
+/// The real clock, as CAF's actor clock reads it (steady).
+inline timestamp now_of() {
+  return std::chrono::duration_cast<timestamp>(
+    std::chrono::steady_clock::now().time_since_epoch());
+}
+
+inline bool contains(const std::string& s, const char* part) {
+  return s.find(part) != std::string::npos;
+}
+
+/// A connection to `e.peer` could not be established: nobody (or somebody else) runs
+/// at its address. Slowness (a connect or handshake timing out) does not count.
+inline bool unreachable(const net::transport_event& e) {
+  using kind = net::transport_event::kind;
+  return e.peer <= max_node_id && e.unreachable
+         && (e.what == kind::error || e.what == kind::rejected);
+}
+
+/// How often a node whose engines still hold something polls whether they drained.
+inline constexpr auto linger_poll = std::chrono::milliseconds(50);
+/// A member that left keeps its address in the transport at least this long (and while
+/// anything is queued for it), at most `forget_max`: see `sync_members`.
+inline constexpr auto forget_after = std::chrono::seconds(2);
+inline constexpr auto forget_max = std::chrono::seconds(60);
+/// How soon frames held back by backpressure are offered to the transport again.
+inline constexpr auto overflow_retry = std::chrono::milliseconds(2);
+
+struct join_attempt {
+  node_request_ptr req;
+  std::size_t next = 0;      ///< the next contact to try
+  std::uint64_t attempt = 0; ///< contacts tried so far; names discovery timeouts
+  bool discovering = false;  ///< learning the current contact's id
+  node_contact current;
+  std::vector<std::string> reasons; ///< why each contact tried so far failed
+};
+
+/// A reduction started here whose future is not answered yet, by engine and number.
+using reduction_key = std::pair<collective_kind, std::uint64_t>;
+struct open_reduction {
+  collective_request_ptr req;
+  std::shared_ptr<vnode_set> contributed; ///< vnodes counted here so far
+};
+
+struct node_state {
+  std::unique_ptr<supervisor> sup;
+  // The collective engines of the current (or last) membership.
+  broadcast_config bcast_cfg;
+  reduce_config reduce_cfg;
+  double drain_rtts = 4;       ///< node_config
+  duration drain_floor{0};     ///< node_config
+  /// Peers the engines of this membership handed frames to (any may refuse one).
+  std::set<proc_id> written_to;
+  /// Since when nothing the engines sent has been queued in the transport (as a linger
+  /// poll found it), if so since their last send.
+  std::optional<timestamp> flushed_at;
+  reduce_op_table ops;
+  /// The views the engines read (declared before `host`: they outlive the engines).
+  std::unique_ptr<supervisor_view> view;
+  std::unique_ptr<routing_table> static_routes; ///< the static plan's copy of the routes
+  std::unique_ptr<static_tree_view> static_view;
+  /// The engines of this membership, routed to by kind; `bcast` and `red` are the
+  /// adaptive ones (null before the first membership).
+  engine_host host;
+  broadcast_collective* bcast = nullptr;
+  reduce_collective* red = nullptr;
+  std::uint32_t plans = 0; ///< baselines' plans installed in this membership
+  /// Numbers the engines' broadcasts (from membership << 32) and timers. It starts from
+  /// the wall clock's seconds (mod 2^30), so that a restarted process with the same id
+  /// names its broadcasts apart from its earlier life's.
+  std::uint32_t membership = 0;
+  std::map<reduction_key, open_reduction> reductions;
+  std::vector<node_delivery> pending_deliveries; ///< handed to the handler after each step
+  /// Engine frames the transport refused for backpressure, per peer, in order.
+  std::map<proc_id, std::deque<wire::envelope>> overflow;
+  bool overflow_armed = false;
+  std::vector<node_request_ptr> deferred; ///< found/join waiting for the engines to drain
+  bool lingering = false;                 ///< a linger poll is scheduled
+  std::vector<drained_ptr> drain_waiters;
+  std::shared_ptr<net::tcp_transport> tp;
+  std::shared_ptr<node_shared> shared;
+  outbox out;
+  std::string address;
+  duration discover_timeout{0}; ///< how long a contact may take to name itself
+  std::map<proc_id, std::string> peers; ///< the addresses given to the transport
+  /// Members that left whose address the transport keeps until nothing is on its way to
+  /// them (see `sync_members`), and since when.
+  std::map<proc_id, timestamp> departed;
+  std::set<proc_id> unreachable_peers; ///< found unreachable, not up since
+  std::vector<proc_id> members;         ///< as last reported in events
+  std::optional<join_attempt> joining;
+  node_request_ptr leaving;
+  std::map<proc_id, std::string> complaints; ///< the last refusal or error, per peer
+  std::vector<node_event> pending_events;    ///< handed to the handler after each step
+  vnode_set adopted; ///< adopted from crashed members, for the reduction engine
+  std::vector<std::pair<node_request_ptr, node::result>> answers; ///< given after each step
+};
+
+} // namespace node_internal
+
+/// The state machine and what runs it (node_actor.hpp).
+struct node_machine {
+  node_internal::node_state state; ///< guarded by `mtx`
+  std::mutex mtx;
+  caf::actor handle; ///< the actor: timers, and handlers owed to callers' threads
+
+  std::mutex q_mtx;                        ///< guards the three below
+  std::deque<std::function<void()>> queue; ///< handlers to run, in order
+  bool draining = false;                   ///< some thread is running them
+  bool posted = false; ///< a dispatch is on its way to the actor or the loop (`loop`)
+  /// Set once, before any thread runs the machine: the transport, when its loop polls
+  /// (tcp_transport::busy_polling). Then the handlers a caller's thread leaves behind
+  /// run on that awake loop instead of waking the actor's thread.
+  net::tcp_transport* loop = nullptr;
+  bool stopped = false; ///< under `mtx`: `shutdown` ran; nothing runs the machine any more
+
+  template <class... Ts>
+  void later(duration d, Ts&&... xs) {
+    caf::delayed_anon_send(handle, d, std::forward<Ts>(xs)...);
+  }
+  template <class... Ts>
+  void tell(Ts&&... xs) {
+    caf::anon_send(handle, std::forward<Ts>(xs)...);
+  }
+  /// Queues `fn` to run after the state lock is released (under `mtx`).
+  void defer(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lk(q_mtx);
+    queue.push_back(std::move(fn));
+  }
+};
+
+namespace node_internal {
+
+using node_ptr = node_machine*;
+
+/// Answers `r` (and forgets it) at the end of the current step, once the snapshot and
+/// the events show what the answer says.
+inline void complete(node_ptr self, node_request_ptr& r, const node::result& res) {
+  if (r)
+    self->state.answers.emplace_back(std::move(r), res);
+  r = nullptr;
+}
+
+inline void emit(node_ptr self, node_event e) {
+  self->state.pending_events.push_back(std::move(e));
+}
+
+/// `view`: the supervisor handled an event, so the engines look at it again (after its
+
+// --- node_actor.cpp ---------------------------------------------------------------------
+/// Carries out what the last supervisor call asked for (and what that causes), then
+/// publishes the snapshot (unless `refresh` is false and nothing happened) and events.
+/// `view`: the supervisor handled an event, so the engines look at it again (after its
+/// frames went out).
+void after(node_ptr self, bool refresh = true, bool view = true);
+void publish(node_ptr self);
+void dispatch(node_ptr self);
+
+// --- node_membership.cpp ----------------------------------------------------------------
+error join_error(const std::vector<std::string>& reasons);
+void finish_join(node_ptr self, const node::result& res);
+void begin_join(node_ptr self, proc_id contact);
+void try_next_contact(node_ptr self);
+std::string gist(const std::string& detail, const std::string& address);
+void forget_peer(node_ptr self, proc_id p);
+void sync_members(node_ptr self);
+void send_one(node_ptr self, wire::envelope e);
+void on_tree_event(node_ptr self, const tree_event& e);
+void on_request(node_ptr self, node_request_ptr r);
+
+// --- node_collectives.cpp ---------------------------------------------------------------
+bool engines_drained(node_ptr self);
+void new_engines(node_ptr self, const vnode_set& settled);
+bool send_engine_frame(node_ptr self, wire::envelope& e);
+void bounce_to_engine(node_ptr self, proc_id to, const wire::message& m);
+void check_part_sent(node_ptr self, const wire::reduce_partial& p);
+void take_deliveries(node_ptr self, broadcast_outbox& bo);
+void take_results(node_ptr self, collective_kind kind, reduce_outbox& ro);
+void run_engines(node_ptr self);
+void view_changed(node_ptr self);
+void linger(node_ptr self);
+expected<wire::collective_id> start_broadcast(node_ptr self, const collective_request& r);
+void on_collective(node_ptr self, const collective_request_ptr& r);
+node::result install_plan(node_ptr self, const node_request& r);
+void on_linger(node_ptr self, const drained_ptr& w);
+
+// --- node_transport.cpp -----------------------------------------------------------------
+void on_net_event(node_ptr self, const net::transport_event& ev);
+void refuse(node_ptr self, const wire::envelope& e);
+void on_deliver(node_ptr self, const wire::envelope& e);
+
+} // namespace node_internal
+
+} // namespace banyan::actors

@@ -1,0 +1,287 @@
+// banyan::node's membership: joining through contacts, the members' addresses in the
+// transport, the supervisor's events as node events, and found / join / leave / install
+// requests (node_machine.hpp).
+
+#include "node_machine.hpp"
+
+namespace banyan::actors::node_internal {
+
+error join_error(const std::vector<std::string>& reasons) {
+  std::string why = "cannot join";
+  auto code = errc::unknown_peer;
+  for (auto& r : reasons) {
+    why += (&r == &reasons.front() ? ": " : "; ") + r;
+    if (contains(r, "wrong shared secret"))
+      code = errc::auth_failed;
+    else if (code == errc::unknown_peer && contains(r, "no answer"))
+      code = errc::timeout;
+  }
+  if (reasons.empty())
+    why += ": no contact given";
+  return make_error(code, why);
+}
+
+// --- joining ----------------------------------------------------------------------------
+
+void finish_join(node_ptr self, const node::result& res) {
+  auto& st = self->state;
+  if (!st.joining)
+    return;
+  auto req = std::move(st.joining->req);
+  st.joining.reset();
+  complete(self, req, res);
+}
+
+void try_next_contact(node_ptr self);
+
+void begin_join(node_ptr self, proc_id contact) {
+  auto& st = self->state;
+  auto& j = *st.joining;
+  j.discovering = false;
+  j.current.id = contact;
+  if (contact == st.sup->self()) {
+    j.reasons.push_back(j.current.address + ": that is this processor");
+    try_next_contact(self);
+    return;
+  }
+  st.tp->add_peer(contact, j.current.address);
+  st.peers[contact] = j.current.address;
+  st.sup->join(now_of(), contact, j.req->vnodes, st.out);
+}
+
+void try_next_contact(node_ptr self) {
+  auto& st = self->state;
+  auto& j = *st.joining;
+  if (j.next >= j.req->contacts.size()) {
+    auto err = join_error(j.reasons);
+    emit(self, {node_event::kind::join_failed, {}, no_proc, no_proc, no_proc, err.message, {}});
+    finish_join(self, err);
+    return;
+  }
+  j.current = j.req->contacts[j.next++];
+  ++j.attempt;
+  if (j.current.id != no_proc) {
+    begin_join(self, j.current.id);
+    return;
+  }
+  j.discovering = true;
+  st.tp->add_peer(discovery_id, j.current.address);
+  st.tp->send({st.sup->self(), discovery_id, wire::ping{0}});
+  self->later(st.discover_timeout, discover_atom::value, j.attempt);
+}
+
+/// The gist of a transport line about `address`: "to 7 at 10.0.0.1:7000: cannot
+/// connect: connection refused; retrying in 50 ms" -> "cannot connect: connection refused".
+std::string gist(const std::string& detail, const std::string& address) {
+  auto begin = detail.find(address + ": ");
+  begin = begin == std::string::npos ? 0 : begin + address.size() + 2;
+  auto end = detail.find("; retrying", begin);
+  return detail.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+// --- membership and sending -------------------------------------------------------------
+
+/// Forgets the address of a member that left (`remove_peer`), unless it is a member
+/// again; once it is forgotten, frames still queued for it come back undeliverable.
+void forget_peer(node_ptr self, proc_id p) {
+  auto& st = self->state;
+  st.departed.erase(p);
+  if (st.sup->is_member(p))
+    return;
+  if (st.peers.erase(p) != 0)
+    st.tp->remove_peer(p);
+}
+
+/// Gives the transport the address of every member, and reports membership changes.
+/// After leaving, peers are kept: `member_left` frames may still be queued for them.
+///
+/// A member that leaves gracefully stays reachable until its engines drained, and it
+/// must get the rest of every stream whose first frame it took (docs/collectives.md,
+/// "Exactly once"). Removing its address at once would hand back the frames queued for
+/// it (and cancel those being written), splitting such a stream between it and the
+/// sender's held stream, so that neither ever completes. So a departed member's address
+/// is forgotten only once it is found unreachable, or when at least `forget_after` has
+/// passed and nothing is queued for it any more (at most `forget_max`).
+void sync_members(node_ptr self) {
+  auto& st = self->state;
+  auto state = st.sup->state();
+  if (state == supervisor::status::idle || state == supervisor::status::left) {
+    st.members.clear();
+    return;
+  }
+  const auto& now = st.sup->members();
+  const auto me = st.sup->self();
+  for (auto p : now) {
+    if (p == me)
+      continue;
+    auto* info = st.sup->member_info(p);
+    std::string addr = info ? info->address : std::string{};
+    if (!addr.empty()) {
+      auto& known = st.peers[p];
+      if (known != addr) {
+        known = addr;
+        st.tp->add_peer(p, addr);
+      }
+    }
+    st.departed.erase(p);
+    if (!std::binary_search(st.members.begin(), st.members.end(), p))
+      emit(self, {node_event::kind::member_joined, {}, no_proc, no_proc, p, addr, {}});
+  }
+  for (auto p : st.members) {
+    if (p == me || std::binary_search(now.begin(), now.end(), p))
+      continue;
+    emit(self, {node_event::kind::member_left, {}, no_proc, no_proc, p, {}, {}});
+    if (st.unreachable_peers.count(p) != 0) {
+      forget_peer(self, p); // nothing runs there: what is queued comes back now
+    } else if (st.peers.count(p) != 0 && st.departed.count(p) == 0) {
+      st.departed[p] = now_of();
+      self->later(forget_after, forget_atom::value, p);
+    }
+  }
+  st.members = now;
+}
+
+void send_one(node_ptr self, wire::envelope e) {
+  auto& st = self->state;
+  auto to = e.to;
+  if (st.tp->send(std::move(e)) == net::send_status::unknown_peer && st.sup->is_member(to))
+    self->tell(unreachable_atom::value, to); // no address: as good as refused
+  // backpressure: the frame is lost, which the protocol tolerates (probes time out,
+  // updates are resent with the next change).
+}
+
+void on_tree_event(node_ptr self, const tree_event& e) {
+  auto& st = self->state;
+  using k = tree_event::kind;
+  switch (e.what) {
+  case k::parent_changed:
+    emit(self, {node_event::kind::parent_changed, e.tree, e.old_parent, e.new_parent, no_proc, {}, {}});
+    break;
+  case k::cycle_broken:
+    emit(self, {node_event::kind::cycle_broken, e.tree, e.old_parent, no_proc, no_proc, {}, {}});
+    break;
+  case k::busy:
+    emit(self, {node_event::kind::busy, {}, no_proc, no_proc, no_proc, {}, {}});
+    break;
+  case k::idle:
+    emit(self, {node_event::kind::idle, {}, no_proc, no_proc, no_proc, {}, {}});
+    break;
+  case k::joined:
+    if (st.joining) {
+      auto& c = st.joining->current;
+      emit(self, {node_event::kind::joined, {}, no_proc, no_proc, c.id,
+                  "through " + c.address + " (processor " + std::to_string(c.id) + ")", {}});
+      finish_join(self, std::nullopt);
+    } else {
+      emit(self, {node_event::kind::joined, {}, no_proc, no_proc, no_proc,
+                  "founded the computation with vnodes " + st.sup->own_vnodes().to_string(), {}});
+    }
+    break;
+  case k::join_failed:
+    if (st.joining && !st.joining->discovering) {
+      auto& j = *st.joining;
+      std::string why = j.current.address + " (processor " + std::to_string(j.current.id)
+                        + "): no answer to the join request";
+      if (auto c = st.complaints.find(j.current.id); c != st.complaints.end())
+        why += " (" + gist(c->second, j.current.address) + ")";
+      j.reasons.push_back(why);
+      // Not a member of ours: stop the transport from retrying the join request.
+      if (st.peers.erase(j.current.id) != 0)
+        st.tp->remove_peer(j.current.id);
+      try_next_contact(self);
+    }
+    break;
+  case k::left:
+    emit(self, {node_event::kind::left, {}, no_proc, no_proc, no_proc, {}, {}});
+    complete(self, st.leaving, std::nullopt);
+    break;
+  case k::crash_detected:
+    emit(self, {node_event::kind::member_crashed, {}, no_proc, no_proc, e.peer,
+                "processor " + std::to_string(e.peer) + " taken to have crashed (unreachable, "
+                "or silent for the crash timeout); its vnodes go to its successor", {}});
+    break;
+  case k::adopted:
+    st.adopted |= e.vnodes;
+    emit(self, {node_event::kind::vnodes_adopted, {}, no_proc, no_proc, e.peer,
+                "now owns vnodes " + e.vnodes.to_string() + ", adopted from crashed processor "
+                  + std::to_string(e.peer), e.vnodes});
+    break;
+  case k::disowned:
+    emit(self, {node_event::kind::vnodes_disowned, {}, no_proc, no_proc, e.peer,
+                "taken for crashed (heard from "
+                  + (e.peer == no_proc ? std::string("a member") : "processor " + std::to_string(e.peer))
+                  + "): vnodes "
+                  + e.vnodes.to_string() + " are no longer ours (rejoined as a new incarnation)",
+                e.vnodes});
+    break;
+  }
+}
+
+// --- requests ---------------------------------------------------------------------------
+
+void on_request(node_ptr self, node_request_ptr r) {
+  auto& st = self->state;
+  auto& sup = *st.sup;
+  auto now = now_of();
+  const auto state = sup.state();
+  const bool outside = !st.joining
+                       && (state == supervisor::status::idle || state == supervisor::status::left);
+  auto busy_error = [&] {
+    return make_error(errc::invalid_argument,
+                      "processor " + std::to_string(sup.self()) + " is already "
+                          + (st.joining ? "joining" : "a member"));
+  };
+  if (r->what == node_request::kind::plan) {
+    complete(self, r, install_plan(self, *r));
+    after(self, false, false);
+    return;
+  }
+  if (outside && r->what != node_request::kind::leave && !engines_drained(self)) {
+    // The engines of the last membership still hold something: begin afresh after.
+    st.deferred.push_back(std::move(r));
+    linger(self);
+    return;
+  }
+  switch (r->what) {
+  case node_request::kind::found:
+    if (!outside) {
+      complete(self, r, busy_error());
+      break;
+    }
+    new_engines(self, r->vnodes);
+    {
+      routing_table routes;
+      if (!r->vnodes.empty())
+        routes.assign(r->vnodes, sup.self(), 0);
+      sup.found(now, {wire::member{sup.self(), st.address, 0}}, routes, st.out);
+    }
+    complete(self, r, std::nullopt);
+    break;
+  case node_request::kind::join:
+    if (!outside) {
+      complete(self, r, busy_error());
+    } else if (r->contacts.empty()) {
+      complete(self, r, make_error(errc::invalid_argument, "cannot join: no contact given"));
+    } else {
+      new_engines(self, {});
+      st.joining = join_attempt{};
+      st.joining->req = std::move(r);
+      try_next_contact(self);
+    }
+    break;
+  case node_request::kind::leave:
+    if (st.leaving) {
+      complete(self, r, make_error(errc::invalid_argument, "already leaving"));
+    } else if (auto err = sup.leave(now, no_proc, st.out)) {
+      complete(self, r, *err);
+    } else {
+      st.leaving = std::move(r);
+    }
+    break;
+  case node_request::kind::plan: // handled above
+    break;
+  }
+  after(self); // answers once the snapshot shows the outcome
+}
+
+} // namespace banyan::actors::node_internal

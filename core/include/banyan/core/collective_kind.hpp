@@ -1,0 +1,41 @@
+#pragma once
+/// The kind of a collective operation: which engine its frames belong to. Every
+/// collective message carries it (`wire::collective_id::kind`, `reduce_partial::collective`,
+/// `reduce_handoff::collective`), and so does every frame on the wire (`Frame.collective`,
+/// docs/wire-protocol.md). A runtime's engine host routes frames, bounces and timers by
+/// it (core/engine_host.hpp).
+
+#include <cstddef>
+#include <cstdint>
+
+namespace banyan {
+
+/// Values are those of the wire's `Collective` enum (schema/banyan.capnp); append only.
+enum class collective_kind : std::uint8_t {
+  none = 0,              ///< not a collective: the supervisor's messages
+  broadcast = 1,         ///< broadcast over the adaptive trees (core/broadcast.hpp)
+  message = 2,           ///< point-to-point message, through the broadcast engine
+  reduce = 3,            ///< reduction over the adaptive trees (core/reduce.hpp)
+  static_broadcast = 4,  ///< broadcast over a fixed tree, a baseline (static_tree_view)
+  static_reduce = 5,     ///< reduction over a fixed tree, a baseline
+  scatter_allgather = 6, ///< MPICH's long broadcast, a baseline (core/scatter_allgather.hpp)
+};
+
+/// One past the largest kind.
+inline constexpr std::size_t collective_kind_count = 7;
+
+/// "broadcast", "static_reduce", ...; "unknown" for a value outside the enum.
+constexpr const char* to_string(collective_kind k) noexcept {
+  switch (k) {
+  case collective_kind::none: return "none";
+  case collective_kind::broadcast: return "broadcast";
+  case collective_kind::message: return "message";
+  case collective_kind::reduce: return "reduce";
+  case collective_kind::static_broadcast: return "static_broadcast";
+  case collective_kind::static_reduce: return "static_reduce";
+  case collective_kind::scatter_allgather: return "scatter_allgather";
+  }
+  return "unknown";
+}
+
+} // namespace banyan
