@@ -1,6 +1,7 @@
 // The broadcast engine's CPU and heap allocations per message, without a network:
 // what one processor's engine spends on a 1-byte broadcast with acknowledgements, the
-// workload of `banyan cluster --workload latency` (docs/benchmarks.md, "Session 8").
+// workload of `banyan cluster --workload latency` (docs/results.md, "The broadcast
+// engine's CPU").
 //
 // PROCS supervisors on one LAN (like processes on loopback) settle their trees in a
 // mini_grid (virtual time); then an engine over each one's `supervisor_view` handles

@@ -2,9 +2,9 @@
 # Side by side: two or more banyan binaries (e.g. main's and a branch's) on one workload
 # of `banyan cluster`, run alternately PAIRS times each, so that they share the machine's
 # load; prints, per binary, the median over its runs of the acked time (each run is
-# itself the median over its REPS broadcasts) and every run's figure. docs/benchmarks.md
-# ("Session 7") uses it for changes too small for the 5-repetition medians of
-# scripts/bench_mpi.sh to separate.
+# itself the median over its REPS broadcasts) and every run's figure. For changes too
+# small for the 5-repetition medians of scripts/bench_mpi.sh to separate (the cluster
+# rows of docs/decisions.md).
 #
 #   scripts/bench_ab.sh [--procs 4] [--pairs 6] [--workload latency|bandwidth]
 #                       [--reps 300] [--size 67108864] [--node-args "ARGS"] BINARY...

@@ -14,7 +14,7 @@
 #
 # Installs openmpi-bin and libopenmpi-dev with apt-get when mpicc/mpirun are missing.
 # Open MPI runs TCP-only and yields when oversubscribed (see issue 4); banyan runs through
-# `banyan cluster` (acks on). See docs/benchmarks.md.
+# `banyan cluster` (acks on). Figures: docs/results.md.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -29,13 +29,13 @@
 // --seeds LIST (e.g. 1-10, or 1,4,9; instead of --seed): one run per seed, a line each,
 // then how many came back within 1 s after each event and the medians ("not back"
 // counting as the longest). The runs are chaotic (a different seed is a different course
-// of probes, trees and timings), so one seed says little (docs/benchmarks.md). JSON:
+// of probes, trees and timings), so one seed says little (docs/decisions.md). JSON:
 // `seeds`, `runs` (each what a single run writes) and `summary` (`leave` and `rejoin`:
 // `back_within_1s`, `not_back`, `median_ms` (null: not back); `median_broadcasts`,
 // `duplicates`, `lost`); the plot draws every seed's timeline.
 //
 // --trace FILE (virtual time): a line per frame and per tree event from --trace-from on,
-// times in ms on the timeline (to find where the time goes; docs/benchmarks.md):
+// times in ms on the timeline (to find where the time goes):
 //   F t_ms s|d|u from to type bytes [origin seq stream index count first direct hops kind vnodes]
 //     (s sent, d delivered, u undeliverable; the bracket for broadcast segments)
 //   T t_ms proc event root L|B old_parent new_parent   (tree events: parent changes...;

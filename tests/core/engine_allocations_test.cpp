@@ -1,4 +1,4 @@
-// The small-message path allocates little (docs/benchmarks.md, "Session 8"): on two
+// The small-message path allocates little (docs/decisions.md): on two
 // shared cores a hop's latency is the CPU it spends, and heap allocations are a large
 // part of the broadcast engine's. This suite counts every `operator new` of its own
 // executable, so it lives alone.

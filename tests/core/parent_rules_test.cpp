@@ -201,8 +201,8 @@ BOOST_AUTO_TEST_CASE(a_remote_candidate_of_a_processor_fed_in_its_lan_is_judged_
   BOOST_TEST((bandwidth_rule(t, p, 2, 25e6, 2ms, info(bw, 0ms, infinite_rate, 1, {0}), ctx)
               == verdict::adopt));
   // Any other remote processor (the root 0, or 4 on the far side) would bring a second
-  // copy into the LAN too (after the rejoin of session 8, 7 moved from its LAN to 1 that
-  // way): judged at half as well, 6.25 against 7.
+  // copy into the LAN too (after a mass rejoin on tiny-2c8, 7 moved from its LAN to 1
+  // that way): judged at half as well, 6.25 against 7.
   BOOST_TEST((bandwidth_rule(t, p, 4, 12.5e6, 2ms, info(bw, 0ms, 50e6, 0, {0}), ctx)
               == verdict::keep));
   BOOST_TEST((bandwidth_rule(t, p, 0, 12.5e6, 2ms, info(bw, 0ms, infinite_rate, 0, {}), ctx)

@@ -29,13 +29,12 @@
 /// (second_copy_into_lan). On tiny-2c8 after the leave, 4 (under 6, in its LAN) probed
 /// 6's parent 2 with the link idle, measured its full 100 Mbit against 6's estimate
 /// taken under load, and moved: 2 then fed 4 and 6 across the one 100 Mbit link for the
-/// rest of the run, at half the bandwidth. Session 7 halved only the parent's parent;
-/// after a mass rejoin (session 8) processor 7 moved from 4 (its LAN) to 1 (remote, not
-/// its parent's parent) the same way, and the demo's rejoin never came back. Halving
-/// every remote candidate: the demo grid back within 1 s after both events on 5 seeds of
-/// 5 (4 of 5 before), paper-3c128's leave on 5 of 5 (3), paper-4c160 5 of 10 (4) after
-/// each event, the 64 MiB headline unchanged (docs/benchmarks.md). A link twice as wide
-/// still wins.
+/// rest of the run, at half the bandwidth. Halving only the parent's parent is not
+/// enough: after a mass rejoin processor 7 moved from 4 (its LAN) to 1 (remote, not its
+/// parent's parent) the same way. Halving every remote candidate brings the demo grid
+/// back within 1 s after both events on 5 seeds of 5, paper-3c128's leave on 5 of 5,
+/// with the 64 MiB headline unchanged (docs/decisions.md). A link twice as wide still
+/// wins.
 ///
 /// Loops are prevented explicitly: the distance condition that protects latency
 /// trees does not exist here.

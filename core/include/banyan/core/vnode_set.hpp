@@ -5,8 +5,8 @@
 ///
 /// Up to `inline_intervals` intervals live inside the set itself, without a heap
 /// allocation: the sets a broadcast's frames, plans and deliveries carry are a few
-/// intervals long (docs/benchmarks.md, "Session 8": the engine's allocations per
-/// message), and copying or combining them then allocates nothing.
+/// intervals long, and copying or combining them then allocates nothing
+/// (tests/core/engine_allocations_test.cpp; docs/decisions.md).
 
 #include <algorithm>
 #include <cstddef>
