@@ -72,8 +72,8 @@ struct metric {
   double vs_oracle() const { return dynamic_ms / oracle_ms; }
 };
 
-const std::vector<std::string> metric_names = {"1B root 0", "1B small", "64MiB bcast",
-                                               "reduce 4MiB", "churn"};
+const std::vector<std::string> metric_names = {"1B root 0", "1B small", "long bcast",
+                                               "long reduce", "churn"};
 
 struct entry {
   std::string source; ///< "builtin", a file, or "generated seed S"
@@ -493,7 +493,7 @@ int run_bench_suite(const suite_options& opt) {
     plot_spec p;
     p.title = "banyan against best static trees and oracles (" + std::to_string(rows.size()) +
               " topologies)";
-    p.x_label = "1: 1B root 0, 2: 1B small cluster, 3: long bcast, 4: reduce, 5: churn";
+    p.x_label = "1: 1B root 0, 2: 1B small cluster, 3: long broadcast, 4: long reduction, 5: churn";
     p.y_label = "time ratio, dynamic / reference (log)";
     p.log_y = true;
     p.draw = plot_spec::style::points;

@@ -18,9 +18,9 @@
 //               that is processor 0's): dynamic, and every candidate of
 //               best_static_tree through the same engine, the fastest measured being
 //               "best static"; oracle: short_message_bound
-//   64MiB       broadcast from 0: dynamic; best of magpie, the widest chain and MPICH
+//   long bcast  64 MiB broadcast from 0: dynamic; best of magpie, the widest chain and MPICH
 //               (scatter-allgather); oracle: max(bytes / broadcast_ceiling, bound)
-//   reduce 4MiB int32 sum into vnode 0: dynamic; best of binomial and magpie; oracle:
+//   long reduce 4 MiB int32 sum into vnode 0: dynamic; best of binomial and magpie; oracle:
 //               max(bytes / reduce_ceiling, reduction bound)
 //   churn       bench churn's run (half leave at 1 s, rejoin at 3 s, 4 MiB back to back);
 //               its steady rate before the leave as a time per message, against
