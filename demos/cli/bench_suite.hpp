@@ -7,7 +7,7 @@
 //
 // Topologies: the builtins of --topologies (default the paper's paper-3c201,
 // paper-4c137, paper-3c128, paper-4c160; `--topologies none` for none), then G (20)
-// generated ones, `topology generate --seed S+i` for i = 0..G-1 with 8-160 processors.
+// generated ones, `topology generate --seed S+i --max-procs 160` for i = 0..G-1.
 // --quick: no builtins unless named, generated ones of 6-16 processors, and smaller
 // messages (4 MiB broadcast, 1 MiB reduction, a 3 s churn run of 1 MiB broadcasts).
 //
