@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <queue>
+#include <tuple>
 
 namespace banyan {
 
@@ -187,6 +189,45 @@ stream_ceiling broadcast_ceiling(const topology& topo, proc_id root) {
 
 stream_ceiling reduce_ceiling(const topology& topo, proc_id root) {
   return ceiling_of(topo, root, true);
+}
+
+rate tree_stream_rate(const topology& topo, const tree& t) {
+  // Resources by (kind, a, b): 0 NIC out of proc a, 1 NIC in of proc a, 2 uplink out of
+  // group a, 3 uplink in of group a, 4 the link from sibling a to sibling b.
+  std::map<std::tuple<int, long, long>, std::pair<rate, int>> used;
+  auto use = [&](int kind, long a, long b, rate cap) {
+    if (std::isinf(cap))
+      return;
+    auto& u = used[{kind, a, b}];
+    u.first = cap;
+    ++u.second;
+  };
+  const auto n = std::min<std::size_t>(t.size(), topo.proc_count());
+  for (proc_id c = 0; c < n; ++c) {
+    const auto p = t.parent(c);
+    if (p == no_proc || p >= n)
+      continue;
+    const int lp = topo.leaf_of(p), lc = topo.leaf_of(c);
+    use(0, p, 0, topo.groups[static_cast<std::size_t>(lp)].nic);
+    use(1, c, 0, topo.groups[static_cast<std::size_t>(lc)].nic);
+    if (lp == lc)
+      continue;
+    const auto s = topo.split_of(p, c);
+    for (int g = lp; g != s.common; g = topo.groups[static_cast<std::size_t>(g)].parent)
+      use(2, g, 0, topo.groups[static_cast<std::size_t>(g)].uplink);
+    for (int g = lc; g != s.common; g = topo.groups[static_cast<std::size_t>(g)].parent)
+      use(3, g, 0, topo.groups[static_cast<std::size_t>(g)].uplink);
+    rate bw = s.common < 0 ? topo.root_link_bw : topo.groups[static_cast<std::size_t>(s.common)].link_bw;
+    if (int l = topo.find_link(s.side_a, s.side_b); l >= 0) {
+      const auto& lk = topo.links[static_cast<std::size_t>(l)];
+      bw = lk.a == s.side_a ? lk.bw_ab : lk.bw_ba;
+    }
+    use(4, s.side_a, s.side_b, bw);
+  }
+  rate r = infinite_rate;
+  for (const auto& [key, u] : used)
+    r = std::min(r, u.first / u.second);
+  return r;
 }
 
 } // namespace banyan

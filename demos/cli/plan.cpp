@@ -147,6 +147,38 @@ int run_plan_topology(const plan_options& opt) {
   rate_line("long-broadcast ceiling", bcast);
   rate_line("long-reduction ceiling", red);
 
+  // Pipelined static trees against the ceiling: each edge carries the whole stream.
+  cost_matrix bw(n, std::vector<double>(n, 0.0));
+  for (proc_id a = 0; a < n; ++a)
+    for (proc_id b = 0; b < n; ++b)
+      if (a != b)
+        bw[a][b] = topo->path_bandwidth(a, b);
+  std::vector<std::pair<std::string, tree>> pipelined{
+    {"flat", flat_tree(n, *root)},
+    {"binomial", binomial_tree(n, *root)},
+    {"magpie", magpie_tree(n, *root, topo->cluster_of())},
+    {"multilevel", multilevel_tree(*root, group_levels(*topo))},
+    {"widest chain", chain_tree(widest_chain(bw, *root))},
+    {"best static (1 byte)", statics.winner().t}};
+  out << "\npipelined static trees, steady rate through the resources (MB/s, no CPU):\n";
+  auto tree_rates = nlohmann::json::array();
+  std::size_t widest = 0;
+  std::vector<double> rates;
+  for (std::size_t i = 0; i < pipelined.size(); ++i) {
+    rates.push_back(tree_stream_rate(*topo, pipelined[i].second));
+    if (rates[i] > rates[widest])
+      widest = i;
+  }
+  for (std::size_t i = 0; i < pipelined.size(); ++i) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-24s %12s%s\n", pipelined[i].first.c_str(),
+                  std::isinf(rates[i]) ? "unlimited" : ms(rates[i] / 1e6).c_str(),
+                  i == widest ? "  <- widest" : "");
+    out << line;
+    tree_rates.push_back({{"tree", pipelined[i].first},
+                          {"bytes_per_s", std::isinf(rates[i]) ? -1.0 : rates[i]}});
+  }
+
   if (!opt.json_path.empty()) {
     nlohmann::json j;
     j["topology"] = topo->name;
@@ -172,6 +204,7 @@ int run_plan_topology(const plan_options& opt) {
                             {"bottleneck", c.bottleneck}};
     };
     j["broadcast_ceiling"] = rate_json(bcast);
+    j["tree_rates"] = tree_rates;
     j["reduce_ceiling"] = rate_json(red);
     std::ofstream f(opt.json_path);
     if (!f || !(f << j.dump(2) << "\n"))

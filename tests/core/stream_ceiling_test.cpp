@@ -70,6 +70,25 @@ BOOST_AUTO_TEST_CASE(directions_and_shared_uplinks_count) {
   BOOST_CHECK_CLOSE(c.per_proc[1], 10000 * mbit, 1e-6);
 }
 
+BOOST_AUTO_TEST_CASE(a_tree_shares_its_resources_and_never_beats_the_ceiling) {
+  auto t = parse_ok("default nic 1Gbit\ngroup A procs 4 rtt 0.2ms\ngroup B procs 4 rtt 0.2ms\n"
+                    "link A B rtt 2ms bw 100Mbit\n");
+  BOOST_CHECK_CLOSE(tree_stream_rate(t, flat_tree(8, 0)), 25 * mbit, 1e-6); // 4 edges on A->B
+  BOOST_CHECK_CLOSE(tree_stream_rate(t, magpie_tree(8, 0, t.cluster_of())), 100 * mbit, 1e-6);
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    topology_generator_options o;
+    o.seed = seed;
+    o.max_procs = 40;
+    auto g = generate_topology(o);
+    BOOST_REQUIRE(g);
+    const auto n = g->proc_count();
+    const auto ceiling = broadcast_ceiling(*g, 0).ceiling;
+    for (const auto& tr : {flat_tree(n, 0), binomial_tree(n, 0), magpie_tree(n, 0, g->cluster_of()),
+                           multilevel_tree(0, group_levels(*g))})
+      BOOST_CHECK_LE(tree_stream_rate(*g, tr), ceiling * (1 + 1e-9));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(short_message_bound_counts_a_send_overhead_per_hop) {
   auto t = parse_ok("send_overhead 20us\ndefault nic 1Gbit\ngroup A procs 4 rtt 0.2ms\n"
                     "group B procs 4 rtt 0.2ms\nlink A B rtt 2ms bw 100Mbit\n");

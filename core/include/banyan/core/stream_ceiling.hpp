@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "banyan/core/topology.hpp"
+#include "banyan/core/tree.hpp"
 #include "banyan/core/types.hpp"
 
 namespace banyan {
@@ -45,5 +46,12 @@ stream_ceiling broadcast_ceiling(const topology& topo, proc_id root);
 
 /// Reduction: maximum flow from every other processor to `root`.
 stream_ceiling reduce_ceiling(const topology& topo, proc_id root);
+
+/// The steady rate of a stream pipelined down the tree `t` (bytes per second): every
+/// edge parent -> child carries the whole stream, so a resource used by k edges' routes
+/// gives each at most capacity / k; the tree's rate is the smallest such share (infinite
+/// when nothing is limited). Same assumptions as above (no CPU, no headers). One
+/// algorithm among those the ceiling bounds, so never above `broadcast_ceiling`.
+rate tree_stream_rate(const topology& topo, const tree& t);
 
 } // namespace banyan
