@@ -103,7 +103,7 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   };
   if (auto e = check(opt))
     return *e;
-  auto topo = load_topology(opt.topology);
+  auto topo = opt.topo ? expected<topology>(*opt.topo) : load_topology(opt.topology);
   if (!topo)
     return topo.err().to_string();
   if (topo->proc_count() < 2)

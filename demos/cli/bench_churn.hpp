@@ -53,12 +53,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include "banyan/core/topology.hpp"
 #include "svg_plot.hpp"
 
 namespace banyan::cli {
 
 struct churn_options {
   std::string topology;
+  /// When set, the topology itself (`topology` then only names it): a generated one.
+  std::optional<banyan::topology> topo;
   std::uint64_t seed = 1;
   std::string clock = "virtual"; ///< "virtual" or "real" (bench_common.hpp)
   double leave_at_ms = 1000;

@@ -70,6 +70,14 @@ std::string size_label(std::size_t s) {
 
 } // namespace
 
+contribution_fn int32_contributions(std::size_t count, std::uint64_t salt) {
+  return contributions(count, salt);
+}
+
+std::vector<std::uint8_t> int32_true_sum(vnode_id n, std::size_t count, std::uint64_t salt) {
+  return true_sum(n, count, salt);
+}
+
 int run_bench_reduce(const bench_reduce_options& ropt) {
   const auto& opt = ropt.common;
   std::vector<std::size_t> sizes;

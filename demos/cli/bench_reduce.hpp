@@ -25,6 +25,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "banyan/core/reduce.hpp"
 #include "bench_common.hpp"
 
 namespace banyan::cli {
@@ -44,6 +45,13 @@ struct reduce_result_row {
   bool complete = false; ///< a result arrived within the limit
   bool correct = false;  ///< ... covering every vnode once, with the true sum
 };
+
+/// Contributions of an int32 sum: vnode v's element i is a small integer that differs
+/// per vnode, element and `salt` (a reduction's number).
+contribution_fn int32_contributions(std::size_t count, std::uint64_t salt);
+
+/// The sum of `int32_contributions` over vnodes [0, n), computed directly (wrapping).
+std::vector<std::uint8_t> int32_true_sum(vnode_id n, std::size_t count, std::uint64_t salt);
 
 /// Runs the benchmark: 0 on success, 1 when a reduction did not complete or was wrong,
 /// 2 on bad input.

@@ -2,6 +2,7 @@
 //   banyan demo                 the main demonstration on an embedded default
 //   banyan sim trees ...        trees forming and healing on an emulated grid
 //   banyan topology [NAME]      list the built-in topologies or describe one
+//   banyan topology generate    write a random topology (topology_generate.hpp)
 //   banyan node ...             one processor over TCP as this process
 //   banyan cluster ...          local `banyan node --control` processes driven together
 //   banyan bench EXPERIMENT     measurements on the emulated network, adaptive vs static
@@ -19,6 +20,7 @@
 #include "node.hpp"
 #include "plan.hpp"
 #include "sim_trees.hpp"
+#include "topology_generate.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"banyan: wide-area collectives over self-healing spanning trees"};
@@ -56,6 +58,8 @@ int main(int argc, char** argv) {
   auto topo_cmd = app.add_subcommand("topology", "list built-in topologies or describe one");
   std::string topo_name;
   topo_cmd->add_option("name", topo_name, "built-in name or topology file");
+  std::function<int()> generate_action; // set when `banyan topology generate` is parsed
+  banyan::cli::add_topology_generate_command(*topo_cmd, generate_action);
 
   std::function<int()> plan_action; // set when `banyan plan` is parsed
   banyan::cli::add_plan_command(app, plan_action);
@@ -70,6 +74,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (generate_action)
+    return generate_action();
   if (plan_action)
     return plan_action();
   if (node_action)

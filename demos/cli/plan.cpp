@@ -13,6 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "banyan/core/latency_matrix.hpp"
+#include "banyan/core/static_tree_oracle.hpp"
+#include "banyan/core/stream_ceiling.hpp"
+#include "banyan/core/topology.hpp"
 #include "banyan/core/tree_builders.hpp"
 
 namespace banyan::cli {
@@ -90,6 +93,128 @@ cost_matrix scaled(cost_matrix m, double factor) {
   return m;
 }
 
+/// `banyan plan --topology T --root R`: the oracles of a topology (docs/plan.md).
+int run_plan_topology(const plan_options& opt) {
+  if (!opt.matrix.empty() || !opt.algo.empty())
+    return fail("--topology prints the topology's oracles; it takes no --matrix or --algo");
+  if (opt.root.empty())
+    return fail("--root R is required (a processor id)");
+  auto topo = load_topology(opt.topology);
+  if (!topo)
+    return fail(topo.err().to_string());
+  const auto n = topo->proc_count();
+  auto root = find_root(opt.root, {}, n);
+  if (!root)
+    return fail("root '" + opt.root + "' is not a processor id below " + std::to_string(n));
+
+  std::cerr << "banyan plan: " << topo->name << ": searching static trees\n";
+  auto lat = latency_matrix(*topo);
+  const double postal = farthest_shortest_path(lat, *root);
+  const double bound = short_message_bound(*topo, *root);
+  const double reduce_bound = short_message_bound(*topo, *root, true);
+  auto statics = best_static_tree(*topo, *root, opt.seed);
+  std::cerr << "banyan plan: " << topo->name << ": maximum flows\n";
+  auto bcast = broadcast_ceiling(*topo, *root);
+  auto red = reduce_ceiling(*topo, *root);
+  const double mib64 = 64.0 * 1024 * 1024;
+
+  std::ostringstream out;
+  out << "oracles for processor " << *root << " of " << topo->name << " (" << n
+      << " processors, send overhead " << format_duration(topo->send_overhead) << ")\n\n";
+  out << "1-byte broadcast lower bound: " << ms(bound)
+      << " ms (shortest paths, each hop one-way latency + send overhead)\n";
+  out << "  without send overhead:      " << ms(postal) << " ms (shortest one-way paths)\n";
+  out << "1-byte reduction lower bound: " << ms(reduce_bound) << " ms (the same, towards "
+      << *root << ")\n\n";
+  out << "static trees, completion under the send-overhead model (ms):\n";
+  for (std::size_t i = 0; i < statics.candidates.size(); ++i) {
+    const auto& c = statics.candidates[i];
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-24s %12s%s\n", c.name.c_str(), ms(c.completion_ms).c_str(),
+                  i == statics.best ? "  <- best" : "");
+    out << line;
+  }
+  out << "\n";
+  auto rate_line = [&](const char* what, const stream_ceiling& c) {
+    if (std::isinf(c.ceiling)) {
+      out << what << ": unlimited (no finite capacity on any cut)\n";
+      return;
+    }
+    out << what << ": " << ms(c.ceiling / 1e6) << " MB/s (maximum flow to processor "
+        << c.bottleneck << "); 64 MiB takes at least " << ms(mib64 / c.ceiling * 1000)
+        << " ms\n";
+  };
+  rate_line("long-broadcast ceiling", bcast);
+  rate_line("long-reduction ceiling", red);
+
+  // Pipelined static trees against the ceiling: each edge carries the whole stream.
+  cost_matrix bw(n, std::vector<double>(n, 0.0));
+  for (proc_id a = 0; a < n; ++a)
+    for (proc_id b = 0; b < n; ++b)
+      if (a != b)
+        bw[a][b] = topo->path_bandwidth(a, b);
+  std::vector<std::pair<std::string, tree>> pipelined{
+    {"flat", flat_tree(n, *root)},
+    {"binomial", binomial_tree(n, *root)},
+    {"magpie", magpie_tree(n, *root, topo->cluster_of())},
+    {"multilevel", multilevel_tree(*root, group_levels(*topo))},
+    {"widest chain", chain_tree(widest_chain(bw, *root))},
+    {"best static (1 byte)", statics.winner().t}};
+  out << "\npipelined static trees, steady rate through the resources (MB/s, no CPU):\n";
+  auto tree_rates = nlohmann::json::array();
+  std::size_t widest = 0;
+  std::vector<double> rates;
+  for (std::size_t i = 0; i < pipelined.size(); ++i) {
+    rates.push_back(tree_stream_rate(*topo, pipelined[i].second));
+    if (rates[i] > rates[widest])
+      widest = i;
+  }
+  for (std::size_t i = 0; i < pipelined.size(); ++i) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-24s %12s%s\n", pipelined[i].first.c_str(),
+                  std::isinf(rates[i]) ? "unlimited" : ms(rates[i] / 1e6).c_str(),
+                  i == widest ? "  <- widest" : "");
+    out << line;
+    tree_rates.push_back({{"tree", pipelined[i].first},
+                          {"bytes_per_s", std::isinf(rates[i]) ? -1.0 : rates[i]}});
+  }
+
+  if (!opt.json_path.empty()) {
+    nlohmann::json j;
+    j["topology"] = topo->name;
+    j["root"] = *root;
+    j["procs"] = n;
+    j["short_bound_ms"] = bound;
+    j["postal_bound_ms"] = postal;
+    j["reduce_short_bound_ms"] = reduce_bound;
+    auto cands = nlohmann::json::array();
+    for (const auto& c : statics.candidates)
+      cands.push_back({{"name", c.name}, {"completion_ms", c.completion_ms}});
+    std::vector<long long> parent;
+    for (proc_id p = 0; p < n; ++p) {
+      auto q = statics.winner().t.parent(p);
+      parent.push_back(q == no_proc ? -1 : static_cast<long long>(q));
+    }
+    j["static"] = {{"winner", statics.winner().name},
+                   {"completion_ms", statics.winner().completion_ms},
+                   {"parent", parent},
+                   {"candidates", cands}};
+    auto rate_json = [](const stream_ceiling& c) {
+      return nlohmann::json{{"bytes_per_s", std::isinf(c.ceiling) ? -1.0 : c.ceiling},
+                            {"bottleneck", c.bottleneck}};
+    };
+    j["broadcast_ceiling"] = rate_json(bcast);
+    j["tree_rates"] = tree_rates;
+    j["reduce_ceiling"] = rate_json(red);
+    std::ofstream f(opt.json_path);
+    if (!f || !(f << j.dump(2) << "\n"))
+      return fail("cannot write '" + opt.json_path + "'");
+    out << "wrote " << opt.json_path << "\n";
+  }
+  std::cout << out.str();
+  return 0;
+}
+
 } // namespace
 
 const std::vector<std::string>& plan_algorithms() {
@@ -99,8 +224,10 @@ const std::vector<std::string>& plan_algorithms() {
 }
 
 int run_plan(const plan_options& opt) {
+  if (!opt.topology.empty())
+    return run_plan_topology(opt);
   if (opt.matrix.empty())
-    return fail("--matrix FILE.csv is required");
+    return fail("--matrix FILE.csv (or --topology T) is required");
   if (opt.algo.empty())
     return fail("--algo is required (one of binomial, flat, mst, hlot, magpie, multilevel, "
                 "sa, adaptive, list)");
@@ -259,6 +386,9 @@ void add_plan_command(CLI::App& app, std::function<int()>& action) {
   auto cmd = app.add_subcommand(
     "plan", "build a broadcast tree from a latency matrix and predict its completion");
   cmd->add_option("--matrix", opt->matrix, "CSV of one-way latencies in ms (row = sender)");
+  cmd->add_option("--topology", opt->topology,
+                  "instead of --matrix: print the oracles of this topology (built-in or file) "
+                  "for --root");
   cmd->add_option("--root", opt->root, "root: processor id or name");
   cmd->add_option("--algo", opt->algo,
                   "binomial, flat, mst, hlot, magpie, multilevel, sa, adaptive, list");

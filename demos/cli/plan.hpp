@@ -5,6 +5,12 @@
 //
 //   banyan plan --matrix FILE.csv --root R --algo ALGO [--clusters FILE]
 //               [--bandwidth FILE.csv] [--bytes N] [--seed S] [--json out.json]
+//   banyan plan --topology T --root R [--seed S] [--json out.json]
+//
+// With --topology it prints the topology's oracles for a root instead: the 1-byte lower
+// bound, the best static tree found offline under the send-overhead model, and the
+// long-broadcast and long-reduction ceilings (core/static_tree_oracle.hpp,
+// core/stream_ceiling.hpp).
 //
 // File formats and algorithms: docs/plan.md. Bad input: one error line, exit code 2.
 
@@ -19,6 +25,7 @@ namespace banyan::cli {
 
 struct plan_options {
   std::string matrix;    ///< CSV of one-way latencies in ms
+  std::string topology;  ///< instead of `matrix`: print this topology's oracles
   std::string root;      ///< processor id or name from the matrix header
   std::string algo;      ///< see plan_algorithms()
   std::string clusters;  ///< clusters file (magpie, multilevel); derived if empty

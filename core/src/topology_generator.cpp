@@ -1,0 +1,242 @@
+#include "banyan/core/topology_generator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+namespace banyan {
+
+namespace {
+
+/// Numbers from the raw 64-bit outputs of the engine, by arithmetic alone.
+class draw {
+public:
+  explicit draw(std::mt19937_64& rng) : rng_(rng) {}
+  /// Uniform in [0, 1) with 53 bits.
+  double unit() { return static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0); }
+  /// Uniform integer in [lo, hi] (lo <= hi), by multiplying the 53-bit fraction.
+  std::int64_t between(std::int64_t lo, std::int64_t hi) {
+    auto span = static_cast<double>(hi - lo + 1);
+    auto k = static_cast<std::int64_t>(unit() * span);
+    return std::min(hi, lo + k);
+  }
+  bool chance(double p) { return unit() < p; }
+  /// Index into `weights` with probability proportional to its weight.
+  std::size_t weighted(const std::vector<double>& weights) {
+    double total = 0;
+    for (auto w : weights)
+      total += w;
+    double x = unit() * total;
+    for (std::size_t i = 0; i < weights.size(); ++i) {
+      if (x < weights[i])
+        return i;
+      x -= weights[i];
+    }
+    return weights.size() - 1;
+  }
+
+private:
+  std::mt19937_64& rng_;
+};
+
+/// "250us", "5.1ms", "12ms": whole microseconds, in ms from 1 ms on.
+std::string us(std::int64_t v) {
+  if (v < 1000)
+    return std::to_string(v) + "us";
+  std::string s = std::to_string(v / 1000);
+  if (auto frac = v % 1000; frac != 0) {
+    std::string f = std::to_string(1000 + frac).substr(1);
+    while (f.back() == '0')
+      f.pop_back();
+    s += "." + f;
+  }
+  return s + "ms";
+}
+
+/// "155Mbit", "2Gbit": whole Mbit/s.
+std::string mbit(std::int64_t v) {
+  return v % 1000 == 0 ? std::to_string(v / 1000) + "Gbit" : std::to_string(v) + "Mbit";
+}
+
+/// `total` split into `weights.size()` parts of at least one each, in proportion to the
+/// weights beyond that (largest remainders first, ties to the lower index).
+std::vector<std::uint32_t> apportion(std::uint32_t total, const std::vector<double>& weights) {
+  const auto k = weights.size();
+  std::vector<std::uint32_t> out(k, 1);
+  const auto rest = total - static_cast<std::uint32_t>(k);
+  double sum = 0;
+  for (auto w : weights)
+    sum += w;
+  std::vector<std::pair<double, std::size_t>> frac;
+  std::uint32_t given = 0;
+  for (std::size_t i = 0; i < k; ++i) {
+    const double exact = static_cast<double>(rest) * weights[i] / sum;
+    const auto whole = static_cast<std::uint32_t>(exact);
+    out[i] += whole;
+    given += whole;
+    frac.push_back({exact - whole, i});
+  }
+  std::stable_sort(frac.begin(), frac.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (std::size_t j = 0; given < rest; ++j, ++given)
+    ++out[frac[j % k].second];
+  return out;
+}
+
+} // namespace
+
+expected<std::string> generate_topology_text(const topology_generator_options& opt,
+                                             std::mt19937_64& rng) {
+  if (opt.levels != 0 && opt.levels != 2 && opt.levels != 3)
+    return make_error(errc::invalid_argument, "levels must be 2 or 3");
+  if (opt.procs == 0 && (opt.min_procs < 2 || opt.min_procs > opt.max_procs))
+    return make_error(errc::invalid_argument,
+                      "the drawn processor count needs 2 <= min_procs <= max_procs");
+  if (opt.procs == 1)
+    return make_error(errc::invalid_argument, "a generated topology has at least 2 processors");
+  if (opt.procs != 0 && opt.clusters > opt.procs)
+    return make_error(errc::invalid_argument,
+                      std::to_string(opt.clusters) + " clusters cannot hold " +
+                        std::to_string(opt.procs) + " processors");
+  draw d(rng);
+
+  const int levels = opt.levels != 0 ? opt.levels : (d.chance(0.5) ? 2 : 3);
+  std::uint32_t n = opt.procs;
+  if (n == 0) {
+    // Small sizes more likely: min + (max - min) * u^2.
+    const double u = d.unit();
+    n = opt.min_procs +
+        static_cast<std::uint32_t>(static_cast<double>(opt.max_procs - opt.min_procs) * u * u + 0.5);
+    n = std::max(n, opt.clusters);
+  }
+  std::uint32_t k = opt.clusters;
+  if (k == 0)
+    k = static_cast<std::uint32_t>(d.between(2, std::max<std::int64_t>(2, std::min<std::int64_t>(8, n / 3))));
+  k = std::min(k, n);
+
+  // Uneven sizes: weights 1..8 skewed towards 1 (1 + 7 u^3).
+  std::vector<double> weights;
+  for (std::uint32_t i = 0; i < k; ++i) {
+    const double u = d.unit();
+    weights.push_back(1 + 7 * u * u * u);
+  }
+  const auto sizes = apportion(n, weights);
+
+  const std::int64_t overhead_us = 5 * d.between(2, 6); // 10..30 us
+  // The wide area's scale: a region, a continent or the world (RTT per unit of distance).
+  const std::int64_t span_us = std::vector<std::int64_t>{8000, 40000, 150000}[d.weighted({0.4, 0.4, 0.2})];
+
+  std::ostringstream out;
+  std::string name = "gen-" + std::to_string(opt.seed) + "-" + std::to_string(levels) + "l-" +
+                     std::to_string(n) + "p";
+  out << "# Generated by banyan topology generate --seed " << opt.seed;
+  if (opt.procs)
+    out << " --procs " << opt.procs;
+  else if (opt.min_procs != topology_generator_options{}.min_procs ||
+           opt.max_procs != topology_generator_options{}.max_procs)
+    out << " --min-procs " << opt.min_procs << " --max-procs " << opt.max_procs;
+  if (opt.levels)
+    out << " --levels " << opt.levels;
+  if (opt.clusters)
+    out << " --clusters " << opt.clusters;
+  out << ": " << n << " processors, " << levels << " levels, " << k << " top-level groups.\n";
+  out << "topology " << name << "\n";
+  out << "send_overhead " << us(overhead_us) << "\n";
+  out << "default nic " << (levels == 2 ? "1Gbit" : "10Gbit") << "\n";
+
+  std::vector<std::string> top;
+  const std::vector<std::int64_t> nic_choices{100, 1000, 10000};
+  const std::vector<std::int64_t> uplink_choices{500, 1000, 2000};
+  for (std::uint32_t i = 0; i < k; ++i) {
+    const std::int64_t lan_us = 10 * d.between(10, 50); // 0.1..0.5 ms
+    if (levels == 2) {
+      auto g = "c" + std::to_string(i);
+      top.push_back(g);
+      out << "group " << g << " procs " << sizes[i];
+      if (sizes[i] > 1)
+        out << " rtt " << us(lan_us);
+      const auto nic = nic_choices[d.weighted({0.1, 0.75, 0.15})];
+      if (nic != 1000)
+        out << " nic " << mbit(nic);
+      if (d.chance(0.3)) // a gateway shared by all of the cluster's wide-area traffic
+        out << " uplink " << mbit(uplink_choices[d.weighted({1, 1, 1})]);
+      out << "\n";
+      continue;
+    }
+    // Three levels: a site of machines; processes of a machine share its uplink.
+    auto s = "s" + std::to_string(i);
+    top.push_back(s);
+    out << "group " << s << " rtt " << us(lan_us);
+    if (d.chance(0.3)) // a LAN that is not a non-blocking switch
+      out << " bw " << mbit(std::vector<std::int64_t>{1000, 2000}[d.weighted({2, 1})]);
+    if (d.chance(0.3))
+      out << " uplink " << mbit(uplink_choices[d.weighted({1, 1, 1})]);
+    out << "\n";
+    const std::vector<std::uint32_t> machine_sizes{1, 2, 4, 8, 16};
+    std::uint32_t left = sizes[i];
+    for (int m = 0; left > 0; ++m) {
+      auto want = machine_sizes[d.weighted({0.15, 0.25, 0.3, 0.2, 0.1})];
+      auto p = std::min(want, left);
+      left -= p;
+      out << "group " << s << "m" << m << " in " << s << " procs " << p;
+      if (p > 1)
+        out << " rtt " << us(d.between(10, 30));
+      out << " uplink " << mbit(std::vector<std::int64_t>{1000, 2500, 10000}[d.weighted({0.7, 0.15, 0.15})])
+          << "\n";
+    }
+  }
+
+  // Wide-area links between every pair of top-level groups, placed on a unit square.
+  std::vector<double> x(k), y(k);
+  for (std::uint32_t i = 0; i < k; ++i) {
+    x[i] = d.unit();
+    y[i] = d.unit();
+  }
+  const std::vector<std::int64_t> bw_choices{100, 155, 200, 300, 400, 622, 1000, 2500};
+  for (std::uint32_t i = 0; i < k; ++i)
+    for (std::uint32_t j = i + 1; j < k; ++j) {
+      const double dist = std::sqrt((x[i] - x[j]) * (x[i] - x[j]) + (y[i] - y[j]) * (y[i] - y[j]));
+      double rtt = 1000 + static_cast<double>(span_us) * dist;
+      double base = static_cast<double>(bw_choices[d.weighted({1, 1, 1, 1, 1, 1, 1, 1})]);
+      double ab = base, ba = base;
+      if (d.chance(0.6)) { // the two directions differ
+        ab *= 0.5 + d.unit();
+        ba *= 0.5 + d.unit();
+      }
+      const double kind = d.unit();
+      if (kind < 0.25) { // a detour: longer and narrower than a relay may be
+        rtt *= 1.5 + 2.5 * d.unit();
+        const double cut = 2 + 8 * d.unit();
+        ab /= cut;
+        ba /= cut;
+      } else if (kind < 0.4) { // congested only: short but narrow
+        const double cut = 2 + 8 * d.unit();
+        ab /= cut;
+        ba /= cut;
+      }
+      auto rtt_us = std::max<std::int64_t>(100, 100 * static_cast<std::int64_t>(rtt / 100 + 0.5));
+      auto ab_m = std::max<std::int64_t>(10, static_cast<std::int64_t>(ab + 0.5));
+      auto ba_m = std::max<std::int64_t>(10, static_cast<std::int64_t>(ba + 0.5));
+      out << "link " << top[i] << " " << top[j] << " rtt " << us(rtt_us) << " bw " << mbit(ab_m);
+      if (ab_m != ba_m)
+        out << "/" << mbit(ba_m);
+      out << "\n";
+    }
+  return out.str();
+}
+
+expected<std::string> generate_topology_text(const topology_generator_options& opt) {
+  std::mt19937_64 rng(opt.seed);
+  return generate_topology_text(opt, rng);
+}
+
+expected<topology> generate_topology(const topology_generator_options& opt) {
+  auto text = generate_topology_text(opt);
+  if (!text)
+    return text.err();
+  return parse_topology(*text);
+}
+
+} // namespace banyan
