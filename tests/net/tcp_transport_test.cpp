@@ -358,8 +358,8 @@ bs::nonce test_nonce(std::uint8_t seed) {
 // Speaks the handshake as initiator `id` to a transport `acceptor`; checks the transport's
 // proof against the documented recipe (HMAC-SHA256 over schema::proof_transcript).
 bool handshake_as_initiator(raw_socket& s, proc_id id, proc_id acceptor,
-                            const std::string& key = secret) {
-  const bs::hello h{bs::protocol_version, id, test_nonce(1), 0};
+                            const std::string& key = secret, bool plaintext = false) {
+  const bs::hello h{bs::protocol_version, id, test_nonce(1), 0, plaintext};
   if (!s.write_all(bs::encode(h)))
     return false;
   auto body = s.read_message();
@@ -374,10 +374,12 @@ bool handshake_as_initiator(raw_socket& s, proc_id id, proc_id acceptor,
     BOOST_TEST((expected == *a->mac));
   const auto mine = net::hmac_sha256(
       key, bs::proof_transcript(bs::proof_role::initiator, h, acceptor, *a->challenge));
-  return s.write_all(bs::encode(bs::hello_ack{bs::protocol_version, id, std::nullopt, mine}));
+  return s.write_all(
+      bs::encode(bs::hello_ack{bs::protocol_version, id, std::nullopt, mine, plaintext}));
 }
 
-// Answers a transport's Hello as acceptor `self`; returns the initiator's Hello.
+// Answers a transport's Hello as acceptor `self`, in the initiator's mode; returns the
+// initiator's Hello.
 std::optional<bs::hello> handshake_as_acceptor(raw_socket& s, proc_id self,
                                                std::uint16_t version = bs::protocol_version) {
   auto body = s.read_message();
@@ -389,7 +391,7 @@ std::optional<bs::hello> handshake_as_acceptor(raw_socket& s, proc_id self,
   const auto n = test_nonce(77);
   const auto mac =
       net::hmac_sha256(secret, bs::proof_transcript(bs::proof_role::acceptor, *h, self, n));
-  if (!s.write_all(bs::encode(bs::hello_ack{version, self, n, mac})))
+  if (!s.write_all(bs::encode(bs::hello_ack{version, self, n, mac, h->plaintext})))
     return std::nullopt;
   if (version != bs::protocol_version)
     return *h;
@@ -551,7 +553,9 @@ BOOST_AUTO_TEST_CASE(a_payload_sink_receives_long_broadcast_segments_in_place) {
 }
 
 BOOST_AUTO_TEST_CASE(wrong_secret_is_rejected_and_good_peers_are_still_served) {
-  auto b = make_node(2);
+  auto b_cfg = config(2);
+  b_cfg.hostile_log_interval = 0s; // every line, for the test to see each verdict
+  auto b = make_node(2, b_cfg);
   auto bad_cfg = config(1);
   bad_cfg.secret = "not-the-secret";
   auto bad = make_node(1, bad_cfg);
@@ -608,12 +612,18 @@ BOOST_AUTO_TEST_CASE(version_mismatch_is_reported_by_both_sides) {
   }
 }
 
+// In plaintext mode, so that raw frames can follow the handshake (encrypted records:
+// tcp_security_test.cpp).
 BOOST_AUTO_TEST_CASE(bad_bytes_get_one_line_and_a_closed_socket_and_others_are_served) {
   auto cfg = config(2);
   cfg.max_frame = 1 << 20;
   cfg.handshake_timeout = 300ms;
+  cfg.plaintext = true;
+  cfg.hostile_log_interval = 0s; // every line, for the test to see each verdict
   auto b = make_node(2, cfg);
-  auto a = make_node(1);
+  auto a_cfg = config(1);
+  a_cfg.plaintext = true;
+  auto a = make_node(1, a_cfg);
   a->t().add_peer(2, b->address());
 
   // Each misbehaving connection must be closed by the transport and logged in exactly one
@@ -665,7 +675,7 @@ BOOST_AUTO_TEST_CASE(bad_bytes_get_one_line_and_a_closed_socket_and_others_are_s
   }
   { // authenticated, then a truncated frame and close
     raw_socket s = raw_socket::connect_to(b->port());
-    BOOST_TEST_REQUIRE(handshake_as_initiator(s, 5, 2));
+    BOOST_TEST_REQUIRE(handshake_as_initiator(s, 5, 2, secret, true));
     auto frame = bs::encode(wire::envelope{5, 2, wire::ping{1}});
     frame.resize(frame.size() - 5);
     BOOST_TEST_REQUIRE(s.write_all(frame));
@@ -676,13 +686,13 @@ BOOST_AUTO_TEST_CASE(bad_bytes_get_one_line_and_a_closed_socket_and_others_are_s
   }
   { // authenticated, then a frame above max_frame
     raw_socket s = raw_socket::connect_to(b->port());
-    BOOST_TEST_REQUIRE(handshake_as_initiator(s, 6, 2));
+    BOOST_TEST_REQUIRE(handshake_as_initiator(s, 6, 2, secret, true));
     BOOST_TEST_REQUIRE(s.write_all(le32(2u << 20)));
     expect_closed_and_logged(s, "oversized_frame");
   }
   { // authenticated, then Cap'n Proto garbage of a valid length
     raw_socket s = raw_socket::connect_to(b->port());
-    BOOST_TEST_REQUIRE(handshake_as_initiator(s, 7, 2));
+    BOOST_TEST_REQUIRE(handshake_as_initiator(s, 7, 2, secret, true));
     bytes bad = le32(24);
     bad.resize(28, 0xff);
     BOOST_TEST_REQUIRE(s.write_all(bad));
@@ -690,7 +700,7 @@ BOOST_AUTO_TEST_CASE(bad_bytes_get_one_line_and_a_closed_socket_and_others_are_s
   }
   { // authenticated as 8, then a frame that claims to come from 1
     raw_socket s = raw_socket::connect_to(b->port());
-    BOOST_TEST_REQUIRE(handshake_as_initiator(s, 8, 2));
+    BOOST_TEST_REQUIRE(handshake_as_initiator(s, 8, 2, secret, true));
     BOOST_TEST_REQUIRE(s.write_all(bs::encode(wire::envelope{1, 2, wire::ping{9}})));
     expect_closed_and_logged(s, "protocol error: frame from 1 to 2");
   }
