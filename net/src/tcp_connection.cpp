@@ -214,6 +214,14 @@ void tcp_impl::on_connect(connection* c, int status) {
   write_raw(c, schema::encode(c->hello_msg), false);
 }
 
+void tcp_impl::on_turn() {
+  accepts_this_turn_ = 0;
+  if (accept_held_ && !shutting_down_) {
+    accept_held_ = false;
+    on_accept(0);
+  }
+}
+
 void tcp_impl::on_accept(int status) {
   if (shutting_down_)
     return;
@@ -222,6 +230,14 @@ void tcp_impl::on_accept(int status) {
          std::string("accept failed: ") + uv_strerror(status));
     return;
   }
+  // A flood of connections must not starve the handshakes under way: at most
+  // `max_accepts_per_turn` per turn of the loop. Not accepting leaves the connection with
+  // libuv, which stops watching the listener until the next uv_accept (in on_turn).
+  if (accepts_this_turn_ >= max_accepts_per_turn) {
+    accept_held_ = true;
+    return;
+  }
+  ++accepts_this_turn_;
   auto* c = new_connection(this, &loop_, connection::role::acceptor, cfg_.max_frame);
   conns_.insert(c);
   c->state = connection::phase::hello;

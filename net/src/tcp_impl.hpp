@@ -57,6 +57,9 @@ inline constexpr std::size_t min_direct_read = 16u << 10;
 inline constexpr std::size_t max_direct_read = 4u << 20;
 /// Pending connections the listening socket's backlog holds (the kernel caps it).
 inline constexpr int listen_backlog = 1024;
+/// Connections accepted per turn of the loop at most; the rest wait in the backlog, so
+/// that reads of handshakes under way are not starved by a flood of new connections.
+inline constexpr int max_accepts_per_turn = 32;
 
 /// Frames of at most this many bytes may be written by `send` straight to an idle
 /// connection's socket (the direct path, docs/transport.md "Threading"); larger ones
@@ -294,6 +297,9 @@ public:
   // --- loop thread only (tcp_connection.cpp) ------------------------------------------
   void connect_to(peer_state& p, const sockaddr* addr);
   void on_accept(int status);
+  /// Runs at the start of each turn of the loop: a fresh accept budget, and the
+  /// connection held back by the last one accepted.
+  void on_turn();
   void on_connect(connection* c, int status);
   void on_read(connection* c, ssize_t nread);
   void on_timeout(connection* c);
@@ -361,6 +367,9 @@ public:
   uv_loop_t loop_{};
   uv_async_t async_{};
   uv_tcp_t listener_{};
+  uv_prepare_t turn_{};
+  int accepts_this_turn_ = 0;
+  bool accept_held_ = false; ///< libuv holds an accepted connection we have not taken
   bool shutting_down_ = false;
   /// A frame sent from a callback is being processed at once (`send`): events it causes
   /// wait in `deferred_events_` for the next turn of the loop, so that no callback runs

@@ -288,6 +288,11 @@ expected<std::uint16_t> tcp_impl::start() {
                                  ? ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port)
                                  : ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
 
+  // Each turn of the loop begins with a fresh accept budget (see on_accept).
+  uv_prepare_init(&loop_, &turn_);
+  turn_.data = this;
+  uv_prepare_start(&turn_, [](uv_prepare_t* h) { static_cast<tcp_impl*>(h->data)->on_turn(); });
+  uv_unref(reinterpret_cast<uv_handle_t*>(&turn_));
   uv_async_init(&loop_, &async_,
                 [](uv_async_t* a) { static_cast<tcp_impl*>(a->data)->on_async(); });
   async_.data = this;
@@ -912,6 +917,7 @@ void tcp_impl::begin_shutdown() {
   peers_.clear(); // closes the peers' timers
   for (auto* r : resolving_)
     uv_cancel(reinterpret_cast<uv_req_t*>(&r->req)); // its callback still runs
+  uv_close(reinterpret_cast<uv_handle_t*>(&turn_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
 }
 
