@@ -143,12 +143,12 @@ std::vector<std::uint8_t> seal_whole(record_sealer& s, const schema::frame_bytes
   const std::size_t n = f.size();
   std::size_t records = 0;
   for (std::size_t part : {f.head.size(), f.tail.size()})
-    records += (part + max_record - 1) / max_record;
+    records += (part + sealed_record - 1) / sealed_record;
   std::vector<std::uint8_t> out(n + records * record_overhead);
   std::uint8_t* o = out.data();
   auto seal_part = [&](const std::uint8_t* p, std::size_t len) {
     while (len > 0) {
-      const std::size_t k = std::min(len, max_record);
+      const std::size_t k = std::min(len, sealed_record);
       s.seal(p, k, o);
       o += k + record_overhead;
       p += k;
@@ -656,7 +656,7 @@ bool tcp_impl::record_read_buffer(connection* c, uv_buf_t* buf) {
                        static_cast<unsigned>(std::min(r.len - r.got, max_direct_read)));
     return true;
   }
-  if (r.exact_tail > 0 && r.header_len == record_header_bytes && r.got == r.len) {
+  if ((r.direct || r.exact_tail > 0) && r.header_len == record_header_bytes && r.got == r.len) {
     // The tag of a record read into place, and the next record's header: alone.
     *buf = uv_buf_init(c->read_buf.data(),
                        static_cast<unsigned>(record_tag_bytes - r.tag_len + record_header_bytes));
@@ -786,11 +786,11 @@ bool tcp_impl::seal_frame(connection* c, out_frame& f, write_req& w) {
   std::size_t end = start;
   std::size_t records = 0;
   while (end < head) {
-    end += std::min(max_record, head - end);
+    end += std::min(sealed_record, head - end);
     ++records;
   }
   while (end < total && (end == start || c->in_flight + w.bytes + (end - start) < write_window)) {
-    end += std::min(max_record, total - end);
+    end += std::min(sealed_record, total - end);
     ++records;
   }
   const std::size_t size = end - start + records * record_overhead;
@@ -798,7 +798,7 @@ bool tcp_impl::seal_frame(connection* c, out_frame& f, write_req& w) {
   std::uint8_t* o = buf.get();
   for (std::size_t at = start; at < end;) {
     const bool in_head = at < head;
-    const std::size_t k = std::min(max_record, (in_head ? head : end) - at);
+    const std::size_t k = std::min(sealed_record, (in_head ? head : end) - at);
     const std::uint8_t* src = in_head ? f.bytes.head.data() + at : f.bytes.tail.data() + (at - head);
     c->sealer->seal(src, k, o);
     o += k + record_overhead;

@@ -57,6 +57,11 @@ inline constexpr std::size_t min_direct_read = 16u << 10;
 inline constexpr std::size_t max_direct_read = 4u << 20;
 /// Pending connections the listening socket's backlog holds (the kernel caps it).
 inline constexpr int listen_backlog = 1024;
+/// Plaintext bytes per record the sender seals at most (a receiver accepts up to
+/// max_record): records small enough that the receiver decrypts a record's bytes while
+/// they are still in its cache, and the sender's ciphertext is still in its cache when
+/// the kernel copies it.
+inline constexpr std::size_t sealed_record = 256u << 10;
 /// Connections accepted per turn of the loop at most; the rest wait in the backlog, so
 /// that reads of handshakes under way are not starved by a flood of new connections.
 inline constexpr int max_accepts_per_turn = 32;
@@ -145,8 +150,9 @@ struct record_in {
   std::uint8_t tag[record_tag_bytes] = {};
   std::size_t tag_len = 0;
   /// Nonzero after a record that went straight into the decoder's buffer (2), and for
-  /// one record after that (1): read no further than the next record's header, so that
-  /// the next payload is not pulled into the read buffer and copied.
+  /// one record after that (1): read no further than the next record's header (as after
+  /// the body of a record read into place), so that the next payload is not pulled into
+  /// the read buffer and copied.
   int exact_tail = 0;
   std::unique_ptr<std::uint8_t[]> staging;
   std::size_t staging_size = 0;
