@@ -73,8 +73,9 @@ struct pair_of_transports {
     cb.secret = "bench";
     cb.plaintext = plaintext;
     cb.max_queue_bytes = 256u << 20;
-    cb.payload_sink = [this](const banyan::schema::payload_head& h)
-        -> std::optional<banyan::schema::payload_place> {
+    cb.payload_sink =
+        [this](
+            const banyan::schema::payload_head& h) -> std::optional<banyan::schema::payload_place> {
       auto slot = placement.place(h.op, h.index, h.count, h.total, h.length);
       if (!slot)
         return std::nullopt;

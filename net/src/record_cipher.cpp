@@ -63,9 +63,8 @@ record_key derive_record_key(std::string_view secret, const schema::hello& h, pr
   salt.insert(salt.end(), acceptor_nonce.begin(), acceptor_nonce.end());
   const mac prk = hmac(salt.data(), salt.size(),
                        reinterpret_cast<const std::uint8_t*>(secret.data()), secret.size());
-  const std::string label = d == record_direction::initiator_to_acceptor
-                                ? "banyan-v1 records i>a"
-                                : "banyan-v1 records a>i";
+  const std::string label = d == record_direction::initiator_to_acceptor ? "banyan-v1 records i>a"
+                                                                         : "banyan-v1 records a>i";
   std::vector<std::uint8_t> info(label.begin(), label.end());
   put_le32(info, h.id);
   put_le32(info, acceptor);

@@ -110,16 +110,16 @@ std::string version_mismatch(std::uint16_t theirs) {
 }
 
 std::string mode_mismatch(bool theirs_plain) {
-  return theirs_plain ? std::string("mode mismatch: the peer sends plaintext frames "
-                                    "(tcp_config::plaintext, banyan node --plaintext), we encrypt")
-                      : std::string("mode mismatch: the peer encrypts its frames, we run in "
-                                    "plaintext mode (tcp_config::plaintext, banyan node --plaintext)");
+  return theirs_plain
+             ? std::string("mode mismatch: the peer sends plaintext frames "
+                           "(tcp_config::plaintext, banyan node --plaintext), we encrypt")
+             : std::string("mode mismatch: the peer encrypts its frames, we run in "
+                           "plaintext mode (tcp_config::plaintext, banyan node --plaintext)");
 }
 
 std::uint64_t ms_of_accept(const tcp_config& cfg) {
   return ms_of(std::min(cfg.handshake_timeout, cfg.accept_timeout));
 }
-
 
 // Creates a connection with its TCP handle and timer initialized.
 connection* new_connection(tcp_impl* owner, uv_loop_t* loop, connection::role r,
@@ -419,8 +419,8 @@ void tcp_impl::on_hello(connection* c) {
     c->state = connection::phase::draining;
     uv_read_stop(stream_of(c));
     write_raw(c,
-              schema::encode(schema::hello_ack{schema::protocol_version, cfg_.self, {}, {},
-                                               cfg_.plaintext}),
+              schema::encode(
+                  schema::hello_ack{schema::protocol_version, cfg_.self, {}, {}, cfg_.plaintext}),
               true);
     return;
   }
@@ -520,8 +520,8 @@ void tcp_impl::on_acceptor_ack(connection* c) {
       hmac_sha256(cfg_.secret, schema::proof_transcript(schema::proof_role::initiator, c->hello_msg,
                                                         c->peer, *a->challenge));
   if (!write_raw(c,
-                 schema::encode(schema::hello_ack{schema::protocol_version, cfg_.self, {}, mine,
-                                                  cfg_.plaintext}),
+                 schema::encode(schema::hello_ack{
+                     schema::protocol_version, cfg_.self, {}, mine, cfg_.plaintext}),
                  false))
     return;
   if (!cfg_.plaintext)
@@ -594,9 +594,9 @@ bool tcp_impl::begin_record(connection* c) {
     const std::size_t said = std::size_t{r.header[0]} | std::size_t{r.header[1]} << 8
                              | std::size_t{r.header[2]} << 16 | std::size_t{r.header[3]} << 24;
     close_conn(c, transport_event::kind::error,
-               "bad record: length " + std::to_string(said) + " (1 to "
-                   + std::to_string(max_record) + " allowed): not from a processor holding the "
-                   "secret, or altered on the way");
+               "bad record: length " + std::to_string(said) + " (1 to " + std::to_string(max_record)
+                   + " allowed): not from a processor holding the "
+                     "secret, or altered on the way");
     return false;
   }
   r.len = *len;
@@ -644,9 +644,10 @@ bool tcp_impl::record_read_buffer(connection* c, uv_buf_t* buf) {
   if (r.header_len == record_header_bytes && r.got < r.len) {
     if (!r.direct && r.exact_tail > 0) {
       // A frame's head between two payloads: it, its tag and the next header, no more.
-      *buf = uv_buf_init(c->read_buf.data(),
-                         static_cast<unsigned>(std::min(
-                             c->read_buf.size(), r.len - r.got + record_tag_bytes + record_header_bytes)));
+      *buf = uv_buf_init(
+          c->read_buf.data(),
+          static_cast<unsigned>(std::min(c->read_buf.size(),
+                                         r.len - r.got + record_tag_bytes + record_header_bytes)));
       return true;
     }
     if (!r.direct || r.len - r.got < min_direct_read / 4)
@@ -663,8 +664,8 @@ bool tcp_impl::record_read_buffer(connection* c, uv_buf_t* buf) {
     return true;
   }
   if (r.exact_tail > 0 && r.header_len < record_header_bytes) {
-    *buf = uv_buf_init(c->read_buf.data(),
-                       static_cast<unsigned>(record_header_bytes - r.header_len));
+    *buf =
+        uv_buf_init(c->read_buf.data(), static_cast<unsigned>(record_header_bytes - r.header_len));
     return true;
   }
   return false;
@@ -749,8 +750,9 @@ void tcp_impl::pump(connection* c, peer_state& p) {
         w->bufs.push_back(uv_buf_init(reinterpret_cast<char*>(b.head.data()),
                                       static_cast<unsigned>(b.head.size())));
       if (!b.tail.empty()) // libuv only reads it: the cast drops a const it does not need
-        w->bufs.push_back(uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(b.tail.data())),
-                                      static_cast<unsigned>(b.tail.size())));
+        w->bufs.push_back(
+            uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(b.tail.data())),
+                        static_cast<unsigned>(b.tail.size())));
     }
     if (w->bufs.empty()) { // only stale rests were dropped
       delete w;
@@ -774,7 +776,8 @@ void tcp_impl::pump(connection* c, peer_state& p) {
 // can read a payload's records straight into the payload's place:
 //
 //   frame:    | prefix + head (owned) |            payload (shared, never modified)            |
-//   records:  [ head                  ][ <= 1 MiB ][ <= 1 MiB ] ... sealed while the window has room
+//   records:  [ head                  ][ <= 1 MiB ][ <= 1 MiB ] ... sealed while the window has
+//   room
 //
 // The payload is shared (a forwarded broadcast segment), so it is sealed into new buffers,
 // not in place; each holds at most a window's worth, so a 64 MiB frame is sealed and
@@ -799,7 +802,8 @@ bool tcp_impl::seal_frame(connection* c, out_frame& f, write_req& w) {
   for (std::size_t at = start; at < end;) {
     const bool in_head = at < head;
     const std::size_t k = std::min(sealed_record, (in_head ? head : end) - at);
-    const std::uint8_t* src = in_head ? f.bytes.head.data() + at : f.bytes.tail.data() + (at - head);
+    const std::uint8_t* src =
+        in_head ? f.bytes.head.data() + at : f.bytes.tail.data() + (at - head);
     c->sealer->seal(src, k, o);
     o += k + record_overhead;
     at += k;

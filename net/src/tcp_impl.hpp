@@ -210,9 +210,9 @@ struct connection {
   counter_ptr link;          ///< initiator: the peer's counter, whose `fd` may be this socket
   std::string remote_ip;     ///< acceptor: the initiator's address without the port
   std::list<connection*>::iterator pending_at; ///< with `pending`: its place in the budget
-  std::unique_ptr<record_sealer> sealer; ///< initiator, established, encrypted mode
-  std::unique_ptr<record_opener> opener; ///< acceptor, established, encrypted mode
-  record_in rec;                         ///< acceptor, established, encrypted mode
+  std::unique_ptr<record_sealer> sealer;       ///< initiator, established, encrypted mode
+  std::unique_ptr<record_opener> opener;       ///< acceptor, established, encrypted mode
+  record_in rec;                               ///< acceptor, established, encrypted mode
   int open_handles = 0;
 };
 

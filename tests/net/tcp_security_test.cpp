@@ -68,8 +68,8 @@ private:
   }
 
   void relay(raw_socket& client, raw_socket& server, bool first) {
-    bytes pending;           // client bytes not yet forwarded (an incomplete unit)
-    int handshake_left = 2;  // Hello, then the initiator's HelloAck
+    bytes pending;          // client bytes not yet forwarded (an incomplete unit)
+    int handshake_left = 2; // Hello, then the initiator's HelloAck
     std::size_t index = 0;
     std::vector<char> buf(1 << 16);
     while (!stop_) {
@@ -238,9 +238,9 @@ BOOST_AUTO_TEST_CASE(frames_travel_encrypted_and_arrive_whole_and_in_order) {
   BOOST_TEST((std::search(wire_bytes.begin(), wire_bytes.end(), needle.begin(), needle.end())
               == wire_bytes.end()));
   const auto ping_frame = bs::encode(wire::envelope{1, 2, wire::ping{5}});
-  BOOST_TEST((std::search(wire_bytes.begin(), wire_bytes.end(), ping_frame.begin(),
-                          ping_frame.end())
-              == wire_bytes.end()));
+  BOOST_TEST(
+      (std::search(wire_bytes.begin(), wire_bytes.end(), ping_frame.begin(), ping_frame.end())
+       == wire_bytes.end()));
   // A 3 MiB payload goes in records of at most 1 MiB.
   BOOST_TEST(proxy.records() >= 3u * (10 + 1 + 3 + 1));
 }
@@ -366,8 +366,8 @@ BOOST_AUTO_TEST_CASE(records_sealed_by_hand_follow_the_documented_key_schedule) 
         secret, bs::proof_transcript(bs::proof_role::initiator, h, 2, *ack->challenge));
     BOOST_TEST_REQUIRE(
         s.write_all(bs::encode(bs::hello_ack{bs::protocol_version, id, std::nullopt, mine})));
-    return net::record_sealer(net::derive_record_key(
-        secret, h, 2, *ack->challenge, net::record_direction::initiator_to_acceptor));
+    return net::record_sealer(net::derive_record_key(secret, h, 2, *ack->challenge,
+                                                     net::record_direction::initiator_to_acceptor));
   };
   auto sealed = [](net::record_sealer& k, const bytes& plain) {
     bytes out(plain.size() + net::record_overhead);
@@ -412,7 +412,9 @@ BOOST_AUTO_TEST_CASE(keys_differ_per_direction_connection_and_secret) {
   const auto k = net::derive_record_key(secret, h, 2, n, dir::initiator_to_acceptor);
   BOOST_TEST((k.key == net::derive_record_key(secret, h, 2, n, dir::initiator_to_acceptor).key));
   BOOST_TEST((k.key != net::derive_record_key(secret, h, 2, n, dir::acceptor_to_initiator).key));
-  BOOST_TEST((k.key != net::derive_record_key(secret, h, 2, test_nonce(51), dir::initiator_to_acceptor).key));
+  BOOST_TEST(
+      (k.key
+       != net::derive_record_key(secret, h, 2, test_nonce(51), dir::initiator_to_acceptor).key));
   BOOST_TEST((k.key != net::derive_record_key("other", h, 2, n, dir::initiator_to_acceptor).key));
   BOOST_TEST((k.key != net::derive_record_key(secret, h, 3, n, dir::initiator_to_acceptor).key));
   // Sealed and opened in order; the same record twice fails the second time.
@@ -464,31 +466,31 @@ BOOST_AUTO_TEST_CASE(strangers_holding_every_handshake_slot_cannot_keep_a_member
         t.join();
     }
   } flood{stop, std::thread([&] {
-    const auto end = steady::now() + 2 * patience;
-    std::vector<pollfd> p(slots.size());
-    while (!stop && steady::now() < end) {
-      for (std::size_t i = 0; i < slots.size(); ++i) {
-        if (slots[i].fd < 0) {
-          slots[i].fd = connect_from(slots[i].from.c_str(), b->port());
-          if (slots[i].fd < 0)
-            bind_failed = true;
-          ++reopened;
-        }
-        p[i] = {slots[i].fd, POLLIN, 0};
-      }
-      if (::poll(p.data(), p.size(), 20) <= 0)
-        continue;
-      char scratch[256];
-      for (std::size_t i = 0; i < slots.size(); ++i)
-        if (p[i].revents != 0 && ::recv(slots[i].fd, scratch, sizeof scratch, 0) <= 0) {
-          ::close(slots[i].fd); // b closed it (or it failed): open another at once
-          slots[i].fd = -1;
-        }
-    }
-    for (auto& s : slots)
-      if (s.fd >= 0)
-        ::close(s.fd);
-  })};
+            const auto end = steady::now() + 2 * patience;
+            std::vector<pollfd> p(slots.size());
+            while (!stop && steady::now() < end) {
+              for (std::size_t i = 0; i < slots.size(); ++i) {
+                if (slots[i].fd < 0) {
+                  slots[i].fd = connect_from(slots[i].from.c_str(), b->port());
+                  if (slots[i].fd < 0)
+                    bind_failed = true;
+                  ++reopened;
+                }
+                p[i] = {slots[i].fd, POLLIN, 0};
+              }
+              if (::poll(p.data(), p.size(), 20) <= 0)
+                continue;
+              char scratch[256];
+              for (std::size_t i = 0; i < slots.size(); ++i)
+                if (p[i].revents != 0 && ::recv(slots[i].fd, scratch, sizeof scratch, 0) <= 0) {
+                  ::close(slots[i].fd); // b closed it (or it failed): open another at once
+                  slots[i].fd = -1;
+                }
+            }
+            for (auto& s : slots)
+              if (s.fd >= 0)
+                ::close(s.fd);
+          })};
   // Wait until the flood has been turned away many times over, so b is saturated.
   const auto saturated = steady::now();
   while (reopened.load() < 3 * slots.size() && steady::now() - saturated < patience)

@@ -13,9 +13,9 @@
 
 #include <atomic>
 #include <cerrno>
-#include <csignal>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -417,5 +417,3 @@ bytes le32(std::uint32_t v) {
 } // namespace tcp_test
 
 using namespace tcp_test;
-
-

@@ -32,8 +32,8 @@ public:
 
 private:
   struct entry {
-    time_point last{};        ///< when the last line was written
-    std::size_t held = 0;     ///< lines held back since
+    time_point last{};    ///< when the last line was written
+    std::size_t held = 0; ///< lines held back since
   };
   duration interval_;
   std::size_t max_keys_;
