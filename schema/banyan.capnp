@@ -339,6 +339,7 @@ struct Hello {
   procId @1 :UInt32;        # the sender's processor id
   nonce @2 :Data;           # fresh random challenge, 32 bytes
   listenPort @3 :UInt16;    # where the sender accepts connections; 0: nowhere
+  plaintext @4 :Bool;       # the sender sends Frames unencrypted (docs/transport.md, "Security")
 }
 
 struct HelloAck {
@@ -350,6 +351,7 @@ struct HelloAck {
   procId @1 :UInt32;
   proof @2 :Data;           # 32 bytes, or null
   nonce @3 :Data;           # acceptor's fresh random challenge, 32 bytes, or null
+  plaintext @4 :Bool;       # the sender's mode; a mode-mismatch answer has no nonce or proof
 }
 
 # --- the frame ---------------------------------------------------------------

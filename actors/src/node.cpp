@@ -191,6 +191,7 @@ struct node::impl {
     tc.listen_host = listen->first;
     tc.listen_port = listen->second;
     tc.secret = cfg.secret;
+    tc.plaintext = cfg.plaintext;
     tc.shaper = cfg.shaper;
     tc.busy_poll = cfg.busy_poll;
     // Receive-in-place: long broadcasts' segments are read straight into their message's

@@ -350,6 +350,7 @@ int run_node(const node_options& opt) {
   cfg.listen = opt.listen;
   cfg.advertise = opt.advertise;
   cfg.secret = secret;
+  cfg.plaintext = opt.plaintext;
   cfg.seed = *seed;
   cfg.threads = static_cast<std::size_t>(*threads);
   cfg.busy_poll = std::chrono::microseconds(*poll_us);
@@ -418,8 +419,11 @@ int run_node(const node_options& opt) {
       return;
     }
     case k::transport:
+      // Hostile input (rate-limited by the transport) and misconfiguration: always.
       if (log.verbose() || e.detail.find("wrong shared secret") != std::string::npos
-          || e.detail.find("version mismatch") != std::string::npos)
+          || e.detail.find("version mismatch") != std::string::npos
+          || e.detail.find("mode mismatch") != std::string::npos
+          || e.detail.find("(untrusted input") != std::string::npos)
         log.line(to_string(e));
       return;
     default:
@@ -520,6 +524,8 @@ void add_node_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--crash-timeout", opt->crash_timeout_ms,
                   "ms a member may stay silent before it is taken to have crashed and its vnodes are adopted (10000; 0: only refused connections)");
   cmd->add_flag("-v,--verbose", opt->verbose, "log every parent change and connection");
+  cmd->add_flag("--plaintext", opt->plaintext,
+                "send frames unencrypted (trusted networks only; every processor must agree)");
   cmd->add_flag("--control", opt->control,
                 "take commands on stdin, answer in JSON lines on stdout (docs/cluster.md)");
   cmd->allow_extras();

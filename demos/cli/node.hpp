@@ -43,6 +43,7 @@ struct node_options {
   /// long broadcast (empty: the node's defaults, 64 KiB up to 1 MiB by the message size)
   std::string segment_kib;
   bool verbose = false;
+  bool plaintext = false; ///< net::tcp_config::plaintext: frames unencrypted (trusted networks)
   bool control = false; ///< commands on stdin, JSON lines on stdout (node_control.hpp)
   std::vector<std::string> extras; ///< unrecognised arguments (an error)
 };

@@ -5,10 +5,17 @@
 //   connecting --connect ok--> hello                    accept --> hello
 //        hello --HelloAck ok--> established             hello --Hello ok--> proof
 //                                                       proof --HelloAck ok--> established
-//   any phase --error/EOF/timeout--> closing            hello --wrong version--> draining
+//   any phase --error/EOF/timeout--> closing            hello --wrong version/mode--> draining
 //                                                       draining --answer written--> closing
+//
+// Encrypted mode (docs/transport.md, "Security"): once established, the initiator seals
+// what it writes into records (record_cipher.hpp) and the acceptor opens them before the
+// frame decoder sees a byte. A large payload's records are read straight into the place
+// the decoder gives (its own buffer or the payload sink's) and decrypted there.
 
+#include <algorithm>
 #include <cassert>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -72,6 +79,11 @@ void on_alloc(uv_handle_t* h, std::size_t, uv_buf_t* buf) {
   // In the middle of a large frame: receive straight into the buffer its envelope keeps
   // (unless only a little of it is left, which goes with what follows into read_buf).
   c->direct_read = false;
+  if (c->opener && c->state == connection::phase::established) {
+    if (!c->owner->record_read_buffer(c, buf))
+      *buf = uv_buf_init(c->read_buf.data(), static_cast<unsigned>(c->read_buf.size()));
+    return;
+  }
   if (c->state == connection::phase::established && c->side == connection::role::acceptor) {
     auto [p, n] = c->decoder.direct_buffer();
     if (n >= min_direct_read) {
@@ -97,10 +109,23 @@ std::string version_mismatch(std::uint16_t theirs) {
          + std::to_string(schema::protocol_version);
 }
 
+std::string mode_mismatch(bool theirs_plain) {
+  return theirs_plain
+             ? std::string("mode mismatch: the peer sends plaintext frames "
+                           "(tcp_config::plaintext, banyan node --plaintext), we encrypt")
+             : std::string("mode mismatch: the peer encrypts its frames, we run in "
+                           "plaintext mode (tcp_config::plaintext, banyan node --plaintext)");
+}
+
+std::uint64_t ms_of_accept(const tcp_config& cfg) {
+  return ms_of(std::min(cfg.handshake_timeout, cfg.accept_timeout));
+}
+
 // Creates a connection with its TCP handle and timer initialized.
 connection* new_connection(tcp_impl* owner, uv_loop_t* loop, connection::role r,
                            std::size_t max_frame) {
   auto* c = new connection(owner, r, max_frame);
+  c->serial = ++owner->next_serial_;
   c->decoder.set_sink(owner->payload_sink());
   uv_tcp_init(loop, &c->tcp);
   c->tcp.data = c;
@@ -111,6 +136,29 @@ connection* new_connection(tcp_impl* owner, uv_loop_t* loop, connection::role r,
 }
 
 } // namespace
+
+// Seals what is left of `f` (a frame `send` writes directly: at most direct_write_max
+// bytes) into one buffer of records: the head, then the payload.
+std::vector<std::uint8_t> seal_whole(record_sealer& s, const schema::frame_bytes& f) {
+  const std::size_t n = f.size();
+  std::size_t records = 0;
+  for (std::size_t part : {f.head.size(), f.tail.size()})
+    records += (part + sealed_record - 1) / sealed_record;
+  std::vector<std::uint8_t> out(n + records * record_overhead);
+  std::uint8_t* o = out.data();
+  auto seal_part = [&](const std::uint8_t* p, std::size_t len) {
+    while (len > 0) {
+      const std::size_t k = std::min(len, sealed_record);
+      s.seal(p, k, o);
+      o += k + record_overhead;
+      p += k;
+      len -= k;
+    }
+  };
+  seal_part(f.head.data(), f.head.size());
+  seal_part(f.tail.data(), f.tail.size());
+  return out;
+}
 
 std::string tcp_impl::describe(const connection* c) const {
   if (c->side == connection::role::initiator)
@@ -158,12 +206,20 @@ void tcp_impl::on_connect(connection* c, int status) {
     close_conn(c, transport_event::kind::error, "no random numbers for a nonce");
     return;
   }
-  c->hello_msg = schema::hello{schema::protocol_version, cfg_.self, *n, port_};
+  c->hello_msg = schema::hello{schema::protocol_version, cfg_.self, *n, port_, cfg_.plaintext};
   c->state = connection::phase::hello;
   uv_tcp_keepalive(&c->tcp, 1, 60);
   uv_read_start(stream_of(c), on_alloc, on_read_cb);
   uv_timer_start(&c->timer, on_timer, ms_of(cfg_.handshake_timeout), 0);
   write_raw(c, schema::encode(c->hello_msg), false);
+}
+
+void tcp_impl::on_turn() {
+  accepts_this_turn_ = 0;
+  if (accept_held_ && !shutting_down_) {
+    accept_held_ = false;
+    on_accept(0);
+  }
 }
 
 void tcp_impl::on_accept(int status) {
@@ -174,6 +230,14 @@ void tcp_impl::on_accept(int status) {
          std::string("accept failed: ") + uv_strerror(status));
     return;
   }
+  // A flood of connections must not starve the handshakes under way: at most
+  // `max_accepts_per_turn` per turn of the loop. Not accepting leaves the connection with
+  // libuv, which stops watching the listener until the next uv_accept (in on_turn).
+  if (accepts_this_turn_ >= max_accepts_per_turn) {
+    accept_held_ = true;
+    return;
+  }
+  ++accepts_this_turn_;
   auto* c = new_connection(this, &loop_, connection::role::acceptor, cfg_.max_frame);
   conns_.insert(c);
   c->state = connection::phase::hello;
@@ -189,16 +253,56 @@ void tcp_impl::on_accept(int status) {
   } else {
     c->remote = "unknown address";
   }
-  if (pending_inbound_ >= max_pending_inbound) {
-    reject(c, "too many connections in their handshake");
+  if (!admit_stranger(c))
     return;
-  }
-  ++pending_inbound_;
-  c->pending = true;
   uv_tcp_nodelay(&c->tcp, 1);
   uv_tcp_keepalive(&c->tcp, 1, 60);
   uv_read_start(stream_of(c), on_alloc, on_read_cb);
-  uv_timer_start(&c->timer, on_timer, ms_of(cfg_.handshake_timeout), 0);
+  uv_timer_start(&c->timer, on_timer, ms_of_accept(cfg_), 0);
+}
+
+bool tcp_impl::admit_stranger(connection* c) {
+  auto& mine = pending_by_address_[c->remote_ip];
+  if (mine.size() >= cfg_.max_pending_per_address) {
+    if (mine.empty())
+      pending_by_address_.erase(c->remote_ip);
+    reject(c, "too many connections in their handshake from " + c->remote_ip + " (at most "
+                  + std::to_string(cfg_.max_pending_per_address) + ")");
+    return false;
+  }
+  if (pending_inbound_ >= cfg_.max_pending_inbound) {
+    // Full: make room by closing the oldest stranger of the address holding the most,
+    // so a newcomer (a member among floods from few addresses) still gets its chance.
+    std::list<connection*>* most = nullptr;
+    for (auto& [ip, l] : pending_by_address_)
+      if (!l.empty() && (most == nullptr || l.size() > most->size()))
+        most = &l;
+    if (most == nullptr || cfg_.max_pending_inbound == 0) {
+      if (mine.empty())
+        pending_by_address_.erase(c->remote_ip);
+      reject(c, "no handshake slots (max_pending_inbound is 0)");
+      return false;
+    }
+    reject(most->front(), "closed to make room: " + std::to_string(pending_inbound_)
+                              + " connections in their handshake");
+  }
+  auto& list = pending_by_address_[c->remote_ip]; // `mine` may have gone with an eviction
+  c->pending_at = list.insert(list.end(), c);
+  c->pending = true;
+  ++pending_inbound_;
+  return true;
+}
+
+void tcp_impl::leave_budget(connection* c) {
+  if (!c->pending)
+    return;
+  c->pending = false;
+  --pending_inbound_;
+  auto it = pending_by_address_.find(c->remote_ip);
+  assert(it != pending_by_address_.end());
+  it->second.erase(c->pending_at);
+  if (it->second.empty())
+    pending_by_address_.erase(it);
 }
 
 void tcp_impl::on_timeout(connection* c) {
@@ -209,7 +313,11 @@ void tcp_impl::on_timeout(connection* c) {
     break;
   case connection::phase::hello:
   case connection::phase::proof:
-    reject(c, "handshake timed out after " + std::to_string(ms_of(cfg_.handshake_timeout)) + " ms");
+    reject(c, "handshake timed out after "
+                  + std::to_string(c->side == connection::role::acceptor
+                                       ? ms_of_accept(cfg_)
+                                       : ms_of(cfg_.handshake_timeout))
+                  + " ms");
     break;
   case connection::phase::draining:
     close_conn(c, transport_event::kind::rejected, "");
@@ -227,6 +335,11 @@ void tcp_impl::on_read(connection* c, ssize_t nread) {
   if (c->state == connection::phase::closing || c->state == connection::phase::draining
       || nread == 0)
     return;
+  if (nread > 0 && c->direct_read && c->opener) {
+    c->direct_read = false; // ciphertext into its place; the tag follows
+    c->rec.got += static_cast<std::size_t>(nread);
+    return;
+  }
   if (nread > 0 && c->direct_read) {
     c->direct_read = false;
     auto frames = c->decoder.commit_direct(static_cast<std::size_t>(nread));
@@ -247,7 +360,8 @@ void tcp_impl::on_read(connection* c, ssize_t nread) {
                               : std::string("read failed: ") + uv_strerror(static_cast<int>(nread));
   if (c->state != connection::phase::established)
     reject(c, why + " during the handshake");
-  else if (c->side == connection::role::acceptor && c->decoder.buffered() > 0)
+  else if (c->side == connection::role::acceptor
+           && (c->decoder.buffered() > 0 || c->rec.header_len > 0))
     close_conn(c, transport_event::kind::error,
                why + " in the middle of a frame (" + std::to_string(c->decoder.buffered())
                    + " bytes of it received)");
@@ -281,7 +395,10 @@ void tcp_impl::on_bytes(connection* c, const std::uint8_t* p, std::size_t n) {
                "protocol error: " + std::to_string(n) + " unexpected bytes from the acceptor");
     return;
   }
-  on_frames(c, p, n);
+  if (c->opener)
+    on_records(c, p, n);
+  else
+    on_frames(c, p, n);
 }
 
 // Acceptor: the initiator's Hello.
@@ -292,13 +409,18 @@ void tcp_impl::on_hello(connection* c) {
     return;
   }
   c->peer = h->id;
-  if (h->version != schema::protocol_version) {
-    // Answer with our version so the initiator can say what is wrong, then close.
-    emit(transport_event::kind::rejected, c->peer,
-         describe(c) + ": " + version_mismatch(h->version));
+  if (h->version != schema::protocol_version || h->plaintext != cfg_.plaintext) {
+    // Answer with our version and mode so the initiator can say what is wrong, then close.
+    emit_hostile(c, transport_event{transport_event::kind::rejected, c->peer,
+                                    describe(c) + ": "
+                                        + (h->version != schema::protocol_version
+                                               ? version_mismatch(h->version)
+                                               : mode_mismatch(h->plaintext))});
     c->state = connection::phase::draining;
     uv_read_stop(stream_of(c));
-    write_raw(c, schema::encode(schema::hello_ack{schema::protocol_version, cfg_.self, {}, {}}),
+    write_raw(c,
+              schema::encode(
+                  schema::hello_ack{schema::protocol_version, cfg_.self, {}, {}, cfg_.plaintext}),
               true);
     return;
   }
@@ -316,7 +438,9 @@ void tcp_impl::on_hello(connection* c) {
   const auto mac = hmac_sha256(
       cfg_.secret, schema::proof_transcript(schema::proof_role::acceptor, *h, cfg_.self, *n));
   c->state = connection::phase::proof;
-  write_raw(c, schema::encode(schema::hello_ack{schema::protocol_version, cfg_.self, *n, mac}),
+  write_raw(c,
+            schema::encode(
+                schema::hello_ack{schema::protocol_version, cfg_.self, *n, mac, cfg_.plaintext}),
             false);
 }
 
@@ -341,10 +465,11 @@ void tcp_impl::on_initiator_ack(connection* c) {
   uv_timer_stop(&c->timer);
   c->state = connection::phase::established;
   c->up = true;
-  if (c->pending) {
-    c->pending = false;
-    --pending_inbound_;
-  }
+  leave_budget(c);
+  if (!cfg_.plaintext)
+    c->opener = std::make_unique<record_opener>(
+        derive_record_key(cfg_.secret, c->hello_msg, cfg_.self, c->acceptor_nonce,
+                          record_direction::initiator_to_acceptor));
   // The peer opened a new connection, so it gave up the old one: close that one now, so
   // nothing read from it later can overtake what arrives here (FIFO per pair).
   if (auto it = inbound_.find(c->peer); it != inbound_.end()) {
@@ -376,6 +501,10 @@ void tcp_impl::on_acceptor_ack(connection* c) {
            "reached processor " + std::to_string(a->id) + ", expected " + std::to_string(c->peer));
     return;
   }
+  if (a->plaintext != cfg_.plaintext) {
+    reject(c, mode_mismatch(a->plaintext));
+    return;
+  }
   if (!a->challenge || !a->mac) {
     reject(c, "malformed HelloAck: no nonce or no proof");
     return;
@@ -391,9 +520,14 @@ void tcp_impl::on_acceptor_ack(connection* c) {
       hmac_sha256(cfg_.secret, schema::proof_transcript(schema::proof_role::initiator, c->hello_msg,
                                                         c->peer, *a->challenge));
   if (!write_raw(c,
-                 schema::encode(schema::hello_ack{schema::protocol_version, cfg_.self, {}, mine}),
+                 schema::encode(schema::hello_ack{
+                     schema::protocol_version, cfg_.self, {}, mine, cfg_.plaintext}),
                  false))
     return;
+  if (!cfg_.plaintext)
+    c->sealer = std::make_unique<record_sealer>(
+        derive_record_key(cfg_.secret, c->hello_msg, c->peer, *a->challenge,
+                          record_direction::initiator_to_acceptor));
   uv_timer_stop(&c->timer);
   c->state = connection::phase::established;
   c->up = true;
@@ -413,6 +547,128 @@ void tcp_impl::on_frames(connection* c, const std::uint8_t* p, std::size_t n) {
     return;
   }
   on_decoded(c, *frames);
+}
+
+// Acceptor, encrypted mode: the record layer between the socket and the frame decoder.
+//
+//   | len (4, clear) | ciphertext (len) | tag (16) |   -> open -> decoder
+//
+// A record's ciphertext goes to `staging`, or, when the decoder offers a place for the
+// whole record (the rest of a large frame's body, or a payload sink's place), straight
+// there; it is decrypted in place, and the decoder sees it only once authenticated.
+void tcp_impl::on_records(connection* c, const std::uint8_t* p, std::size_t n) {
+  auto& r = c->rec;
+  while (n > 0 && c->state == connection::phase::established) {
+    if (r.header_len < record_header_bytes) {
+      const std::size_t take = std::min(record_header_bytes - r.header_len, n);
+      std::memcpy(r.header + r.header_len, p, take);
+      r.header_len += take;
+      p += take;
+      n -= take;
+      if (r.header_len == record_header_bytes && !begin_record(c))
+        return;
+      continue;
+    }
+    if (r.got < r.len) {
+      const std::size_t take = std::min(r.len - r.got, n);
+      std::memcpy(r.dest + r.got, p, take);
+      r.got += take;
+      p += take;
+      n -= take;
+      continue;
+    }
+    const std::size_t take = std::min(record_tag_bytes - r.tag_len, n);
+    std::memcpy(r.tag + r.tag_len, p, take);
+    r.tag_len += take;
+    p += take;
+    n -= take;
+    if (r.tag_len == record_tag_bytes)
+      finish_record(c);
+  }
+}
+
+bool tcp_impl::begin_record(connection* c) {
+  auto& r = c->rec;
+  const auto len = record_length(r.header);
+  if (!len) {
+    const std::size_t said = std::size_t{r.header[0]} | std::size_t{r.header[1]} << 8
+                             | std::size_t{r.header[2]} << 16 | std::size_t{r.header[3]} << 24;
+    close_conn(c, transport_event::kind::error,
+               "bad record: length " + std::to_string(said) + " (1 to " + std::to_string(max_record)
+                   + " allowed): not from a processor holding the "
+                     "secret, or altered on the way");
+    return false;
+  }
+  r.len = *len;
+  r.got = 0;
+  r.tag_len = 0;
+  const auto [dp, dn] = c->decoder.direct_buffer();
+  r.direct = r.len >= min_direct_read && dn >= r.len;
+  if (r.direct) {
+    r.dest = dp;
+  } else {
+    if (r.staging_size < r.len) {
+      r.staging_size = std::max(r.len, std::size_t{4096});
+      r.staging.reset(new std::uint8_t[r.staging_size]);
+    }
+    r.dest = r.staging.get();
+  }
+  return true;
+}
+
+void tcp_impl::finish_record(connection* c) {
+  auto& r = c->rec;
+  const bool direct = r.direct;
+  const std::size_t len = r.len;
+  std::uint8_t* dest = r.dest;
+  r.header_len = 0;
+  r.exact_tail = direct ? 2 : std::max(r.exact_tail, 1) - 1;
+  if (!c->opener->open(r.header, dest, len, r.tag)) {
+    close_conn(c, transport_event::kind::error,
+               "record " + std::to_string(c->opener->count() - 1)
+                   + " failed authentication (forged, altered, replayed or out of order)");
+    return;
+  }
+  auto frames = direct ? c->decoder.commit_direct(len) : c->decoder.feed_frames(dest, len);
+  if (!frames) {
+    close_conn(c, transport_event::kind::error, frames.err().to_string());
+    return;
+  }
+  on_decoded(c, *frames);
+}
+
+bool tcp_impl::record_read_buffer(connection* c, uv_buf_t* buf) {
+  auto& r = c->rec;
+  if (c->side != connection::role::acceptor)
+    return false;
+  if (r.header_len == record_header_bytes && r.got < r.len) {
+    if (!r.direct && r.exact_tail > 0) {
+      // A frame's head between two payloads: it, its tag and the next header, no more.
+      *buf = uv_buf_init(
+          c->read_buf.data(),
+          static_cast<unsigned>(std::min(c->read_buf.size(),
+                                         r.len - r.got + record_tag_bytes + record_header_bytes)));
+      return true;
+    }
+    if (!r.direct || r.len - r.got < min_direct_read / 4)
+      return false;
+    c->direct_read = true;
+    *buf = uv_buf_init(reinterpret_cast<char*>(r.dest + r.got),
+                       static_cast<unsigned>(std::min(r.len - r.got, max_direct_read)));
+    return true;
+  }
+  if ((r.direct || r.exact_tail > 0) && r.header_len == record_header_bytes && r.got == r.len) {
+    // The tag of a record read into place, and the next record's header: alone.
+    *buf = uv_buf_init(c->read_buf.data(),
+                       static_cast<unsigned>(record_tag_bytes - r.tag_len + record_header_bytes));
+    return true;
+  }
+  if (r.exact_tail > 0 && r.header_len < record_header_bytes) {
+    *buf =
+        uv_buf_init(c->read_buf.data(), static_cast<unsigned>(record_header_bytes - r.header_len));
+    return true;
+  }
+  return false;
 }
 
 void tcp_impl::on_decoded(connection* c, std::vector<schema::frame>& frames) {
@@ -466,21 +722,41 @@ void tcp_impl::pump(connection* c, peer_state& p) {
     w->req.data = w;
     w->conn = c;
     w->counter = p.queued;
-    while (!p.ready.empty() && w->frames.size() < max_batch_frames) {
+    std::size_t taken = 0; // frames in this write
+    while (!p.ready.empty() && taken < max_batch_frames) {
       auto& f = p.ready.front();
-      if (!w->frames.empty() && c->in_flight + w->bytes + f.bytes.size() > write_window)
+      if (f.partial_on != 0 && f.partial_on != c->serial) {
+        // The rest of a frame begun on an earlier connection: its start never reached
+        // the receiver of this one, so it cannot follow here.
+        release(p.queued, f.charged());
+        p.ready.pop_front();
+        continue;
+      }
+      if (taken > 0 && c->in_flight + w->bytes + f.charged() > write_window
+          && (c->sealer == nullptr || c->in_flight + w->bytes >= write_window))
         break;
-      w->bytes += f.bytes.size();
+      ++taken;
+      if (c->sealer != nullptr && f.partial_on == 0) {
+        if (!seal_frame(c, f, *w))
+          break; // the window is full in the middle of this frame
+        p.ready.pop_front();
+        continue;
+      }
+      w->bytes += f.charged();
       w->frames.push_back(std::move(f.bytes));
       p.ready.pop_front();
+      auto& b = w->frames.back();
+      if (!b.head.empty()) // empty: the rest of a frame `send` wrote part of
+        w->bufs.push_back(uv_buf_init(reinterpret_cast<char*>(b.head.data()),
+                                      static_cast<unsigned>(b.head.size())));
+      if (!b.tail.empty()) // libuv only reads it: the cast drops a const it does not need
+        w->bufs.push_back(
+            uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(b.tail.data())),
+                        static_cast<unsigned>(b.tail.size())));
     }
-    for (auto& f : w->frames) {
-      if (!f.head.empty()) // empty: the rest of a frame `send` wrote part of
-        w->bufs.push_back(uv_buf_init(reinterpret_cast<char*>(f.head.data()),
-                                      static_cast<unsigned>(f.head.size())));
-      if (!f.tail.empty()) // libuv only reads it: the cast drops a const it does not need
-        w->bufs.push_back(uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(f.tail.data())),
-                                      static_cast<unsigned>(f.tail.size())));
+    if (w->bufs.empty()) { // only stale rests were dropped
+      delete w;
+      continue;
     }
     // Count before uv_write: libuv may write synchronously (the callback still comes later).
     c->in_flight += w->bytes;
@@ -494,6 +770,50 @@ void tcp_impl::pump(connection* c, peer_state& p) {
       return;
     }
   }
+}
+
+// Records cut at the head/payload boundary, at most max_record each, so that a receiver
+// can read a payload's records straight into the payload's place:
+//
+//   frame:    | prefix + head (owned) |            payload (shared, never modified)            |
+//   records:  [ head                  ][ <= 1 MiB ][ <= 1 MiB ] ... sealed while the window has
+//   room
+//
+// The payload is shared (a forwarded broadcast segment), so it is sealed into new buffers,
+// not in place; each holds at most a window's worth, so a 64 MiB frame is sealed and
+// written 1 MiB at a time and its ciphertext never exists whole.
+bool tcp_impl::seal_frame(connection* c, out_frame& f, write_req& w) {
+  const std::size_t head = f.bytes.head.size();
+  const std::size_t total = f.bytes.size();
+  const std::size_t start = f.sent;
+  std::size_t end = start;
+  std::size_t records = 0;
+  while (end < head) {
+    end += std::min(sealed_record, head - end);
+    ++records;
+  }
+  while (end < total && (end == start || c->in_flight + w.bytes + (end - start) < write_window)) {
+    end += std::min(sealed_record, total - end);
+    ++records;
+  }
+  const std::size_t size = end - start + records * record_overhead;
+  std::unique_ptr<std::uint8_t[]> buf(new std::uint8_t[size]);
+  std::uint8_t* o = buf.get();
+  for (std::size_t at = start; at < end;) {
+    const bool in_head = at < head;
+    const std::size_t k = std::min(sealed_record, (in_head ? head : end) - at);
+    const std::uint8_t* src =
+        in_head ? f.bytes.head.data() + at : f.bytes.tail.data() + (at - head);
+    c->sealer->seal(src, k, o);
+    o += k + record_overhead;
+    at += k;
+  }
+  assert(o == buf.get() + size);
+  w.bufs.push_back(uv_buf_init(reinterpret_cast<char*>(buf.get()), static_cast<unsigned>(size)));
+  w.sealed.emplace_back(std::move(buf), size);
+  w.bytes += end - start;
+  f.sent = end;
+  return end == total;
 }
 
 void tcp_impl::on_write(write_req* w, int status) {
@@ -531,18 +851,16 @@ void tcp_impl::close_conn(connection* c, transport_event::kind kind, const std::
   const bool was_up = c->up;
   c->state = connection::phase::closing;
   c->up = false;
-  if (c->pending) {
-    c->pending = false;
-    --pending_inbound_;
-  }
+  leave_budget(c);
   uv_timer_stop(&c->timer);
   if (c->link) {
     // Nobody writes to this socket directly any more (the lock waits for one who does).
-    uv_os_fd_t fd = -1;
-    uv_fileno(reinterpret_cast<const uv_handle_t*>(&c->tcp), &fd);
     std::lock_guard<std::mutex> dl(c->link->direct_mtx);
-    if (fd >= 0 && c->link->fd == fd)
+    if (c->link->serial == c->serial) {
       c->link->fd = -1;
+      c->link->sealer = nullptr;
+      c->link->serial = 0;
+    }
   }
   uv_close(reinterpret_cast<uv_handle_t*>(&c->tcp), on_handle_close);
   uv_close(reinterpret_cast<uv_handle_t*>(&c->timer), on_handle_close);
@@ -552,6 +870,11 @@ void tcp_impl::close_conn(connection* c, transport_event::kind kind, const std::
     auto* p = find_peer(c->peer);
     if (p != nullptr && p->out == c) {
       p->out = nullptr;
+      // A frame partly written on this connection cannot be finished on another.
+      if (!p->ready.empty() && (p->ready.front().sent > 0 || p->ready.front().partial_on != 0)) {
+        release(p->queued, p->ready.front().charged());
+        p->ready.pop_front();
+      }
       const duration delay = after_outbound_closed(*p, was_up);
       if (!p->ready.empty() || !p->delay_line.empty())
         note = "; retrying in " + std::to_string(ms_of(delay)) + " ms";
@@ -565,7 +888,10 @@ void tcp_impl::close_conn(connection* c, transport_event::kind kind, const std::
     transport_event ev{kind, c->peer, describe(c) + ": " + why + note};
     ev.unreachable = c->unreachable;
     ev.reached = c->reached;
-    emit(std::move(ev));
+    if (c->side == connection::role::acceptor && kind != transport_event::kind::peer_down)
+      emit_hostile(c, std::move(ev));
+    else
+      emit(std::move(ev));
   }
   if (c->unreachable && c->side == connection::role::initiator)
     if (auto* p = find_peer(c->peer); p != nullptr)
@@ -574,6 +900,19 @@ void tcp_impl::close_conn(connection* c, transport_event::kind kind, const std::
                             : "cannot connect");
   if (was_up && kind != transport_event::kind::peer_down)
     emit(transport_event::kind::peer_down, c->peer, describe(c) + ": closed" + note);
+}
+
+void tcp_impl::emit_hostile(const connection* c, transport_event ev) {
+  ev.hostile = true;
+  const auto held = hostile_log_.admit(c->remote_ip, clock::now());
+  if (!held)
+    return;
+  ev.detail += " (untrusted input";
+  if (*held > 0)
+    ev.detail += "; " + std::to_string(*held) + " more such line" + (*held == 1 ? "" : "s")
+                 + " from " + c->remote_ip + " held back since the last one";
+  ev.detail += ")";
+  emit(std::move(ev));
 }
 
 void tcp_impl::on_handle_closed(connection* c) {

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,6 +34,8 @@
 
 #include <uv.h>
 
+#include "banyan/net/log_limiter.hpp"
+#include "banyan/net/record_cipher.hpp"
 #include "banyan/net/tcp_transport.hpp"
 #include "banyan/schema/codec.hpp"
 #include "banyan/schema/handshake.hpp"
@@ -52,8 +55,16 @@ inline constexpr std::size_t read_chunk = 64u << 10;
 /// at least this much of it is missing, and at most this much per read.
 inline constexpr std::size_t min_direct_read = 16u << 10;
 inline constexpr std::size_t max_direct_read = 4u << 20;
-/// Inbound connections allowed to be in their handshake at once.
-inline constexpr std::size_t max_pending_inbound = 256;
+/// Pending connections the listening socket's backlog holds (the kernel caps it).
+inline constexpr int listen_backlog = 1024;
+/// Plaintext bytes per record the sender seals at most (a receiver accepts up to
+/// max_record): records small enough that the receiver decrypts a record's bytes while
+/// they are still in its cache, and the sender's ciphertext is still in its cache when
+/// the kernel copies it.
+inline constexpr std::size_t sealed_record = 256u << 10;
+/// Connections accepted per turn of the loop at most; the rest wait in the backlog, so
+/// that reads of handshakes under way are not starved by a flood of new connections.
+inline constexpr int max_accepts_per_turn = 32;
 
 /// Frames of at most this many bytes may be written by `send` straight to an idle
 /// connection's socket (the direct path, docs/transport.md "Threading"); larger ones
@@ -76,6 +87,11 @@ struct byte_counter {
   /// has not yet put in the peer's queues. While any are, nobody writes directly, so
   /// nothing overtakes them.
   std::size_t queued_frames = 0;
+  /// With `fd`: the connection's record sealer (null in plaintext mode), which a direct
+  /// write seals with, and the connection's serial number. The loop's writes and direct
+  /// writes never overlap (see `fd`), so records are sealed in the order they are sent.
+  record_sealer* sealer = nullptr;
+  std::uint64_t serial = 0;
 };
 using counter_ptr = std::shared_ptr<byte_counter>;
 
@@ -86,6 +102,14 @@ struct out_frame {
   /// `send_options::return_undeliverable`: the envelope, handed back if the peer turns
   /// out unreachable or is removed before the frame reaches the kernel.
   std::optional<wire::envelope> keep;
+  /// Bytes of the frame already handed to libuv (encrypted mode seals and writes a large
+  /// frame a window at a time); `bytes.size() - sent` are still charged.
+  std::size_t sent = 0;
+  /// Nonzero: `bytes` is the rest of a frame a direct write began on the connection with
+  /// this serial (already sealed, in encrypted mode). It can only follow on that
+  /// connection; on another it is dropped (the receiver never sees that frame).
+  std::uint64_t partial_on = 0;
+  std::size_t charged() const { return bytes.size() - sent; }
 };
 
 /// A libuv timer whose handle lives on the heap until its close callback, so the owner
@@ -115,6 +139,24 @@ private:
 
 struct connection;
 
+/// An acceptor's progress through the record it is reading (encrypted mode).
+struct record_in {
+  std::uint8_t header[record_header_bytes] = {};
+  std::size_t header_len = 0;
+  std::size_t len = 0;          ///< the record's length, once the header is in
+  std::size_t got = 0;          ///< ciphertext bytes received
+  std::uint8_t* dest = nullptr; ///< where the ciphertext goes: `staging` or the decoder's buffer
+  bool direct = false;          ///< `dest` is the decoder's direct buffer
+  std::uint8_t tag[record_tag_bytes] = {};
+  std::size_t tag_len = 0;
+  /// Nonzero after a record that went straight into the decoder's buffer (2), and for
+  /// one record after that (1): read no further than the next record's header (as after
+  /// the body of a record read into place), so that the next payload is not pulled into
+  /// the read buffer and copied.
+  int exact_tail = 0;
+  std::unique_ptr<std::uint8_t[]> staging;
+  std::size_t staging_size = 0;
+};
 /// What the loop knows about one peer it sends to.
 struct peer_state {
   proc_id id = no_proc;
@@ -146,6 +188,7 @@ struct connection {
       : owner(o), side(r), decoder(max_frame), read_buf(read_chunk) {}
 
   tcp_impl* owner;
+  std::uint64_t serial = 0; ///< unique per transport, never 0
   uv_tcp_t tcp{};
   uv_timer_t timer{};
   uv_connect_t connect_req{};
@@ -166,6 +209,10 @@ struct connection {
   bool pending = false;      ///< counted in tcp_impl::pending_inbound_
   counter_ptr link;          ///< initiator: the peer's counter, whose `fd` may be this socket
   std::string remote_ip;     ///< acceptor: the initiator's address without the port
+  std::list<connection*>::iterator pending_at; ///< with `pending`: its place in the budget
+  std::unique_ptr<record_sealer> sealer;       ///< initiator, established, encrypted mode
+  std::unique_ptr<record_opener> opener;       ///< acceptor, established, encrypted mode
+  record_in rec;                               ///< acceptor, established, encrypted mode
   int open_handles = 0;
 };
 
@@ -174,6 +221,8 @@ struct write_req {
   uv_write_t req{};
   connection* conn = nullptr;
   std::vector<schema::frame_bytes> frames; ///< kept alive until written
+  /// Sealed records (encrypted mode), kept alive until written: buffer and size.
+  std::vector<std::pair<std::unique_ptr<std::uint8_t[]>, std::size_t>> sealed;
   std::vector<uv_buf_t> bufs;
   std::size_t bytes = 0;    ///< total of frames
   counter_ptr counter;      ///< charged for the frames (none for handshake messages)
@@ -247,11 +296,16 @@ public:
   void release(const counter_ptr& c, std::size_t n);
   void emit(transport_event::kind k, proc_id peer, std::string detail);
   void emit(transport_event ev);
+  /// A line about hostile input from `c` (inbound): rate-limited per remote address.
+  void emit_hostile(const connection* c, transport_event ev);
   void deliver(wire::envelope&& e);
 
   // --- loop thread only (tcp_connection.cpp) ------------------------------------------
   void connect_to(peer_state& p, const sockaddr* addr);
   void on_accept(int status);
+  /// Runs at the start of each turn of the loop: a fresh accept budget, and the
+  /// connection held back by the last one accepted.
+  void on_turn();
   void on_connect(connection* c, int status);
   void on_read(connection* c, ssize_t nread);
   void on_timeout(connection* c);
@@ -261,6 +315,21 @@ public:
   void on_acceptor_ack(connection* c);
   void on_initiator_ack(connection* c);
   void on_frames(connection* c, const std::uint8_t* p, std::size_t n);
+  /// Acceptor, encrypted mode: record bytes after the handshake.
+  void on_records(connection* c, const std::uint8_t* p, std::size_t n);
+  /// The header of `c`'s next record is in: where its ciphertext goes. False: closed.
+  bool begin_record(connection* c);
+  /// `c`'s record is complete: authenticates, decrypts and decodes it.
+  void finish_record(connection* c);
+  /// Where libuv reads `c`'s next bytes (encrypted acceptor, established); false: the
+  /// read buffer, in full.
+  bool record_read_buffer(connection* c, uv_buf_t* buf);
+  /// Encrypted mode: seals the frame at the front of `p.ready` into `w`, its head at once
+  /// and its payload while the window has room; true when the frame is all sealed.
+  bool seal_frame(connection* c, out_frame& f, write_req& w);
+  /// Admits an accepted connection into the strangers' budget; false if refused (closed).
+  bool admit_stranger(connection* c);
+  void leave_budget(connection* c);
   /// Acceptor: frames decoded on `c`, delivered (or handed back) in order.
   void on_decoded(connection* c, std::vector<schema::frame>& frames);
   void pump(connection* c, peer_state& p);
@@ -304,6 +373,9 @@ public:
   uv_loop_t loop_{};
   uv_async_t async_{};
   uv_tcp_t listener_{};
+  uv_prepare_t turn_{};
+  int accepts_this_turn_ = 0;
+  bool accept_held_ = false; ///< libuv holds an accepted connection we have not taken
   bool shutting_down_ = false;
   /// A frame sent from a callback is being processed at once (`send`): events it causes
   /// wait in `deferred_events_` for the next turn of the loop, so that no callback runs
@@ -316,6 +388,10 @@ public:
   std::unordered_set<connection*> conns_;
   std::unordered_map<proc_id, connection*> inbound_; ///< established, by peer
   std::size_t pending_inbound_ = 0;                  ///< acceptors in their handshake
+  /// The same acceptors by remote IP address, oldest first.
+  std::unordered_map<std::string, std::list<connection*>> pending_by_address_;
+  std::uint64_t next_serial_ = 0;
+  log_limiter hostile_log_{cfg_.hostile_log_interval};
   std::unordered_set<resolve_req*> resolving_;
 };
 
@@ -327,6 +403,10 @@ std::string format_address(const sockaddr* addr);
 
 /// A fresh nonce from the system's CSPRNG; nothing if it fails.
 std::optional<schema::nonce> random_nonce();
+
+/// Encrypted mode: `f` sealed into one buffer of records (its head, then its payload, each
+/// cut at max_record), as a direct write sends it.
+std::vector<std::uint8_t> seal_whole(record_sealer& s, const schema::frame_bytes& f);
 
 /// Constant-time comparison of two proofs.
 bool proofs_equal(const schema::proof& a, const schema::proof& b);

@@ -277,7 +277,7 @@ expected<std::uint16_t> tcp_impl::start() {
   if (int r = uv_tcp_bind(&listener_, reinterpret_cast<const sockaddr*>(&addr), 0); r < 0)
     return fail(errc::io_error, uv_strerror(r));
   if (int r = uv_listen(
-          reinterpret_cast<uv_stream_t*>(&listener_), 128,
+          reinterpret_cast<uv_stream_t*>(&listener_), listen_backlog,
           [](uv_stream_t* s, int status) { static_cast<tcp_impl*>(s->data)->on_accept(status); });
       r < 0)
     return fail(errc::io_error, uv_strerror(r));
@@ -288,6 +288,11 @@ expected<std::uint16_t> tcp_impl::start() {
                                  ? ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port)
                                  : ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
 
+  // Each turn of the loop begins with a fresh accept budget (see on_accept).
+  uv_prepare_init(&loop_, &turn_);
+  turn_.data = this;
+  uv_prepare_start(&turn_, [](uv_prepare_t* h) { static_cast<tcp_impl*>(h->data)->on_turn(); });
+  uv_unref(reinterpret_cast<uv_handle_t*>(&turn_));
   uv_async_init(&loop_, &async_,
                 [](uv_async_t* a) { static_cast<tcp_impl*>(a->data)->on_async(); });
   async_.data = this;
@@ -400,19 +405,47 @@ send_status tcp_impl::send(wire::envelope e, send_options opt) {
   // a partly written frame and its rest.
   std::unique_lock<std::mutex> dl(counter->direct_mtx);
   if (counter->fd >= 0 && counter->queued_frames == 0 && bytes <= direct_write_max) {
-    const std::size_t written = write_direct(counter->fd, c.frame.bytes);
-    if (written == bytes) {
-      dl.unlock();
-      release(counter, bytes); // handed to the kernel
-      return send_status::queued;
-    }
-    // The socket is full (or failing): the loop takes over, with the rest of the frame
-    // first. A write error shows again on the loop's write, which closes the connection.
-    counter->fd = -1;
-    if (written > 0) {
-      c.frame.bytes = frame_rest(std::move(c.frame.bytes), written);
-      c.bytes = bytes - written;
-      release(counter, written);
+    if (counter->sealer != nullptr) {
+      // Encrypted: sealed here, in sending order (the loop is not writing: `fd` is set).
+      schema::frame_bytes sealed{seal_whole(*counter->sealer, c.frame.bytes), {}};
+      const std::size_t sealed_bytes = sealed.size();
+      const std::size_t written = write_direct(counter->fd, sealed);
+      if (written == sealed_bytes) {
+        dl.unlock();
+        release(counter, bytes);
+        return send_status::queued;
+      }
+      // Its records are sealed (their numbers used): the rest must follow as they are,
+      // on this connection only. Charged from now on: what is left of them.
+      counter->fd = -1;
+      c.frame.bytes = frame_rest(std::move(sealed), written);
+      c.frame.partial_on = counter->serial;
+      c.frame.keep.reset(); // part of it may be out: never handed back
+      const std::size_t rest = sealed_bytes - written;
+      if (rest >= bytes) {
+        counter->bytes += rest - bytes;
+        total_queued_ += rest - bytes;
+      } else {
+        release(counter, bytes - rest);
+      }
+      c.bytes = rest;
+    } else {
+      const std::size_t written = write_direct(counter->fd, c.frame.bytes);
+      if (written == bytes) {
+        dl.unlock();
+        release(counter, bytes); // handed to the kernel
+        return send_status::queued;
+      }
+      // The socket is full (or failing): the loop takes over, with the rest of the frame
+      // first. A write error shows again on the loop's write, which closes the connection.
+      counter->fd = -1;
+      if (written > 0) {
+        c.frame.bytes = frame_rest(std::move(c.frame.bytes), written);
+        c.frame.partial_on = counter->serial;
+        c.frame.keep.reset();
+        c.bytes = bytes - written;
+        release(counter, written);
+      }
     }
   }
   ++counter->queued_frames;
@@ -651,7 +684,7 @@ peer_state& tcp_impl::create_peer(proc_id id, std::string address, counter_ptr c
 void tcp_impl::drop_frames(peer_state& p) {
   for (auto* q : {&p.delay_line, &p.ready}) {
     for (auto& f : *q)
-      release(p.queued, f.bytes.size());
+      release(p.queued, f.charged());
     q->clear();
   }
 }
@@ -663,7 +696,7 @@ void tcp_impl::return_frames(peer_state& p, const std::string& why) {
     std::deque<out_frame> kept;
     for (auto& f : *q) {
       if (f.keep) {
-        release(p.queued, f.bytes.size());
+        release(p.queued, f.charged());
         ev.returned.push_back(std::move(*f.keep));
       } else {
         kept.push_back(std::move(f));
@@ -770,7 +803,10 @@ void tcp_impl::update_direct(peer_state& p) {
       fd = f;
   }
   std::lock_guard<std::mutex> dl(p.queued->direct_mtx);
-  p.queued->fd = p.queued->queued_frames == 0 ? fd : -1;
+  const bool open = fd >= 0 && p.queued->queued_frames == 0;
+  p.queued->fd = open ? fd : -1;
+  p.queued->sealer = open ? c->sealer.get() : nullptr;
+  p.queued->serial = open ? c->serial : 0;
 }
 
 void tcp_impl::maybe_connect(peer_state& p) {
@@ -881,6 +917,7 @@ void tcp_impl::begin_shutdown() {
   peers_.clear(); // closes the peers' timers
   for (auto* r : resolving_)
     uv_cancel(reinterpret_cast<uv_req_t*>(&r->req)); // its callback still runs
+  uv_close(reinterpret_cast<uv_handle_t*>(&turn_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
 }
 

@@ -91,6 +91,7 @@ std::vector<std::uint8_t> encode(const hello& h) {
   root.setProcId(h.id);
   root.setNonce(data_of(h.challenge.data(), h.challenge.size()));
   root.setListenPort(h.listen_port);
+  root.setPlaintext(h.plaintext);
   return frame_of(builder);
 }
 
@@ -99,6 +100,7 @@ std::vector<std::uint8_t> encode(const hello_ack& a) {
   auto root = builder.initRoot<cs::HelloAck>();
   root.setVersion(a.version);
   root.setProcId(a.id);
+  root.setPlaintext(a.plaintext);
   if (a.mac)
     root.setProof(data_of(a.mac->data(), a.mac->size()));
   if (a.challenge)
@@ -113,6 +115,7 @@ expected<hello> decode_hello(const std::uint8_t* p, std::size_t n) {
     h.version = root.getVersion();
     h.id = root.getProcId();
     h.listen_port = root.getListenPort();
+    h.plaintext = root.getPlaintext();
     if (!copy_exact(root.getNonce(), h.challenge))
       problem = "nonce of " + std::to_string(root.getNonce().size()) + " bytes, expected "
                 + std::to_string(nonce_bytes);
@@ -127,6 +130,7 @@ expected<hello_ack> decode_hello_ack(const std::uint8_t* p, std::size_t n) {
                              hello_ack a;
                              a.version = root.getVersion();
                              a.id = root.getProcId();
+                             a.plaintext = root.getPlaintext();
                              if (root.hasNonce()) {
                                a.challenge.emplace();
                                if (!copy_exact(root.getNonce(), *a.challenge))
@@ -147,7 +151,7 @@ std::vector<std::uint8_t> proof_transcript(proof_role role, const hello& h, proc
                                            const nonce& acceptor_challenge) {
   static constexpr char label[] = "banyan-v1";
   std::vector<std::uint8_t> out;
-  out.reserve(sizeof label + 2 + 2 * nonce_bytes + 10);
+  out.reserve(sizeof label + 2 + 2 * nonce_bytes + 11);
   out.insert(out.end(), label, label + sizeof label - 1);
   out.push_back(static_cast<std::uint8_t>(role));
   put_le(out, h.version, 2);
@@ -156,6 +160,7 @@ std::vector<std::uint8_t> proof_transcript(proof_role role, const hello& h, proc
   put_le(out, h.id, 4);
   put_le(out, acceptor, 4);
   put_le(out, h.listen_port, 2);
+  out.push_back(h.plaintext ? 1 : 0);
   return out;
 }
 

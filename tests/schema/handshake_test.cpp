@@ -63,6 +63,13 @@ BOOST_AUTO_TEST_CASE(hello_round_trips) {
   auto back = bs::decode_hello(b.data(), b.size());
   BOOST_TEST_REQUIRE(back.has_value());
   BOOST_TEST((*back == h));
+  auto plain = h;
+  plain.plaintext = true;
+  const auto pb = body_of(bs::encode(plain));
+  auto plain_back = bs::decode_hello(pb.data(), pb.size());
+  BOOST_TEST_REQUIRE(plain_back.has_value());
+  BOOST_TEST(plain_back->plaintext);
+  BOOST_TEST(!back->plaintext);
 }
 
 BOOST_AUTO_TEST_CASE(hello_ack_round_trips_in_all_three_shapes) {
@@ -71,7 +78,8 @@ BOOST_AUTO_TEST_CASE(hello_ack_round_trips_in_all_three_shapes) {
   const bs::hello_ack acceptor{bs::protocol_version, 3, filled(9), mac};
   const bs::hello_ack initiator{bs::protocol_version, 7, std::nullopt, mac};
   const bs::hello_ack refusal{5, 3, std::nullopt, std::nullopt}; // a version-mismatch answer
-  for (const auto& a : {acceptor, initiator, refusal}) {
+  const bs::hello_ack plain{bs::protocol_version, 3, std::nullopt, std::nullopt, true}; // mode
+  for (const auto& a : {acceptor, initiator, refusal, plain}) {
     const auto b = body_of(bs::encode(a));
     auto back = bs::decode_hello_ack(b.data(), b.size());
     BOOST_TEST_REQUIRE(back.has_value());
@@ -177,11 +185,11 @@ BOOST_AUTO_TEST_CASE(reader_refuses_huge_and_empty_prefixes_for_good) {
   BOOST_TEST(e2.err().code == errc::malformed_frame);
 }
 
-BOOST_AUTO_TEST_CASE(transcript_binds_role_nonces_ids_and_port) {
+BOOST_AUTO_TEST_CASE(transcript_binds_role_nonces_ids_port_and_mode) {
   const auto h = sample_hello();
   const auto n = filled(100);
   const auto base = bs::proof_transcript(bs::proof_role::acceptor, h, 3, n);
-  BOOST_TEST(base.size() == 9u + 1 + 2 + 32 + 32 + 4 + 4 + 2);
+  BOOST_TEST(base.size() == 9u + 1 + 2 + 32 + 32 + 4 + 4 + 2 + 1);
   BOOST_TEST(std::string(base.begin(), base.begin() + 9) == "banyan-v1");
   BOOST_TEST((bs::proof_transcript(bs::proof_role::acceptor, h, 3, n) == base));
   BOOST_TEST((bs::proof_transcript(bs::proof_role::initiator, h, 3, n) != base));
@@ -195,6 +203,9 @@ BOOST_AUTO_TEST_CASE(transcript_binds_role_nonces_ids_and_port) {
   BOOST_TEST((bs::proof_transcript(bs::proof_role::acceptor, h2, 3, n) != base));
   h2 = h;
   h2.listen_port = 1;
+  BOOST_TEST((bs::proof_transcript(bs::proof_role::acceptor, h2, 3, n) != base));
+  h2 = h;
+  h2.plaintext = !h.plaintext;
   BOOST_TEST((bs::proof_transcript(bs::proof_role::acceptor, h2, 3, n) != base));
 }
 

@@ -84,6 +84,9 @@ struct node_config {
   /// port actually bound (so set it when listening on 0.0.0.0 or behind NAT).
   std::string advertise;
   std::string secret; ///< shared by every processor of the computation; never sent
+  /// Frames travel unencrypted (net::tcp_config::plaintext): trusted networks only;
+  /// every processor of the computation must agree.
+  bool plaintext = false;
   supervisor_config sup;
   std::uint64_t seed = 0; ///< the supervisor's randomness; 0: from std::random_device
   /// Emulated wide-area links on one host (see docs/transport.md); empty: none.

@@ -12,7 +12,12 @@
 /// sends only on it; a connection it accepts only receives. So a pair of processors that
 /// talk both ways holds two TCP connections, and simultaneous connects need no tie-break.
 /// Every connection starts with a challenge-response handshake under the shared secret
-/// (schema/handshake.hpp); the secret itself never travels.
+/// (schema/handshake.hpp); the secret itself never travels. Then every byte the initiator
+/// sends is encrypted and authenticated (AES-256-GCM records under keys derived from the
+/// secret and both handshake nonces, record_cipher.hpp), unless the cluster runs
+/// `tcp_config::plaintext`. Strangers (connections that have not proved the secret) get
+/// their own bounded budget, so they cannot keep members out; input from them is
+/// reported at most once per address per `hostile_log_interval`.
 ///
 /// SIGPIPE: libuv writes with plain writev, so a write to a connection the peer has just
 /// closed raises SIGPIPE, whose default action ends the process. `start` therefore sets
@@ -62,7 +67,26 @@ struct tcp_config {
   std::size_t max_frame = 64u << 20;       ///< body bytes; larger frames are refused
   std::size_t max_queue_bytes = 64u << 20; ///< per peer; beyond it `send` says backpressure
   duration connect_timeout = std::chrono::seconds(2);
+  /// An outbound connection's whole handshake; an inbound one gets the shorter of this
+  /// and `accept_timeout`.
   duration handshake_timeout = std::chrono::seconds(2);
+  /// Frames travel unencrypted and unauthenticated (only the handshake proves who
+  /// connected): for trusted networks only. Both ends of a connection must run the same
+  /// mode; a mismatch is refused at the handshake, with a line on both sides.
+  bool plaintext = false;
+  /// Inbound connections still in their handshake (strangers until they prove the
+  /// secret): at most `max_pending_inbound` at once, at most `max_pending_per_address`
+  /// from one IP address (a further one from it is refused at once), each for at most
+  /// `accept_timeout`. When the budget is full, a new connection still gets a slot: the
+  /// oldest stranger from the address holding the most slots is closed. Authenticated
+  /// and outbound connections never count against it.
+  std::size_t max_pending_inbound = 256;
+  std::size_t max_pending_per_address = 8;
+  duration accept_timeout = std::chrono::seconds(1);
+  /// Lines about hostile or malformed input from inbound connections (events with
+  /// `hostile` set): at most one per remote IP address per interval; the next one says
+  /// how many were held back.
+  duration hostile_log_interval = std::chrono::seconds(10);
   duration backoff_initial = std::chrono::milliseconds(50); ///< first reconnect delay
   duration backoff_max = std::chrono::seconds(2);           ///< doubling stops here
   link_shaper shaper;                                       ///< empty: no shaping
@@ -103,6 +127,11 @@ struct transport_event {
   /// somebody else) runs at its address: refused, unresolvable or bad address, or
   /// another processor answered (`reached`). Timeouts (slowness) never set it.
   bool unreachable = false;
+  /// About input from an inbound connection that failed its handshake or broke the
+  /// protocol (malformed, forged or unauthenticated bytes, silence, the handshake
+  /// budget): such lines are rate-limited per remote address (`hostile_log_interval`),
+  /// and the detail ends with "(untrusted input...)" saying how many were held back.
+  bool hostile = false;
   /// `rejected` because another processor answered at `peer`'s address: its id, as the
   /// acceptor named itself in its HelloAck (before anything was authenticated).
   proc_id reached = no_proc;

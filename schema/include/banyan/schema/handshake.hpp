@@ -46,22 +46,27 @@ struct hello {
   proc_id id = no_proc;
   nonce challenge{};
   std::uint16_t listen_port = 0; ///< where the initiator accepts connections; 0: nowhere
+  /// The initiator sends its Frames unencrypted; both sides must run the same mode.
+  bool plaintext = false;
   friend bool operator==(const hello& a, const hello& b) {
     return a.version == b.version && a.id == b.id && a.challenge == b.challenge
-           && a.listen_port == b.listen_port;
+           && a.listen_port == b.listen_port && a.plaintext == b.plaintext;
   }
 };
 
 /// The answer to a `hello` (acceptor -> initiator: `challenge` and `mac` set) and the
 /// initiator's proof (`mac` only). An acceptor that does not speak the initiator's
-/// version answers with neither, so the initiator can report the mismatch.
+/// version, or runs the other mode (`plaintext`), answers with neither, so the initiator
+/// can report the mismatch.
 struct hello_ack {
   std::uint16_t version = protocol_version;
   proc_id id = no_proc;
   std::optional<nonce> challenge;
   std::optional<proof> mac;
+  bool plaintext = false; ///< the sender's mode
   friend bool operator==(const hello_ack& a, const hello_ack& b) {
-    return a.version == b.version && a.id == b.id && a.challenge == b.challenge && a.mac == b.mac;
+    return a.version == b.version && a.id == b.id && a.challenge == b.challenge && a.mac == b.mac
+           && a.plaintext == b.plaintext;
   }
 };
 
@@ -84,11 +89,12 @@ enum class proof_role : std::uint8_t { acceptor = 'A', initiator = 'I' };
 /// The bytes a proof is the MAC of:
 ///
 ///     "banyan-v1" | role (1 byte) | version (LE16) | h.challenge (32) |
-///     acceptor_challenge (32) | h.id (LE32) | acceptor (LE32) | h.listen_port (LE16)
+///     acceptor_challenge (32) | h.id (LE32) | acceptor (LE32) | h.listen_port (LE16) |
+///     h.plaintext (1 byte: 1 plaintext, 0 encrypted)
 ///
 /// Both nonces make a proof fresh and bound to this connection; both ids bind it to the
 /// pair; the listen port is covered because the acceptor may remember it as the
-/// initiator's address.
+/// initiator's address; the mode, so that nobody on the path can turn encryption off.
 std::vector<std::uint8_t> proof_transcript(proof_role role, const hello& h, proc_id acceptor,
                                            const nonce& acceptor_challenge);
 

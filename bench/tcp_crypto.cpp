@@ -1,0 +1,227 @@
+// What encrypting every frame costs the TCP transport, side by side with plaintext in one
+// run (docs/transport.md, "Security"). Two transports in this process on 127.0.0.1:
+//
+//   bandwidth  a 64 MiB message sent as 64 broadcast segments of 1 MiB (the node's
+//              segment size for long broadcasts), received in place through a payload
+//              sink as a node does; time from the first send to the last delivery
+//   latency    1-byte round trips: a ping, answered from the receiver's callback with a
+//              pong; the time per round trip
+//   shaped     the bandwidth case over a link shaped to 4 Gbit/s (tcp_config::shaper):
+//              a link slower than the cipher, as most wide-area links are
+//
+// The modes alternate run by run, so that drift in the machine's load hits both alike;
+// medians and their ratio (encrypted / plaintext) are printed.
+//
+//   bench_tcp_crypto [--runs 7] [--messages 4] [--round-trips 2000]
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <sys/resource.h>
+
+#include "banyan/core/buffer_pool.hpp"
+#include "banyan/core/segment_placement.hpp"
+#include "banyan/net/tcp_transport.hpp"
+
+namespace net = banyan::net;
+namespace wire = banyan::wire;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t message_bytes = 64u << 20;
+constexpr std::size_t segment_bytes = 1u << 20;
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec)
+         + static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// A receiver that counts what arrived; the test thread waits on it.
+struct inbox {
+  std::mutex m;
+  std::condition_variable cv;
+  std::size_t segments = 0;
+  std::size_t pongs = 0;
+  template <class Pred> bool wait(Pred p) {
+    std::unique_lock<std::mutex> lk(m);
+    return cv.wait_for(lk, std::chrono::seconds(60), p);
+  }
+};
+
+struct pair_of_transports {
+  banyan::buffer_pool pool{256u << 20};
+  banyan::segment_placement placement{pool, 256u << 20};
+  inbox at_b;
+  inbox at_a;
+  std::unique_ptr<net::tcp_transport> a;
+  std::unique_ptr<net::tcp_transport> b;
+
+  explicit pair_of_transports(bool plaintext, double link_rate = 0) {
+    net::tcp_config cb;
+    cb.self = 2;
+    cb.secret = "bench";
+    cb.plaintext = plaintext;
+    cb.max_queue_bytes = 256u << 20;
+    cb.payload_sink =
+        [this](
+            const banyan::schema::payload_head& h) -> std::optional<banyan::schema::payload_place> {
+      auto slot = placement.place(h.op, h.index, h.count, h.total, h.length);
+      if (!slot)
+        return std::nullopt;
+      return banyan::schema::payload_place{std::move(slot->region), slot->dest};
+    };
+    b = std::make_unique<net::tcp_transport>(
+        cb,
+        [this](wire::envelope&& e) {
+          if (auto* p = std::get_if<wire::ping>(&e.body)) {
+            b->send({2, 1, wire::pong{p->seq}}); // from the callback, as a node answers
+            return;
+          }
+          std::lock_guard<std::mutex> lk(at_b.m);
+          ++at_b.segments;
+          at_b.cv.notify_all();
+        },
+        net::tcp_transport::event_fn{});
+    net::tcp_config ca = cb;
+    ca.self = 1;
+    ca.payload_sink = {};
+    if (link_rate > 0)
+      ca.shaper = [link_rate](banyan::proc_id) { return net::link_shape{{}, link_rate}; };
+    a = std::make_unique<net::tcp_transport>(
+        ca,
+        [this](wire::envelope&&) {
+          std::lock_guard<std::mutex> lk(at_a.m);
+          ++at_a.pongs;
+          at_a.cv.notify_all();
+        },
+        net::tcp_transport::event_fn{});
+    const auto pb = b->start();
+    const auto pa = a->start();
+    if (!pb || !pa) {
+      std::fprintf(stderr, "cannot start the transports\n");
+      std::exit(1);
+    }
+    a->add_peer(2, "127.0.0.1:" + std::to_string(*pb));
+    b->add_peer(1, "127.0.0.1:" + std::to_string(*pa));
+    round_trips(10); // both connections up
+  }
+
+  // Seconds for `messages` messages of 64 MiB, each in 1 MiB segments, to arrive whole.
+  double bandwidth(const banyan::shared_bytes& message, int messages, std::uint64_t& seq) {
+    const std::size_t count = message_bytes / segment_bytes;
+    const std::size_t before = at_b.segments;
+    const auto t0 = steady::now();
+    for (int m = 0; m < messages; ++m) {
+      const wire::collective_id op{1, ++seq};
+      for (std::uint32_t i = 0; i < count; ++i) {
+        wire::bcast_segment s;
+        s.op = op;
+        s.kind = banyan::tree_kind::bandwidth;
+        s.vnodes = banyan::vnode_set::range(0, 1024);
+        s.first = i == 0;
+        s.index = i;
+        s.count = static_cast<std::uint32_t>(count);
+        s.total = message_bytes;
+        s.payload = message.slice(i * segment_bytes, segment_bytes);
+        while (a->send({1, 2, s}) == net::send_status::backpressure)
+          a->drain(std::chrono::milliseconds(1));
+      }
+    }
+    const std::size_t want = before + count * static_cast<std::size_t>(messages);
+    if (!at_b.wait([&] { return at_b.segments >= want; })) {
+      std::fprintf(stderr, "segments lost\n");
+      std::exit(1);
+    }
+    return std::chrono::duration<double>(steady::now() - t0).count();
+  }
+
+  // Seconds per 1-byte round trip, over `n`.
+  double round_trips(int n) {
+    const auto t0 = steady::now();
+    for (int i = 0; i < n; ++i) {
+      std::size_t want;
+      {
+        std::lock_guard<std::mutex> lk(at_a.m);
+        want = at_a.pongs + 1;
+      }
+      a->send({1, 2, wire::ping{static_cast<std::uint64_t>(i)}});
+      if (!at_a.wait([&] { return at_a.pongs >= want; })) {
+        std::fprintf(stderr, "round trip lost\n");
+        std::exit(1);
+      }
+    }
+    return std::chrono::duration<double>(steady::now() - t0).count() / n;
+  }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  int runs = 7;
+  int messages = 4;
+  int trips = 2000;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--runs"))
+      runs = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--messages"))
+      messages = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--round-trips"))
+      trips = std::atoi(argv[i + 1]);
+  }
+  std::vector<std::uint8_t> bytes(message_bytes);
+  for (std::size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = static_cast<std::uint8_t>(i * 131 + (i >> 12));
+  const banyan::shared_bytes message(std::move(bytes));
+
+  constexpr double link_rate = 4e9 / 8; // 4 Gbit/s
+  pair_of_transports plain(true);
+  pair_of_transports sealed(false);
+  pair_of_transports plain_shaped(true, link_rate);
+  pair_of_transports sealed_shaped(false, link_rate);
+  std::uint64_t seq = 0;
+  for (auto* t : {&plain, &sealed, &plain_shaped, &sealed_shaped})
+    t->bandwidth(message, 1, seq); // warm-up: buffers, pages, connections
+  std::vector<double> bw[2], cpu[2], rtt[2], shaped[2];
+  const double mib = static_cast<double>(message_bytes >> 20) * messages;
+  for (int r = 0; r < runs; ++r) {
+    for (int mode = 0; mode < 2; ++mode) {
+      auto& t = mode == 0 ? plain : sealed;
+      const double c0 = cpu_seconds();
+      const double s = t.bandwidth(message, messages, seq);
+      const double c1 = cpu_seconds();
+      bw[mode].push_back(mib / s);
+      cpu[mode].push_back((c1 - c0) / messages);
+      rtt[mode].push_back(t.round_trips(trips) * 1e6);
+      auto& u = mode == 0 ? plain_shaped : sealed_shaped;
+      shaped[mode].push_back(mib / u.bandwidth(message, messages, seq));
+    }
+  }
+  std::printf("TCP transport on 127.0.0.1, %d runs (modes alternating), medians\n", runs);
+  std::printf("%-34s %12s %12s %9s\n", "", "plaintext", "encrypted", "ratio");
+  const double b0 = median(bw[0]), b1 = median(bw[1]);
+  const double c0 = median(cpu[0]), c1 = median(cpu[1]);
+  const double r0 = median(rtt[0]), r1 = median(rtt[1]);
+  std::printf("%-34s %12.0f %12.0f %9.3f\n", "64 MiB in 1 MiB segments, MiB/s", b0, b1, b1 / b0);
+  std::printf("%-34s %12.3f %12.3f %9.3f\n", "  CPU s per 64 MiB (both sides)", c0, c1, c1 / c0);
+  std::printf("%-34s %12.1f %12.1f %9.3f\n", "1-byte round trip, us", r0, r1, r1 / r0);
+  const double s0 = median(shaped[0]), s1 = median(shaped[1]);
+  std::printf("%-34s %12.0f %12.0f %9.3f\n", "64 MiB, link shaped to 4 Gbit/s, MiB/s", s0, s1,
+              s1 / s0);
+  return 0;
+}

@@ -1,0 +1,143 @@
+// Record sealing and opening with OpenSSL's EVP AES-256-GCM; the key schedule (HKDF with
+// HMAC-SHA256). See record_cipher.hpp and docs/transport.md, "Security".
+
+#include "banyan/net/record_cipher.hpp"
+
+#include <cassert>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+namespace banyan::net {
+
+namespace {
+
+using mac = std::array<std::uint8_t, 32>;
+
+mac hmac(const std::uint8_t* key, std::size_t key_len, const std::uint8_t* data, std::size_t n) {
+  static const unsigned char no_key = 0;
+  mac out{};
+  unsigned len = 0;
+  const void* k = key_len == 0 ? static_cast<const void*>(&no_key) : key;
+  [[maybe_unused]] const unsigned char* r =
+      HMAC(EVP_sha256(), k, static_cast<int>(key_len), data, n, out.data(), &len);
+  assert(r != nullptr && len == out.size());
+  return out;
+}
+
+void put_le32(std::vector<std::uint8_t>& out, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    out.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+}
+
+// The nonce of record `k`: the IV with k (big-endian) xored into its last 8 bytes.
+std::array<std::uint8_t, 12> nonce_of(const std::array<std::uint8_t, 12>& iv, std::uint64_t k) {
+  auto n = iv;
+  for (int i = 0; i < 8; ++i)
+    n[11 - i] ^= static_cast<std::uint8_t>(k >> (8 * i));
+  return n;
+}
+
+evp_cipher_ctx_st* new_ctx(const record_key& k, bool encrypt) {
+  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  // Failure here means OpenSSL itself is unusable (no memory, no AES-GCM): a process
+  // that cannot encrypt must not talk.
+  if (ctx == nullptr
+      || EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), nullptr, k.key.data(), nullptr, encrypt ? 1 : 0)
+             != 1) {
+    std::fputs("banyan: OpenSSL cannot set up AES-256-GCM\n", stderr);
+    std::abort();
+  }
+  return ctx;
+}
+
+} // namespace
+
+record_key derive_record_key(std::string_view secret, const schema::hello& h, proc_id acceptor,
+                             const schema::nonce& acceptor_nonce, record_direction d) {
+  std::vector<std::uint8_t> salt(h.challenge.begin(), h.challenge.end());
+  salt.insert(salt.end(), acceptor_nonce.begin(), acceptor_nonce.end());
+  const mac prk = hmac(salt.data(), salt.size(),
+                       reinterpret_cast<const std::uint8_t*>(secret.data()), secret.size());
+  const std::string label = d == record_direction::initiator_to_acceptor ? "banyan-v1 records i>a"
+                                                                         : "banyan-v1 records a>i";
+  std::vector<std::uint8_t> info(label.begin(), label.end());
+  put_le32(info, h.id);
+  put_le32(info, acceptor);
+  // HKDF-Expand: T(1) = HMAC(PRK, info | 1), T(2) = HMAC(PRK, T(1) | info | 2).
+  std::vector<std::uint8_t> t1_in = info;
+  t1_in.push_back(1);
+  const mac t1 = hmac(prk.data(), prk.size(), t1_in.data(), t1_in.size());
+  std::vector<std::uint8_t> t2_in(t1.begin(), t1.end());
+  t2_in.insert(t2_in.end(), info.begin(), info.end());
+  t2_in.push_back(2);
+  const mac t2 = hmac(prk.data(), prk.size(), t2_in.data(), t2_in.size());
+  record_key k;
+  std::copy(t1.begin(), t1.end(), k.key.begin());
+  std::copy(t2.begin(), t2.begin() + static_cast<std::ptrdiff_t>(k.iv.size()), k.iv.begin());
+  return k;
+}
+
+std::optional<std::size_t> record_length(const std::uint8_t* header) {
+  const std::size_t n = std::size_t{header[0]} | std::size_t{header[1]} << 8
+                        | std::size_t{header[2]} << 16 | std::size_t{header[3]} << 24;
+  if (n == 0 || n > max_record)
+    return std::nullopt;
+  return n;
+}
+
+record_sealer::record_sealer(const record_key& k) : ctx_(new_ctx(k, true)), iv_(k.iv) {}
+record_sealer::~record_sealer() {
+  EVP_CIPHER_CTX_free(ctx_);
+}
+record_sealer::record_sealer(record_sealer&& o) noexcept
+    : ctx_(o.ctx_), iv_(o.iv_), next_(o.next_) {
+  o.ctx_ = nullptr;
+}
+
+void record_sealer::seal(const std::uint8_t* in, std::size_t n, std::uint8_t* out) {
+  assert(n > 0 && n <= max_record);
+  for (int i = 0; i < 4; ++i)
+    out[i] = static_cast<std::uint8_t>(n >> (8 * i));
+  const auto nonce = nonce_of(iv_, next_++);
+  int len = 0;
+  // A key set once; each record only sets its nonce. GCM cannot fail on valid sizes.
+  [[maybe_unused]] bool ok =
+      EVP_EncryptInit_ex(ctx_, nullptr, nullptr, nullptr, nonce.data()) == 1
+      && EVP_EncryptUpdate(ctx_, nullptr, &len, out, static_cast<int>(record_header_bytes)) == 1
+      && EVP_EncryptUpdate(ctx_, out + record_header_bytes, &len, in, static_cast<int>(n)) == 1
+      && EVP_EncryptFinal_ex(ctx_, out + record_header_bytes + n, &len) == 1
+      && EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_GET_TAG, static_cast<int>(record_tag_bytes),
+                             out + record_header_bytes + n)
+             == 1;
+  assert(ok);
+}
+
+record_opener::record_opener(const record_key& k) : ctx_(new_ctx(k, false)), iv_(k.iv) {}
+record_opener::~record_opener() {
+  EVP_CIPHER_CTX_free(ctx_);
+}
+record_opener::record_opener(record_opener&& o) noexcept
+    : ctx_(o.ctx_), iv_(o.iv_), next_(o.next_) {
+  o.ctx_ = nullptr;
+}
+
+bool record_opener::open(const std::uint8_t* header, std::uint8_t* p, std::size_t n,
+                         const std::uint8_t* tag) {
+  const auto nonce = nonce_of(iv_, next_++);
+  int len = 0;
+  return EVP_DecryptInit_ex(ctx_, nullptr, nullptr, nullptr, nonce.data()) == 1
+         && EVP_DecryptUpdate(ctx_, nullptr, &len, header, static_cast<int>(record_header_bytes))
+                == 1
+         && EVP_DecryptUpdate(ctx_, p, &len, p, static_cast<int>(n)) == 1
+         && EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_SET_TAG, static_cast<int>(record_tag_bytes),
+                                const_cast<std::uint8_t*>(tag))
+                == 1
+         && EVP_DecryptFinal_ex(ctx_, p + n, &len) == 1;
+}
+
+} // namespace banyan::net
