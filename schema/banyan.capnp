@@ -392,10 +392,11 @@ struct Frame {
   # gave it back, `to` the original sender): its receiver's collective engine did not
   # take it. The receiver passes it to its engine as undeliverable, never as a message.
   # A Bool in the data section's free bits: frames are exactly as long as without it.
-  collective @28 :Collective;
+  collective @27 :Collective;
   # The kind of operation the body belongs to: `none` for the supervisor's messages, the
   # engine's kind for a collective's (BcastSegment, BcastOffer, BcastAnswer,
   # ReducePartial, ReduceHandoff); a supervisor message of another kind is malformed. A
-  # receiver hands the frame to the engine of that kind (none there: it hands it back). In the data section's free bits, like `returned`: frames
-  # are exactly as long as without it.
+  # receiver hands the frame to the engine of that kind (none there: it hands it back).
+  # In the data section's free bits, like `returned`: frames are exactly as long as
+  # without it.
 }
