@@ -10,6 +10,7 @@
 //                          reduce, overhead, churn)
 //   cluster_results.cpp    the summary on stdout and the pictures (--plot-dir)
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
