@@ -21,7 +21,7 @@ namespace {
 /// Whether a frame is an engine's: only those come back to their sender (bounced or
 /// refused); the supervisor hears of an undeliverable frame by a notice instead.
 bool engine_frame(const wire::message& m) {
-  return broadcast_engine::handles(m) || reduce_engine::handles(m);
+  return wire::kind_of(m) != collective_kind::none;
 }
 
 struct flight {

@@ -1,0 +1,167 @@
+// The codec of the collectives' messages: broadcast segments, offers and answers,
+// reduction partials and handoffs (codec_internal.hpp).
+
+#include "codec_internal.hpp"
+
+namespace banyan::schema::codec_internal {
+
+thread_local external_payload* t_external = nullptr;
+
+cs::ReduceKind to_capnp(reduce_kind k) {
+  switch (k) {
+    case reduce_kind::sum: return cs::ReduceKind::SUM;
+    case reduce_kind::min: return cs::ReduceKind::MIN;
+    case reduce_kind::max: return cs::ReduceKind::MAX;
+    case reduce_kind::product: return cs::ReduceKind::PRODUCT;
+    case reduce_kind::user: return cs::ReduceKind::USER;
+  }
+  assert(false && "unknown reduce_kind");
+  return cs::ReduceKind::SUM;
+}
+
+cs::ElementType to_capnp(element_type t) {
+  switch (t) {
+    case element_type::int32: return cs::ElementType::INT32;
+    case element_type::int64: return cs::ElementType::INT64;
+    case element_type::float32: return cs::ElementType::FLOAT32;
+    case element_type::float64: return cs::ElementType::FLOAT64;
+    case element_type::bytes: return cs::ElementType::BYTES;
+  }
+  assert(false && "unknown element_type");
+  return cs::ElementType::BYTES;
+}
+
+void write(const wire::bcast_segment& m, body_builder b) {
+  auto r = b.initBcastSegment();
+  r.setOrigin(m.op.origin);
+  r.setSeq(m.op.seq);
+  r.setKind(to_capnp(m.kind));
+  write_vnodes(m.vnodes, [&](unsigned n) { return r.initVnodes(n); });
+  r.setDirect(m.direct);
+  r.setHops(m.hops);
+  r.setStream(m.stream);
+  r.setFirst(m.first);
+  r.setIndex(m.index);
+  r.setCount(m.count);
+  r.setTotal(m.total);
+  write_data(
+    m.payload, [&](unsigned n) { return r.initPayload(n); },
+    [&](capnp::Orphan<capnp::Data>&& o) { r.adoptPayload(kj::mv(o)); });
+}
+
+void write(const wire::reduce_partial& m, body_builder b) {
+  auto r = b.initReducePartial();
+  r.setOp(m.op);
+  r.setRoot(m.root);
+  r.setKind(to_capnp(m.fn.kind));
+  r.setType(to_capnp(m.fn.type));
+  r.setUserOp(m.fn.user);
+  r.setTreeKind(to_capnp(m.kind));
+  write_vnodes(m.vnodes, [&](unsigned n) { return r.initVnodes(n); });
+  r.setDirect(m.direct);
+  r.setHops(m.hops);
+  write_data(
+    m.data, [&](unsigned n) { return r.initData(n); },
+    [&](capnp::Orphan<capnp::Data>&& o) { r.adoptData(kj::mv(o)); });
+}
+
+void write(const wire::reduce_handoff& m, body_builder b) {
+  auto r = b.initReduceHandoff();
+  write_list(m.records, [&](unsigned n) { return r.initRecords(n); });
+  r.setHops(m.hops);
+}
+
+void write(const wire::bcast_offer& m, body_builder b) {
+  auto r = b.initBcastOffer();
+  r.setOrigin(m.op.origin);
+  r.setSeq(m.op.seq);
+  write_vnodes(m.vnodes, [&](unsigned n) { return r.initVnodes(n); });
+  r.setTag(m.tag);
+  r.setHops(m.hops);
+}
+
+void write(const wire::bcast_answer& m, body_builder b) {
+  auto r = b.initBcastAnswer();
+  r.setOrigin(m.op.origin);
+  r.setSeq(m.op.seq);
+  r.setTag(m.tag);
+  r.setAccepted(m.accepted);
+}
+
+// The buffer of the frame being decoded when the decoded envelope may keep it (a large
+// frame's own buffer, see frame_decoder): data inside it is sliced, not copied.
+thread_local const shared_bytes* backing = nullptr;
+
+shared_bytes read_data(capnp::Data::Reader d) {
+  if (backing != nullptr && d.size() > 0 && d.begin() >= backing->begin()
+      && d.end() <= backing->end())
+    return backing->slice(static_cast<std::size_t>(d.begin() - backing->begin()), d.size());
+  return shared_bytes::copy_of(d.begin(), d.size());
+}
+
+reduce_kind from_capnp(cs::ReduceKind k) {
+  switch (k) {
+    case cs::ReduceKind::SUM: return reduce_kind::sum;
+    case cs::ReduceKind::MIN: return reduce_kind::min;
+    case cs::ReduceKind::MAX: return reduce_kind::max;
+    case cs::ReduceKind::PRODUCT: return reduce_kind::product;
+    case cs::ReduceKind::USER: return reduce_kind::user;
+  }
+  reject("unknown reduce kind " + std::to_string(static_cast<unsigned>(k)));
+}
+
+element_type from_capnp(cs::ElementType t) {
+  switch (t) {
+    case cs::ElementType::INT32: return element_type::int32;
+    case cs::ElementType::INT64: return element_type::int64;
+    case cs::ElementType::FLOAT32: return element_type::float32;
+    case cs::ElementType::FLOAT64: return element_type::float64;
+    case cs::ElementType::BYTES: return element_type::bytes;
+  }
+  reject("unknown element type " + std::to_string(static_cast<unsigned>(t)));
+}
+
+wire::bcast_segment read(cs::BcastSegment::Reader r) {
+  wire::bcast_segment m;
+  m.op = wire::collective_id{r.getOrigin(), r.getSeq()};
+  m.kind = from_capnp(r.getKind());
+  m.vnodes = read_vnodes(r.getVnodes());
+  m.direct = r.getDirect();
+  m.hops = r.getHops();
+  m.stream = r.getStream();
+  m.first = r.getFirst();
+  m.index = r.getIndex();
+  m.count = r.getCount();
+  m.total = r.getTotal();
+  m.payload = read_data(r.getPayload());
+  return m;
+}
+
+wire::reduce_partial read(cs::ReducePartial::Reader r) {
+  wire::reduce_partial m;
+  m.op = r.getOp();
+  m.root = r.getRoot();
+  m.fn = reduce_op{from_capnp(r.getKind()), from_capnp(r.getType()), r.getUserOp()};
+  m.kind = from_capnp(r.getTreeKind());
+  m.vnodes = read_vnodes(r.getVnodes());
+  m.direct = r.getDirect();
+  m.hops = r.getHops();
+  m.data = read_data(r.getData());
+  return m;
+}
+
+wire::reduce_handoff read(cs::ReduceHandoff::Reader r) {
+  return wire::reduce_handoff{collective_kind::none, read_list(r.getRecords()), r.getHops()};
+}
+
+wire::bcast_offer read(cs::BcastOffer::Reader r) {
+  return wire::bcast_offer{wire::collective_id{r.getOrigin(), r.getSeq()},
+                           read_vnodes(r.getVnodes()), r.getTag(), r.getHops()};
+}
+
+wire::bcast_answer read(cs::BcastAnswer::Reader r) {
+  return wire::bcast_answer{wire::collective_id{r.getOrigin(), r.getSeq()}, r.getTag(),
+                            r.getAccepted()};
+}
+
+} // namespace banyan::schema::codec_internal

@@ -1,0 +1,136 @@
+// The codec's shared pieces: tree keys and kinds, collective kinds, vnode sets, tree
+// info, subtree and route entries, members, verdicts, reduction records
+// (codec_internal.hpp).
+
+#include "codec_internal.hpp"
+
+namespace banyan::schema::codec_internal {
+
+cs::TreeKind to_capnp(tree_kind k) {
+  return k == tree_kind::latency ? cs::TreeKind::LATENCY : cs::TreeKind::BANDWIDTH;
+}
+
+void write(const wire::tree_info& t, cs::TreeInfo::Builder b) {
+  write_tree(t.tree, b.getTree());
+  b.setConnected(t.connected);
+  b.setDist(t.dist.count());
+  b.setEst(t.est);
+  b.setChildren(t.children);
+  b.setReattaching(t.reattaching);
+  if (!t.path.empty()) {
+    auto path = b.initPath(list_size(t.path.size()));
+    for (unsigned i = 0; i < path.size(); ++i)
+      path.set(i, t.path[i]);
+  }
+}
+
+void write(const wire::subtree_entry& s, cs::SubtreeEntry::Builder b) {
+  write_tree(s.tree, b.getTree());
+  write_vnodes(s.vnodes, [&](unsigned n) { return b.initVnodes(n); });
+}
+
+void write(const wire::route_entry& r, cs::RouteEntry::Builder b) {
+  write_vnodes(r.vnodes, [&](unsigned n) { return b.initVnodes(n); });
+  b.setOwner(r.owner);
+  b.setEpoch(r.epoch);
+}
+
+void write(const wire::member& m, cs::Member::Builder b) {
+  b.setId(m.id);
+  b.setIncarnation(m.incarnation);
+  if (!m.address.empty())
+    b.setAddress(capnp::Text::Reader(m.address.data(), m.address.size()));
+}
+
+void write(const wire::adopt_verdict& v, cs::AdoptVerdict::Builder b) {
+  write_tree(v.tree, b.getTree());
+  b.setAccepted(v.accepted);
+  write(v.info, b.initInfo());
+  b.setRedirect(v.redirect);
+}
+
+void write(tree_key k, cs::TreeKey::Builder b) { write_tree(k, b); }
+
+void write(const wire::reduce_record& r, cs::ReduceRecord::Builder b) {
+  write_vnodes(r.vnodes, [&](unsigned n) { return b.initVnodes(n); });
+  b.setDone(r.done);
+}
+
+cs::Collective to_capnp(collective_kind k) {
+  return static_cast<cs::Collective>(static_cast<std::uint16_t>(k));
+}
+
+collective_kind from_capnp(cs::Collective k) {
+  const auto v = static_cast<std::uint16_t>(k);
+  if (v >= collective_kind_count)
+    reject("unknown collective kind " + std::to_string(v));
+  return static_cast<collective_kind>(v);
+}
+
+tree_kind from_capnp(cs::TreeKind k) {
+  switch (k) {
+    case cs::TreeKind::LATENCY:
+      return tree_kind::latency;
+    case cs::TreeKind::BANDWIDTH:
+      return tree_kind::bandwidth;
+  }
+  reject("unknown tree kind " + std::to_string(static_cast<unsigned>(k)));
+}
+
+// Only the canonical form is accepted, so that a set has one encoding (and one size).
+vnode_set read_vnodes(capnp::List<cs::Interval>::Reader xs) {
+  std::vector<vnode_set::interval> runs;
+  runs.reserve(xs.size());
+  for (auto x : xs) {
+    const vnode_set::interval run{x.getLo(), x.getHi()};
+    if (run.lo >= run.hi)
+      reject("empty or inverted vnode interval [" + std::to_string(run.lo) + ", " +
+             std::to_string(run.hi) + ")");
+    if (!runs.empty() && run.lo <= runs.back().hi)
+      reject("vnode intervals not sorted, disjoint and non-adjacent");
+    runs.push_back(run);
+  }
+  return vnode_set::from_intervals(std::move(runs));
+}
+
+wire::tree_info read(cs::TreeInfo::Reader r) {
+  wire::tree_info t;
+  t.tree = read_tree(r.getTree());
+  t.connected = r.getConnected();
+  t.dist = duration(r.getDist());
+  t.est = r.getEst();
+  t.children = r.getChildren();
+  t.reattaching = r.getReattaching();
+  auto path = r.getPath();
+  t.path.reserve(path.size());
+  for (proc_id id : path)
+    t.path.push_back(id);
+  return t;
+}
+
+wire::subtree_entry read(cs::SubtreeEntry::Reader r) {
+  return wire::subtree_entry{read_tree(r.getTree()), read_vnodes(r.getVnodes())};
+}
+
+wire::route_entry read(cs::RouteEntry::Reader r) {
+  return wire::route_entry{read_vnodes(r.getVnodes()), r.getOwner(), r.getEpoch()};
+}
+
+wire::member read(cs::Member::Reader r) {
+  auto address = r.getAddress();
+  return wire::member{r.getId(), std::string(address.begin(), address.size()),
+                      r.getIncarnation()};
+}
+
+wire::adopt_verdict read(cs::AdoptVerdict::Reader r) {
+  return wire::adopt_verdict{read_tree(r.getTree()), r.getAccepted(), read(r.getInfo()),
+                             r.getRedirect()};
+}
+
+tree_key read(cs::TreeKey::Reader r) { return read_tree(r); }
+
+wire::reduce_record read(cs::ReduceRecord::Reader r) {
+  return wire::reduce_record{read_vnodes(r.getVnodes()), r.getDone()};
+}
+
+} // namespace banyan::schema::codec_internal
