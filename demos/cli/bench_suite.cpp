@@ -270,11 +270,18 @@ row measure(const entry& e, const workload& w, const std::function<void(const st
       r.problems.push_back("churn: " + *err);
     } else {
       auto& cr = std::get<churn_result>(out);
-      const double steady = cr.events.empty() ? 0 : cr.events[0].steady_MBps;
-      // Delivered bytes per vnode delivery over time: per receiver, steady / vnodes.
-      if (steady > 0 && cr.vnodes > 0)
-        m.dynamic_ms = static_cast<double>(w.churn_bytes) /
-                       (steady * 1e6 / static_cast<double>(cr.vnodes)) * 1000;
+      // The k broadcasts complete by the leave, all started at 0 or later, had reached
+      // every vnode by the last one's completion T: each receiver took k messages in T,
+      // so T / k >= bytes / ceiling (a rate over a window could catch a burst instead).
+      std::size_t k = 0;
+      double last = 0;
+      for (const auto& b : cr.per_broadcast)
+        if (b.complete && b.start_ms >= 0 && b.done_ms <= w.leave_ms) {
+          ++k;
+          last = std::max(last, b.done_ms);
+        }
+      if (k > 0)
+        m.dynamic_ms = last / static_cast<double>(k);
       m.oracle_ms = bytes_over(w.churn_bytes, bcast_ceiling);
       if (cr.events.size() >= 2) {
         r.leave_ms = cr.events[0].restabilize_ms;

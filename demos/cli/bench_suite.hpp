@@ -22,9 +22,10 @@
 //               (scatter-allgather); oracle: max(bytes / broadcast_ceiling, bound)
 //   long reduce 4 MiB int32 sum into vnode 0: dynamic; best of binomial and magpie; oracle:
 //               max(bytes / reduce_ceiling, reduction bound)
-//   churn       bench churn's run (half leave at 1 s, rejoin at 3 s, 4 MiB back to back);
-//               its steady rate before the leave as a time per message, against
-//               bytes / broadcast_ceiling; the restabilization times are reported
+//   churn       bench churn's run (half leave at 1 s, rejoin at 3 s, 4 MiB back to back,
+//               2 in flight): the time per message before the leave (T / k for the k
+//               broadcasts complete by then, the last at T), against bytes /
+//               broadcast_ceiling; the restabilization times are reported
 // Every ratio is a time ratio, dynamic / reference: above 1, banyan is slower.
 // Printed per topology, then the median and the worst per metric. --json: the rows and
 // the summary; --plot: a dot per topology and metric. --jobs N: N topologies at a time
