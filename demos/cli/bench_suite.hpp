@@ -3,7 +3,7 @@
 // against the oracles, over the paper's grids and generated topologies.
 //
 //   banyan bench suite [--generated G] [--seed S] [--topologies a,b,...] [--quick]
-//                      [--jobs N] [--json F] [--plot F.svg] [-q]
+//                      [--jobs N] [--formation-limit S] [--json F] [--plot F.svg] [-q]
 //
 // Topologies: the builtins of --topologies (default the paper's paper-3c201,
 // paper-4c137, paper-3c128, paper-4c160; `--topologies none` for none), then G (20)
@@ -12,7 +12,10 @@
 // messages (4 MiB broadcast, 1 MiB reduction, a 3 s churn run of 1 MiB broadcasts).
 //
 // Per topology, on the emulated network in virtual time (processors' seed 1):
-//   formation   the time until the trees stopped changing (reported, no ratio)
+//   formation   the time until the trees stopped changing (reported, no ratio); when
+//               they still change after --formation-limit (120 emulated seconds), the
+//               topology is reported as such and not measured (every measurement waits
+//               for a quiet cluster first)
 //   1B root 0   1-byte broadcast from processor 0;
 //   1B small    from the first processor of the smallest cluster (the next smallest when
 //               that is processor 0's): dynamic, and every candidate of
@@ -22,9 +25,10 @@
 //               (scatter-allgather); oracle: max(bytes / broadcast_ceiling, bound)
 //   long reduce 4 MiB int32 sum into vnode 0: dynamic; best of binomial and magpie; oracle:
 //               max(bytes / reduce_ceiling, reduction bound)
-//   churn       bench churn's run (half leave at 1 s, rejoin at 3 s, 4 MiB back to back);
-//               its steady rate before the leave as a time per message, against
-//               bytes / broadcast_ceiling; the restabilization times are reported
+//   churn       bench churn's run (half leave at 1 s, rejoin at 3 s, 4 MiB back to back,
+//               2 in flight): the time per message before the leave (T / k for the k
+//               broadcasts complete by then, the last at T), against bytes /
+//               broadcast_ceiling; the restabilization times are reported
 // Every ratio is a time ratio, dynamic / reference: above 1, banyan is slower.
 // Printed per topology, then the median and the worst per metric. --json: the rows and
 // the summary; --plot: a dot per topology and metric. --jobs N: N topologies at a time
@@ -47,6 +51,7 @@ struct suite_options {
   std::uint64_t seed = 1; ///< generator seed of the first generated topology
   bool quick = false;
   std::size_t jobs = 1;
+  double formation_limit_s = 120; ///< emulated seconds for the trees to stop changing
   std::string json_path;
   std::string plot_path;
   bool verbose = true;
