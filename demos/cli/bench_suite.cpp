@@ -151,7 +151,12 @@ row measure(const entry& e, const workload& w, const std::function<void(const st
   cfg.clock = actors::clock_mode::virtual_time;
   actors::emulated_cluster c(cfg);
   c.start();
-  r.settled = wait_until_quiet(c, w.formation_limit, false);
+  // Whole seconds of emulated time until quiet or past the limit (at most a second over).
+  for (const auto deadline = c.elapsed() + w.formation_limit;;) {
+    r.settled = c.run_until_quiet(1s);
+    if (r.settled || c.elapsed() >= deadline)
+      break;
+  }
   r.formed_ms = to_ms(c.last_change());
   if (!r.settled) {
     // Every measurement waits for a quiet cluster first: nothing to measure.
