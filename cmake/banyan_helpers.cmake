@@ -25,7 +25,10 @@ function(banyan_library)
   set_target_properties(banyan_${A_NAME} PROPERTIES EXPORT_NAME ${A_NAME}
                         POSITION_INDEPENDENT_CODE ON
                         VERSION ${PROJECT_VERSION}
-                        SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+                        SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}
+                        # a relocated install (another prefix, an unpacked .deb) still
+                        # finds the layers below
+                        INSTALL_RPATH "$ORIGIN")
   target_include_directories(banyan_${A_NAME} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
