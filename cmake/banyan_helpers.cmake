@@ -12,25 +12,33 @@ if(BANYAN_TSAN)
   target_compile_options(banyan_warnings INTERFACE -fsanitize=thread -fno-omit-frame-pointer)
   target_link_options(banyan_warnings INTERFACE -fsanitize=thread)
 endif()
-install(TARGETS banyan_warnings EXPORT banyanTargets)
+install(TARGETS banyan_warnings EXPORT banyanTargets COMPONENT dev)
 
 # banyan_library(NAME core SOURCES ... DEPS ...): a layer library with public headers
-# under <layer>/include, exported as banyan::NAME.
+# under <layer>/include, exported as banyan::NAME. Static or shared (BUILD_SHARED_LIBS);
+# shared ones carry the SONAME libbanyan_NAME.so.MAJOR.MINOR: 0.x releases keep their ABI
+# only within a minor version (banyanConfigVersion.cmake says SameMinorVersion too).
 function(banyan_library)
   cmake_parse_arguments(A "" "NAME" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
   add_library(banyan_${A_NAME} ${A_SOURCES})
   add_library(banyan::${A_NAME} ALIAS banyan_${A_NAME})
   set_target_properties(banyan_${A_NAME} PROPERTIES EXPORT_NAME ${A_NAME}
-                        POSITION_INDEPENDENT_CODE ON)
+                        POSITION_INDEPENDENT_CODE ON
+                        VERSION ${PROJECT_VERSION}
+                        SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}
+                        # a relocated install (another prefix, an unpacked .deb) still
+                        # finds the layers below
+                        INSTALL_RPATH "$ORIGIN")
   target_include_directories(banyan_${A_NAME} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(banyan_${A_NAME} PUBLIC ${A_DEPS} PRIVATE ${A_PRIVATE_DEPS}
                         $<BUILD_INTERFACE:banyan_warnings>)
   install(TARGETS banyan_${A_NAME} EXPORT banyanTargets
-          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT lib
+                  NAMELINK_COMPONENT dev)
+  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
 endfunction()
 
 # banyan_test(NAME suite SOURCES ... DEPS ...): one Boost.Test executable = one CTest entry.

@@ -14,7 +14,8 @@
 #    the start to the last delivery (the nodes' CLOCK_MONOTONIC stamps: one host, one clock);
 # 3. an int32 sum of COUNT elements per vnode (default 262144 = 1 MiB) to vnode 0, started
 #    on every node in the same order: checks the root's result covers every vnode and is right.
-# Exit 0 when all of it checked out, 1 otherwise. Needs docker and docker-compose.
+# Exit 0 when all of it checked out, 1 otherwise. Needs docker and Compose
+# (`docker compose`; COMPOSE=docker-compose for the older standalone tool).
 set -eu  # no pipefail: a grep finding nothing (yet) is not an error here
 here=$(cd "$(dirname "$0")" && pwd)
 compose_file=$here/compose.yml
@@ -35,8 +36,9 @@ done
 # The running nodes: service name -> container id.
 declare -A cid
 services=()
-for s in $(docker-compose -f "$compose_file" ps --services --filter status=running | sort); do
-  id=$(docker-compose -f "$compose_file" ps -q "$s")
+compose=${COMPOSE:-docker compose}
+for s in $($compose -f "$compose_file" ps --services --filter status=running | sort); do
+  id=$($compose -f "$compose_file" ps -q "$s")
   [ -n "$id" ] || continue
   cid[$s]=$id
   services+=("$s")

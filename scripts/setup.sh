@@ -3,7 +3,8 @@
 # Idempotent: does nothing when everything is already installed.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libcaf-dev libuv1-dev libcapnp-dev capnproto
-      libboost-test-dev libcli11-dev nlohmann-json3-dev graphviz libssl-dev)
+      libboost-test-dev libcli11-dev nlohmann-json3-dev graphviz libssl-dev
+      python3-yaml) # python3-yaml: the deployment files' offline check (tests/deploy)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

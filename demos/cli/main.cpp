@@ -8,28 +8,82 @@
 //   banyan bench EXPERIMENT     measurements on the emulated network, adaptive vs static
 //                               trees: bcast-latency, bcast-bandwidth, reduce, churn
 //                               (bench.hpp, bench_common.hpp; --plot draws SVG)
+//   banyan health FILE          whether a node's --json-status says it is a member
+//   banyan --version
+//
+// Errors, every subcommand alike: one line "banyan <cmd>: <message>" on stderr; exit
+// code 2 for a usage error (bad or missing arguments), 1 for a failure while running.
 
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 
 #include "banyan/core/topology.hpp"
+#include "banyan/version.hpp"
 #include "bench.hpp"
 #include "cluster.hpp"
 #include "demo.hpp"
+#include "health.hpp"
 #include "node.hpp"
 #include "plan.hpp"
 #include "sim_trees.hpp"
 #include "topology_generate.hpp"
 
+namespace {
+
+/// The deepest subcommand given on the command line (`app` itself if none).
+const CLI::App& deepest(const CLI::App& app) {
+  const CLI::App* at = &app;
+  for (bool deeper = true; deeper;) {
+    deeper = false;
+    for (auto* sub : at->get_subcommands()) {
+      at = sub;
+      deeper = true;
+    }
+  }
+  return *at;
+}
+
+/// "banyan node", "banyan bench churn": the command a usage error belongs to.
+std::string command_name(const CLI::App& app) {
+  std::string name;
+  for (const CLI::App* at = &deepest(app); at; at = at->get_parent())
+    name = at->get_parent() ? " " + at->get_name() + name : "banyan" + name;
+  return name;
+}
+
+/// A usage error as one line: "banyan sim trees: --topology is required" (exit 2).
+int usage_error(const CLI::App& app, const CLI::ParseError& e) {
+  std::string what = e.what();
+  while (!what.empty() && (what.back() == '\n' || what.back() == '.'))
+    what.pop_back();
+  for (auto& c : what)
+    if (c == '\n')
+      c = ' ';
+  if (what == "A subcommand is required") {
+    // CLI11 takes an unknown word for an extra argument and asks for a subcommand.
+    auto rest = deepest(app).remaining();
+    what = !rest.empty() && !rest.front().empty() && rest.front()[0] != '-'
+             ? "unknown subcommand \"" + rest.front() + "\""
+             : "a subcommand is required";
+  }
+  const auto name = command_name(app);
+  std::cerr << name << ": " << what << " (see " << name << " --help)\n";
+  return 2;
+}
+
+} // namespace
+
 int main(int argc, char** argv) {
-  CLI::App app{"banyan: wide-area collectives over self-healing spanning trees"};
+  CLI::App app{"banyan " BANYAN_VERSION_STRING
+               ": wide-area collectives over self-healing spanning trees"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "banyan " BANYAN_VERSION_STRING);
 
   banyan::cli::demo_options demo;
   auto demo_cmd = app.add_subcommand("demo", "the main demo on an embedded default grid");
   demo_cmd->add_option("--topology", demo.topology, "built-in name or topology file");
-  demo_cmd->add_option("--seed", demo.seed, "random seed");
+  demo_cmd->add_option("--seed", demo.seed, "random seed")->type_name("UINT");
   demo_cmd->add_option("--out", demo.out_dir, "where pictures go");
 
   auto sim = app.add_subcommand("sim", "simulations on the emulated wide-area network");
@@ -37,14 +91,16 @@ int main(int argc, char** argv) {
   banyan::cli::sim_trees_options st;
   auto trees = sim->add_subcommand("trees", "form trees, optionally churn, report");
   trees->add_option("--topology", st.topology, "built-in name or topology file")->required();
-  trees->add_option("--seed", st.seed, "random seed");
+  trees->add_option("--seed", st.seed, "random seed")->type_name("UINT");
   trees->add_option("--clock", st.clock, "virtual or real")->check(CLI::IsMember({"virtual", "real"}));
   trees->add_option("--json", st.json_path, "write results as JSON");
-  trees->add_option("--leave-half-at", st.leave_half_at_ms, "ms: half of the processors leave");
-  trees->add_option("--rejoin-at", st.rejoin_at_ms, "ms: they rejoin");
+  trees->add_option("--leave-half-at", st.leave_half_at_ms, "ms: half of the processors leave")
+    ->type_name("MS");
+  trees->add_option("--rejoin-at", st.rejoin_at_ms, "ms: they rejoin")->type_name("MS");
   trees->add_option("--dot-dir", st.dot_dir, "write DOT (and SVG/PNG) of the trees of --dot-root");
   trees->add_option("--dot-root", st.dot_roots, "roots to export (default 0)");
-  trees->add_option("--limit", st.limit_s, "give up after this many emulated seconds");
+  trees->add_option("--limit", st.limit_s, "give up after this many emulated seconds")
+    ->type_name("SECONDS");
   trees->add_option("--rules", st.rules,
                     "banyan (default) or paper: the paper's rules, uniform candidates and "
                     "10 extra measurements after every tree has a parent")
@@ -68,12 +124,22 @@ int main(int argc, char** argv) {
   banyan::cli::add_cluster_command(app, node_action); // one subcommand runs: they share it
   std::function<int()> bench_action; // set when `banyan bench ...` is parsed
   banyan::cli::add_bench_command(app, bench_action);
+  std::function<int()> health_action; // set when `banyan health` is parsed
+  banyan::cli::add_health_command(app, health_action);
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return usage_error(app, e);
   }
+  if (health_action)
+    return health_action();
   if (generate_action)
     return generate_action();
   if (plan_action)

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -11,7 +12,9 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <thread>
 
+#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/signalfd.h>
@@ -80,6 +83,103 @@ std::optional<node_contact> parse_contact(const std::string& s) {
   if (!host_port_ok(c.address))
     return std::nullopt;
   return c;
+}
+
+/// "[ID@]HOST:PORT" items separated by commas, blanks or newlines; '#' starts a comment
+/// that runs to the end of its line (for --join-file and BANYAN_JOIN).
+std::vector<std::string> split_contacts(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    line = line.substr(0, line.find('#'));
+    for (auto& c : line)
+      if (c == ',' || c == '\t' || c == '\r')
+        c = ' ';
+    std::stringstream words(line);
+    std::string w;
+    while (words >> w)
+      out.push_back(w);
+  }
+  return out;
+}
+
+/// Every address HOST resolves to, as "ip:port" / "[v6]:port" contacts (a name such as a
+/// Kubernetes headless service stands for all its members). An address literal stays
+/// itself; a name that does not resolve (yet) gives none. An ID given with a name that
+/// stands for several addresses is dropped: it could be any one of them.
+std::vector<node_contact> resolve_contact(const node_contact& c) {
+  auto colon = c.address.rfind(':');
+  auto host = c.address.substr(0, colon);
+  const auto port = c.address.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[')
+    host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  std::vector<node_contact> out;
+  if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0)
+    return out;
+  for (auto* a = res; a; a = a->ai_next) {
+    char ip[NI_MAXHOST];
+    if (::getnameinfo(a->ai_addr, a->ai_addrlen, ip, sizeof ip, nullptr, 0, NI_NUMERICHOST) != 0)
+      continue;
+    std::string addr = a->ai_family == AF_INET6 ? "[" + std::string(ip) + "]:" + port
+                                                : std::string(ip) + ":" + port;
+    bool seen = false;
+    for (auto& o : out)
+      seen = seen || o.address == addr;
+    if (!seen)
+      out.push_back({addr, c.id});
+  }
+  ::freeaddrinfo(res);
+  if (out.size() > 1)
+    for (auto& o : out)
+      o.id = no_proc;
+  return out;
+}
+
+/// "cannot join: X" once, whether or not `message` already says "cannot join".
+std::string with_prefix(const std::string& prefix, const std::string& message) {
+  return message.rfind(prefix, 0) == 0 ? message : prefix + message;
+}
+
+/// Joins through `contacts`, resolving their names again before every attempt, until a
+/// join succeeds, `deadline` passes (0: one attempt), a retry cannot help (wrong secret,
+/// bad arguments, stopped) or `give_up` is set. Runs on a thread of its own.
+std::future<banyan::node::result> join_with_retries(banyan::node& n,
+                                                    std::vector<node_contact> contacts,
+                                                    vnode_set wanted,
+                                                    std::chrono::milliseconds deadline,
+                                                    const std::atomic<bool>& give_up) {
+  return std::async(std::launch::async, [&n, contacts = std::move(contacts), wanted, deadline,
+                                         &give_up]() -> banyan::node::result {
+    const auto until = std::chrono::steady_clock::now() + deadline;
+    auto pause = std::chrono::milliseconds(500);
+    for (;;) {
+      std::vector<node_contact> now;
+      for (auto& c : contacts)
+        for (auto& r : resolve_contact(c))
+          if (r.address != n.address())
+            now.push_back(r);
+      banyan::node::result res;
+      if (now.empty())
+        res = error{errc::unknown_peer, "cannot join: no contact resolves to an address yet"};
+      else
+        res = n.join(now, wanted).get();
+      if (!res || res->code == errc::auth_failed || res->code == errc::invalid_argument
+          || res->code == errc::stopped)
+        return res;
+      for (auto waited = std::chrono::milliseconds(0); waited < pause;
+           waited += std::chrono::milliseconds(50)) {
+        if (give_up.load() || std::chrono::steady_clock::now() + pause - waited > until)
+          return res;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      pause = std::min(pause * 2, std::chrono::milliseconds(5000));
+    }
+  });
 }
 
 nlohmann::json status_json(const banyan::node& n, const std::string& error) {
@@ -214,8 +314,8 @@ int control_loop(banyan::node& n, logger& log, control_session& session, const s
     }
     if (!member && pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
       if (auto err = pending.get()) {
-        log.line("cannot join: " + err->message);
-        emit_line({{"ev", "error"}, {"detail", "cannot join: " + err->to_string()}});
+        log.line(with_prefix("cannot join: ", err->message));
+        emit_line({{"ev", "error"}, {"detail", err->to_string()}});
         n.stop();
         ::close(sfd);
         return 1;
@@ -279,13 +379,35 @@ int run_node(const node_options& opt) {
     return bad("bad --listen \"" + opt.listen + "\" (want host:port or [v6]:port)");
   if (!opt.advertise.empty() && !host_port_ok(opt.advertise))
     return bad("bad --advertise \"" + opt.advertise + "\" (want host:port or [v6]:port)");
+  // Contacts: --join, then --join-file; BANYAN_JOIN only when neither is given.
+  std::vector<std::pair<std::string, std::string>> seeds; // (where from, "[id@]host:port")
+  for (auto& j : opt.join)
+    seeds.emplace_back("--join", j);
+  if (!opt.join_file.empty()) {
+    std::ifstream in(opt.join_file);
+    if (!in)
+      return bad("cannot read --join-file \"" + opt.join_file + "\"");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    for (auto& j : split_contacts(ss.str()))
+      seeds.emplace_back("--join-file " + opt.join_file + ":", j);
+  }
+  if (seeds.empty())
+    if (const char* env = std::getenv("BANYAN_JOIN"))
+      for (auto& j : split_contacts(env))
+        seeds.emplace_back("BANYAN_JOIN:", j);
   std::vector<node_contact> contacts;
-  for (auto& j : opt.join) {
+  for (auto& [from, j] : seeds) {
     auto c = parse_contact(j);
     if (!c)
-      return bad("bad --join \"" + j + "\" (want host:port or id@host:port)");
+      return bad("bad " + from + " \"" + j + "\" (want host:port or id@host:port)");
     contacts.push_back(*c);
   }
+  if (!opt.join_file.empty() && contacts.empty())
+    return bad("--join-file \"" + opt.join_file + "\" names no contact");
+  auto join_timeout_s = parse_uint(opt.join_timeout_s, 7 * 24 * 3600);
+  if (!join_timeout_s)
+    return bad("bad --join-timeout \"" + opt.join_timeout_s + "\" (seconds; 0: one attempt)");
   vnode_set vnodes;
   if (!opt.vnodes.empty()) {
     auto v = parse_vnodes(opt.vnodes);
@@ -438,10 +560,16 @@ int run_node(const node_options& opt) {
   log.line("listening on " + n.address() + " (pid " + std::to_string(::getpid()) + ")");
   write_status(opt.json_status, status_json(n, {}));
 
-  auto pending = contacts.empty() ? n.found(vnodes) : n.join(contacts, vnodes);
+  // Set once the node leaves or stops: a join still retrying gives up.
+  std::atomic<bool> give_up{false};
+  auto pending = contacts.empty()
+                   ? n.found(vnodes)
+                   : join_with_retries(n, contacts, vnodes, std::chrono::seconds(*join_timeout_s),
+                                       give_up);
 
   // SIGINT/SIGTERM: leave gracefully (a second signal stops at once), then stop.
   auto leave_and_stop = [&]() -> int {
+    give_up = true;
     int code = 0;
     if (n.state() == supervisor::status::member) {
       log.line("signal: leaving");
@@ -487,7 +615,7 @@ int run_node(const node_options& opt) {
     signalled = wait_signal(std::chrono::milliseconds(100));
     if (!member && pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
       if (auto err = pending.get()) {
-        log.line("cannot join: " + err->message);
+        log.line(with_prefix("cannot join: ", err->message));
         n.stop();
         write_status(opt.json_status, status_json(n, err->to_string()));
         return 1;
@@ -503,26 +631,45 @@ int run_node(const node_options& opt) {
 void add_node_command(CLI::App& app, std::function<int()>& action) {
   auto opt = std::make_shared<node_options>();
   auto cmd = app.add_subcommand("node", "run one processor over TCP as this process");
-  cmd->add_option("--id", opt->id, "processor id (required)");
-  cmd->add_option("--listen", opt->listen, "host:port to listen on; port 0 picks one (required)");
-  cmd->add_option("--advertise", opt->advertise, "host:port others reach us at (default: --listen with the bound port)");
-  cmd->add_option("--join", opt->join, "[id@]host:port of a member to join through (repeatable)");
-  cmd->add_option("--vnodes", opt->vnodes, "vnodes, e.g. 0-1023: owned when founding (default 0-1023), wanted when joining (default a share)");
-  cmd->add_option("--secret-file", opt->secret_file, "file holding the cluster's shared secret (required)");
-  cmd->add_option("--topology", opt->topology, "emulate this topology's links (processor p = its processor p)");
-  cmd->add_option("--site", opt->site, "with --topology: the group this processor must be in");
-  cmd->add_option("--json-status", opt->json_status, "keep this JSON file up to date with our status");
-  cmd->add_option("--threads", opt->threads, "CAF worker threads (2)");
+  cmd->add_option("--id", opt->id, "processor id (required)")->type_name("UINT");
+  cmd->add_option("--listen", opt->listen, "host:port to listen on; port 0 picks one (required)")
+    ->type_name("HOST:PORT");
+  cmd->add_option("--advertise", opt->advertise, "host:port others reach us at (default: --listen with the bound port)")
+    ->type_name("HOST:PORT");
+  cmd->add_option("--join", opt->join,
+                  "[id@]host:port of a member to join through (repeatable; a name stands for all its addresses)")
+    ->type_name("[ID@]HOST:PORT");
+  cmd->add_option("--join-file", opt->join_file,
+                  "file of [id@]host:port contacts, one per line (default: $BANYAN_JOIN when no --join)")
+    ->type_name("FILE");
+  cmd->add_option("--join-timeout", opt->join_timeout_s,
+                  "keep retrying the join this long, resolving names again (0: one attempt)")
+    ->type_name("SECONDS");
+  cmd->add_option("--vnodes", opt->vnodes, "vnodes, e.g. 0-1023: owned when founding (default 0-1023), wanted when joining (default a share)")
+    ->type_name("VNODES");
+  cmd->add_option("--secret-file", opt->secret_file, "file holding the cluster's shared secret (required)")
+    ->type_name("FILE");
+  cmd->add_option("--topology", opt->topology, "emulate this topology's links (processor p = its processor p)")
+    ->type_name("NAME|FILE");
+  cmd->add_option("--site", opt->site, "with --topology: the group this processor must be in")
+    ->type_name("GROUP");
+  cmd->add_option("--json-status", opt->json_status, "keep this JSON file up to date with our status (`banyan health` reads it)")
+    ->type_name("FILE");
+  cmd->add_option("--threads", opt->threads, "CAF worker threads (2)")->type_name("UINT");
   cmd->add_option("--busy-poll-us", opt->busy_poll_us,
-                  "after activity, poll the sockets this long before sleeping, as MPI does (0: never; costs CPU)");
+                  "after activity, poll the sockets this long before sleeping, as MPI does (0: never; costs CPU)")
+    ->type_name("MICROSECONDS");
   cmd->add_option("--forward-overhead-us", opt->forward_overhead_us,
-                  "the latency rule's cost per child of a LAN parent, microseconds (default 20)");
+                  "the latency rule's cost per child of a LAN parent, microseconds (default 20)")
+    ->type_name("MICROSECONDS");
   cmd->add_option("--segment-kib", opt->segment_kib,
-                  "segment size of every long broadcast, KiB (default: 64, doubled up to 1024 while a message still makes 64 segments)");
-  cmd->add_option("--seed", opt->seed, "seeds the supervisor's randomness (0: random)");
-  cmd->add_option("--leave-timeout", opt->leave_timeout_ms, "ms to finish a graceful leave (10000)");
+                  "segment size of every long broadcast, KiB (default: 64, doubled up to 1024 while a message still makes 64 segments)")
+    ->type_name("KIB");
+  cmd->add_option("--seed", opt->seed, "seeds the supervisor's randomness (0: random)")->type_name("UINT");
+  cmd->add_option("--leave-timeout", opt->leave_timeout_ms, "ms to finish a graceful leave (10000)")->type_name("MS");
   cmd->add_option("--crash-timeout", opt->crash_timeout_ms,
-                  "ms a member may stay silent before it is taken to have crashed and its vnodes are adopted (10000; 0: only refused connections)");
+                  "ms a member may stay silent before it is taken to have crashed and its vnodes are adopted (10000; 0: only refused connections)")
+    ->type_name("MS");
   cmd->add_flag("-v,--verbose", opt->verbose, "log every parent change and connection");
   cmd->add_flag("--plaintext", opt->plaintext,
                 "send frames unencrypted (trusted networks only; every processor must agree)");

@@ -2,12 +2,17 @@
 // `banyan node`: one processor as an OS process, over real TCP (banyan::node).
 //
 //   banyan node --id N --listen HOST:PORT --secret-file F
-//               [--join [ID@]HOST:PORT ...] [--vnodes SET] [--advertise HOST:PORT]
+//               [--join [ID@]HOST:PORT ... | --join-file F] [--join-timeout S]
+//               [--vnodes SET] [--advertise HOST:PORT]
 //               [--topology T [--site GROUP]] [--json-status FILE] [--control] [--seed S] [--threads N] [--busy-poll-us US] [--forward-overhead-us US] [-v]
 //
 // Without --join it founds the computation, owning --vnodes (default 0-1023); with it,
 // it joins through the first contact that lets it in, asking for --vnodes (default: a
-// share of the contact's). It logs membership and tree events, keeps --json-status up to
+// share of the contact's). Contacts also come from --join-file (one per line or comma
+// separated, '#' comments) or, when neither is given, the environment variable
+// BANYAN_JOIN. A contact's host name is resolved to all its addresses (a Kubernetes
+// headless service names every ready member), again before each attempt; --join-timeout
+// keeps retrying until that many seconds have passed (0: one attempt). It logs membership and tree events, keeps --json-status up to
 // date, and on SIGINT/SIGTERM leaves gracefully (hands its vnodes over), then exits 0.
 // With --control it takes commands on stdin and answers with JSON lines on stdout
 // (logs go to stderr): see node_control.hpp and docs/cluster.md.
@@ -27,6 +32,8 @@ struct node_options {
   std::string listen;
   std::string advertise;
   std::vector<std::string> join;
+  std::string join_file;          ///< contacts, one per line (or comma separated)
+  std::string join_timeout_s = "0"; ///< keep retrying the join this long; 0: one attempt
   std::string vnodes;
   std::string secret_file;
   std::string topology;
