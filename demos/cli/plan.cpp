@@ -148,11 +148,7 @@ int run_plan_topology(const plan_options& opt) {
   rate_line("long-reduction ceiling", red);
 
   // Pipelined static trees against the ceiling: each edge carries the whole stream.
-  cost_matrix bw(n, std::vector<double>(n, 0.0));
-  for (proc_id a = 0; a < n; ++a)
-    for (proc_id b = 0; b < n; ++b)
-      if (a != b)
-        bw[a][b] = topo->path_bandwidth(a, b);
+  const cost_matrix bw = bandwidth_matrix(*topo);
   std::vector<std::pair<std::string, tree>> pipelined{
     {"flat", flat_tree(n, *root)},
     {"binomial", binomial_tree(n, *root)},

@@ -13,6 +13,7 @@
 #include "banyan/actors/emulated_cluster.hpp"
 #include "banyan/core/static_tree_oracle.hpp"
 #include "banyan/core/stream_ceiling.hpp"
+#include "banyan/core/topology.hpp"
 #include "banyan/core/topology_generator.hpp"
 #include "banyan/core/tree_builders.hpp"
 
@@ -31,16 +32,6 @@ topology small_generated(std::uint64_t seed, int levels) {
   auto t = generate_topology(o);
   BOOST_REQUIRE_MESSAGE(t, (t ? std::string() : t.err().to_string()));
   return *t;
-}
-
-cost_matrix bandwidths(const topology& topo) {
-  auto n = topo.proc_count();
-  cost_matrix m(n, std::vector<double>(n, 0.0));
-  for (proc_id a = 0; a < n; ++a)
-    for (proc_id b = 0; b < n; ++b)
-      if (a != b)
-        m[a][b] = topo.path_bandwidth(a, b);
-  return m;
 }
 
 /// Runs broadcast `id` to the end and checks every processor's first delivery against
@@ -89,7 +80,7 @@ BOOST_AUTO_TEST_CASE(no_algorithm_beats_the_ceilings_or_the_short_bound) {
         {"flat", flat_tree(n, 0)},
         {"binomial", binomial_tree(n, 0)},
         {"magpie", magpie_tree(n, 0, topo.cluster_of())},
-        {"chain", chain_tree(widest_chain(bandwidths(topo), 0))},
+        {"chain", chain_tree(widest_chain(bandwidth_matrix(topo), 0))},
         {"best static", best_static_tree(topo, 0, 1, false).winner().t}};
       for (const auto& [name, t] : trees) {
         BOOST_REQUIRE(c.run_until_quiet(600s));
