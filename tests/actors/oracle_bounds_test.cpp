@@ -6,7 +6,6 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include <cstring>
 #include <functional>
 #include <string>
 
@@ -104,14 +103,9 @@ BOOST_AUTO_TEST_CASE(no_algorithm_beats_the_ceilings_or_the_short_bound) {
       a.root = 0;
       a.fn = {reduce_kind::sum, element_type::int32};
       a.count = count;
-      a.values = [count](vnode_id v) {
-        std::vector<std::uint8_t> b(count * 4);
-        for (std::size_t i = 0; i < count; ++i) {
-          const auto x = static_cast<std::int32_t>((v + i) % 7);
-          std::memcpy(b.data() + i * 4, &x, 4);
-        }
-        return b;
-      };
+      a.values = int32_values(count, [](vnode_id v, std::size_t i) {
+        return static_cast<std::int32_t>((v + i) % 7);
+      });
       std::vector<std::pair<std::string, std::function<expected<std::uint64_t>()>>> reductions{
         {"dynamic", [&] { return c.reduce(a); }},
         {"binomial", [&] { return c.reduce_static(binomial_tree(n, 0), a); }},
