@@ -245,15 +245,8 @@ void broadcast_engine::on_undeliverable(timestamp now, proc_id to, const wire::m
   }
   // Every segment of that part, bounced or diverted, gathers in one held stream.
   const stream_key key{seg->op, view_.self(), seg->stream};
-  if (!streams_.count(key)) {
-    stream& s = open(key, seg->vnodes, seg->kind, seg->count, seg->total, true, 0);
-    s.fresh = true;
-    s.held = true;
-    ++stats_.holds;
-    const auto token = next_token_++;
-    timers_[token] = key;
-    out.timers.push_back({cfg_.retry_delay, token});
-  }
+  if (!streams_.count(key))
+    local_stream(seg->op, seg->kind, seg->count, seg->total, seg->stream, seg->vnodes, out);
   feed(now, key, seg->index, seg->payload, out);
 }
 

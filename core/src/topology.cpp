@@ -234,6 +234,16 @@ std::vector<std::vector<double>> latency_matrix(const topology& topo) {
   return m;
 }
 
+std::vector<std::vector<double>> bandwidth_matrix(const topology& topo) {
+  const std::size_t n = topo.proc_count();
+  std::vector<std::vector<double>> m(n, std::vector<double>(n, 0.0));
+  for (proc_id a = 0; a < n; ++a)
+    for (proc_id b = 0; b < n; ++b)
+      if (a != b)
+        m[a][b] = topo.path_bandwidth(a, b);
+  return m;
+}
+
 // ---------------------------------------------------------------------------------------
 // Parser
 

@@ -64,17 +64,6 @@ double to_ms(duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
 }
 
-/// Path bandwidths between every pair of processors (bytes per second), for the chain.
-cost_matrix bandwidth_matrix(const topology& topo) {
-  auto n = topo.proc_count();
-  cost_matrix m(n, std::vector<double>(n, 0.0));
-  for (proc_id a = 0; a < n; ++a)
-    for (proc_id b = 0; b < n; ++b)
-      if (a != b)
-        m[a][b] = static_cast<double>(topo.path_bandwidth(a, b));
-  return m;
-}
-
 std::string size_label(std::size_t s) {
   if (s % (1024 * 1024) == 0)
     return std::to_string(s / (1024 * 1024)) + " MiB";

@@ -38,14 +38,8 @@ std::int32_t element(vnode_id v, std::size_t i, std::uint64_t salt) {
 }
 
 contribution_fn contributions(std::size_t count, std::uint64_t salt) {
-  return [count, salt](vnode_id v) {
-    std::vector<std::uint8_t> b(count * 4);
-    for (std::size_t i = 0; i < count; ++i) {
-      const std::int32_t x = element(v, i, salt);
-      std::memcpy(b.data() + i * 4, &x, 4);
-    }
-    return b;
-  };
+  return actors::int32_values(count,
+                              [salt](vnode_id v, std::size_t i) { return element(v, i, salt); });
 }
 
 /// The true sum over vnodes [0, n), computed directly (int32 wraps: summed unsigned).

@@ -110,16 +110,6 @@ proc_id small_root(const topology& t) {
                   : t.groups[static_cast<std::size_t>(best)].first_proc;
 }
 
-cost_matrix bandwidths(const topology& topo) {
-  auto n = topo.proc_count();
-  cost_matrix m(n, std::vector<double>(n, 0.0));
-  for (proc_id a = 0; a < n; ++a)
-    for (proc_id b = 0; b < n; ++b)
-      if (a != b)
-        m[a][b] = static_cast<double>(topo.path_bandwidth(a, b));
-  return m;
-}
-
 /// Everything measured on one topology. `say` gets progress lines.
 row measure(const entry& e, const workload& w, const std::function<void(const std::string&)>& say) {
   const auto wall0 = std::chrono::steady_clock::now();
@@ -215,7 +205,7 @@ row measure(const entry& e, const workload& w, const std::function<void(const st
     say("long broadcasts (" + std::to_string(b >> 20) + " MiB)");
     m.dynamic_ms = bcast("dynamic long", [&] { return c.broadcast(0, b); });
     const auto magpie = magpie_tree(n, 0, topo.cluster_of());
-    const auto chain = chain_tree(widest_chain(bandwidths(topo), 0));
+    const auto chain = chain_tree(widest_chain(bandwidth_matrix(topo), 0));
     keep_best(m, "magpie", bcast("magpie long", [&] { return c.broadcast_static(0, magpie, b); }));
     keep_best(m, "list", bcast("list long", [&] { return c.broadcast_static(0, chain, b); }));
     keep_best(m, "mpich", bcast("mpich long", [&] {

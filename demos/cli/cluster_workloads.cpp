@@ -9,6 +9,20 @@
 
 namespace banyan::cli::cluster_detail {
 
+namespace {
+
+/// Whether every process in `ks` has said more since `before` was taken: `count[k]`
+/// (how often it said it) differs from `before[k]`.
+bool all_moved_on(const std::vector<std::size_t>& ks, std::map<std::size_t, std::size_t>& count,
+                  std::map<std::size_t, std::size_t>& before) {
+  for (auto k : ks)
+    if (count[k] == before[k])
+      return false;
+  return true;
+}
+
+} // namespace
+
 std::optional<std::vector<std::uint64_t>> parse_sizes(const std::string& s) {
   std::vector<std::uint64_t> out;
   std::stringstream in(s);
@@ -67,14 +81,7 @@ void cluster_run::wait_converged(std::chrono::milliseconds limit) {
           live.push_back(k);
           command(k, "status");
         }
-      wait_for(
-        [&] {
-          for (auto k : live)
-            if (ev_.statuses[k] == before[k])
-              return false;
-          return true;
-        },
-        10s, "status replies");
+      wait_for([&] { return all_moved_on(live, ev_.statuses, before); }, 10s, "status replies");
       std::size_t members_expected = 0;
       for (auto k : live)
         members_expected += ev_.status[k].value("state", "") == "member";
@@ -415,14 +422,8 @@ json cluster_run::workload_churn() {
     lost += n < want ? want - n : 0;
   }
   if (rejoined)
-    wait_for(
-      [&] {
-        for (auto k : movers)
-          if (ev_.readies[k] == readies_before[k])
-            return false;
-        return true;
-      },
-      30s, "the processes to rejoin");
+    wait_for([&] { return all_moved_on(movers, ev_.readies, readies_before); }, 30s,
+             "the processes to rejoin");
   // Back within 10% of the steady state before the event: the median before it.
   auto restabilize = [&](double at, double until) -> json {
     if (at < 0)

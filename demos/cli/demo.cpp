@@ -46,14 +46,7 @@ reduce_outcome reduce_once(actors::emulated_cluster& c, const banyan::tree* stat
   a.root = 0;
   a.fn = {reduce_kind::sum, element_type::int32};
   a.count = count;
-  a.values = [count](vnode_id v) {
-    std::vector<std::uint8_t> b(count * 4);
-    for (std::size_t i = 0; i < count; ++i) {
-      auto x = element(v, i);
-      std::memcpy(b.data() + i * 4, &x, 4);
-    }
-    return b;
-  };
+  a.values = actors::int32_values(count, element);
   c.run_until_quiet(std::chrono::seconds(600));
   auto op = static_tree ? c.reduce_static(*static_tree, a) : c.reduce(a);
   if (!op) {

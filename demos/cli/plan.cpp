@@ -86,6 +86,25 @@ std::optional<proc_id> find_root(const std::string& text, const std::vector<std:
   return std::nullopt;
 }
 
+/// Each of the first `n` processors' parent in `t`, -1 for the root: a tree in the JSON.
+std::vector<long long> parent_list(const tree& t, std::size_t n) {
+  std::vector<long long> parent;
+  for (proc_id p = 0; p < n; ++p) {
+    auto q = t.parent(p);
+    parent.push_back(q == no_proc ? -1 : static_cast<long long>(q));
+  }
+  return parent;
+}
+
+/// Writes `j` to `path` and says so in `out`: 0, or `fail`'s code when it cannot.
+int write_json(const nlohmann::json& j, const std::string& path, std::ostream& out) {
+  std::ofstream f(path);
+  if (!f || !(f << j.dump(2) << "\n"))
+    return fail("cannot write '" + path + "'");
+  out << "wrote " << path << "\n";
+  return 0;
+}
+
 cost_matrix scaled(cost_matrix m, double factor) {
   for (auto& row : m)
     for (auto& v : row)
@@ -148,11 +167,7 @@ int run_plan_topology(const plan_options& opt) {
   rate_line("long-reduction ceiling", red);
 
   // Pipelined static trees against the ceiling: each edge carries the whole stream.
-  cost_matrix bw(n, std::vector<double>(n, 0.0));
-  for (proc_id a = 0; a < n; ++a)
-    for (proc_id b = 0; b < n; ++b)
-      if (a != b)
-        bw[a][b] = topo->path_bandwidth(a, b);
+  const cost_matrix bw = bandwidth_matrix(*topo);
   std::vector<std::pair<std::string, tree>> pipelined{
     {"flat", flat_tree(n, *root)},
     {"binomial", binomial_tree(n, *root)},
@@ -190,14 +205,9 @@ int run_plan_topology(const plan_options& opt) {
     auto cands = nlohmann::json::array();
     for (const auto& c : statics.candidates)
       cands.push_back({{"name", c.name}, {"completion_ms", c.completion_ms}});
-    std::vector<long long> parent;
-    for (proc_id p = 0; p < n; ++p) {
-      auto q = statics.winner().t.parent(p);
-      parent.push_back(q == no_proc ? -1 : static_cast<long long>(q));
-    }
     j["static"] = {{"winner", statics.winner().name},
                    {"completion_ms", statics.winner().completion_ms},
-                   {"parent", parent},
+                   {"parent", parent_list(statics.winner().t, n)},
                    {"candidates", cands}};
     auto rate_json = [](const stream_ceiling& c) {
       return nlohmann::json{{"bytes_per_s", std::isinf(c.ceiling) ? -1.0 : c.ceiling},
@@ -206,10 +216,8 @@ int run_plan_topology(const plan_options& opt) {
     j["broadcast_ceiling"] = rate_json(bcast);
     j["tree_rates"] = tree_rates;
     j["reduce_ceiling"] = rate_json(red);
-    std::ofstream f(opt.json_path);
-    if (!f || !(f << j.dump(2) << "\n"))
-      return fail("cannot write '" + opt.json_path + "'");
-    out << "wrote " << opt.json_path << "\n";
+    if (int rc = write_json(j, opt.json_path, out))
+      return rc;
   }
   std::cout << out.str();
   return 0;
@@ -363,19 +371,14 @@ int run_plan(const plan_options& opt) {
     j["algorithm"] = opt.algo;
     j["root"] = *root;
     j["completion"] = completion;
-    std::vector<long long> parent;
-    for (proc_id p = 0; p < n; ++p)
-      parent.push_back(t.parent(p) == no_proc ? -1 : static_cast<long long>(t.parent(p)));
-    j["parent"] = parent;
+    j["parent"] = parent_list(t, n);
     j["arrival"] = arrival;
     if (!names.empty())
       j["names"] = names;
     for (auto& [k, v] : extra.items())
       j[k] = v;
-    std::ofstream f(opt.json_path);
-    if (!f || !(f << j.dump(2) << "\n"))
-      return fail("cannot write '" + opt.json_path + "'");
-    out << "wrote " << opt.json_path << "\n";
+    if (int rc = write_json(j, opt.json_path, out))
+      return rc;
   }
   std::cout << out.str();
   return 0;

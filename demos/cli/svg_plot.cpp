@@ -58,6 +58,12 @@ std::string px(double v) {
   return fmt("%.2f", v);
 }
 
+/// A line from (x1, y1) to (x2, y2); `attrs`, its own attributes (each after a space).
+std::string line(double x1, double y1, double x2, double y2, const std::string& attrs = {}) {
+  return "<line x1=\"" + px(x1) + "\" y1=\"" + px(y1) + "\" x2=\"" + px(x2) + "\" y2=\"" + px(y2)
+         + "\"" + attrs + "/>\n";
+}
+
 /// The step between ticks: 1, 2 or 5 times a power of ten, about `raw`.
 double nice_step(double raw) {
   double e = std::floor(std::log10(raw));
@@ -214,17 +220,13 @@ std::string render_svg(const plot_spec& p) {
   // Grid and ticks.
   o += "<g class=\"grid\" stroke=\"#e6e6e6\" stroke-width=\"1\">\n";
   for (double v : ax.minor)
-    o += "<line x1=\"" + px(sx(v)) + "\" y1=\"" + px(top) + "\" x2=\"" + px(sx(v)) +
-         "\" y2=\"" + px(bottom) + "\" stroke=\"#f3f3f3\"/>\n";
+    o += line(sx(v), top, sx(v), bottom, " stroke=\"#f3f3f3\"");
   for (double v : ay.minor)
-    o += "<line x1=\"" + px(left) + "\" y1=\"" + px(sy(v)) + "\" x2=\"" + px(right) +
-         "\" y2=\"" + px(sy(v)) + "\" stroke=\"#f3f3f3\"/>\n";
+    o += line(left, sy(v), right, sy(v), " stroke=\"#f3f3f3\"");
   for (double v : ax.ticks)
-    o += "<line x1=\"" + px(sx(v)) + "\" y1=\"" + px(top) + "\" x2=\"" + px(sx(v)) +
-         "\" y2=\"" + px(bottom) + "\"/>\n";
+    o += line(sx(v), top, sx(v), bottom);
   for (double v : ay.ticks)
-    o += "<line x1=\"" + px(left) + "\" y1=\"" + px(sy(v)) + "\" x2=\"" + px(right) +
-         "\" y2=\"" + px(sy(v)) + "\"/>\n";
+    o += line(left, sy(v), right, sy(v));
   o += "</g>\n";
   o += "<g class=\"ticks\" fill=\"#333\">\n";
   for (std::size_t i = 0; i < ax.ticks.size(); ++i)
@@ -311,8 +313,7 @@ std::string render_svg(const plot_spec& p) {
       o += "<circle cx=\"" + px(legend_x + 11) + "\" cy=\"" + px(y) + "\" r=\"3.5\" fill=\"" +
            c + "\"/>\n";
     else
-      o += "<line x1=\"" + px(legend_x) + "\" y1=\"" + px(y) + "\" x2=\"" + px(legend_x + 22) +
-           "\" y2=\"" + px(y) + "\" stroke=\"" + c + "\" stroke-width=\"2.5\"/>\n";
+      o += line(legend_x, y, legend_x + 22, y, " stroke=\"" + c + "\" stroke-width=\"2.5\"");
     o += "<text class=\"legend-label\" x=\"" + px(legend_x + 28) + "\" y=\"" + px(y + 4) +
          "\">" + escape(p.series[k].label) + "</text>\n";
   }

@@ -90,20 +90,25 @@ std::optional<std::size_t> record_length(const std::uint8_t* header) {
   return n;
 }
 
-record_sealer::record_sealer(const record_key& k) : ctx_(new_ctx(k, true)), iv_(k.iv) {}
-record_sealer::~record_sealer() {
+record_cipher::record_cipher(const record_key& k, bool encrypt)
+    : ctx_(new_ctx(k, encrypt)), iv_(k.iv) {}
+record_cipher::~record_cipher() {
   EVP_CIPHER_CTX_free(ctx_);
 }
-record_sealer::record_sealer(record_sealer&& o) noexcept
+record_cipher::record_cipher(record_cipher&& o) noexcept
     : ctx_(o.ctx_), iv_(o.iv_), next_(o.next_) {
   o.ctx_ = nullptr;
+}
+
+std::array<std::uint8_t, 12> record_cipher::next_nonce() {
+  return nonce_of(iv_, next_++);
 }
 
 void record_sealer::seal(const std::uint8_t* in, std::size_t n, std::uint8_t* out) {
   assert(n > 0 && n <= max_record);
   for (int i = 0; i < 4; ++i)
     out[i] = static_cast<std::uint8_t>(n >> (8 * i));
-  const auto nonce = nonce_of(iv_, next_++);
+  const auto nonce = next_nonce();
   int len = 0;
   // A key set once; each record only sets its nonce. GCM cannot fail on valid sizes.
   [[maybe_unused]] bool ok =
@@ -117,18 +122,9 @@ void record_sealer::seal(const std::uint8_t* in, std::size_t n, std::uint8_t* ou
   assert(ok);
 }
 
-record_opener::record_opener(const record_key& k) : ctx_(new_ctx(k, false)), iv_(k.iv) {}
-record_opener::~record_opener() {
-  EVP_CIPHER_CTX_free(ctx_);
-}
-record_opener::record_opener(record_opener&& o) noexcept
-    : ctx_(o.ctx_), iv_(o.iv_), next_(o.next_) {
-  o.ctx_ = nullptr;
-}
-
 bool record_opener::open(const std::uint8_t* header, std::uint8_t* p, std::size_t n,
                          const std::uint8_t* tag) {
-  const auto nonce = nonce_of(iv_, next_++);
+  const auto nonce = next_nonce();
   int len = 0;
   return EVP_DecryptInit_ex(ctx_, nullptr, nullptr, nullptr, nonce.data()) == 1
          && EVP_DecryptUpdate(ctx_, nullptr, &len, header, static_cast<int>(record_header_bytes))

@@ -174,6 +174,17 @@ proc start_node(cluster_fixture& f, proc_id id, std::vector<std::string> extra,
   return p;
 }
 
+/// Stops every process with SIGTERM at once; each must exit cleanly.
+void stop_all(cluster_fixture& f, const std::vector<proc>& ps) {
+  for (auto& p : ps)
+    BOOST_REQUIRE(::kill(p.pid, SIGTERM) == 0);
+  for (auto& p : ps) {
+    auto c = f.wait_exit(p.pid, 15s);
+    BOOST_REQUIRE_MESSAGE(c.has_value(), "node " << p.id << " did not exit: " << slurp(p.log_file));
+    BOOST_TEST(*c == 0, "node " << p.id << ": " << slurp(p.log_file));
+  }
+}
+
 std::string address_of(const proc& p) {
   return "127.0.0.1:" + std::to_string(p.port);
 }
@@ -250,13 +261,7 @@ BOOST_FIXTURE_TEST_CASE(processes_join_form_trees_leave_and_survive_a_kill, clus
   }
 
   // Everyone else stops on SIGTERM at once (leaving when someone still takes vnodes).
-  for (auto& p : ps)
-    BOOST_REQUIRE(::kill(p.pid, SIGTERM) == 0);
-  for (auto& p : ps) {
-    auto c = wait_exit(p.pid, 15s);
-    BOOST_REQUIRE_MESSAGE(c.has_value(), "node " << p.id << " did not exit: " << slurp(p.log_file));
-    BOOST_TEST(*c == 0, "node " << p.id << ": " << slurp(p.log_file));
-  }
+  stop_all(*this, ps);
 }
 
 BOOST_FIXTURE_TEST_CASE(links_shaped_after_a_topology, cluster_fixture) {
@@ -267,13 +272,7 @@ BOOST_FIXTURE_TEST_CASE(links_shaped_after_a_topology, cluster_fixture) {
   for (proc_id id : {1u, 4u, 5u})
     ps.push_back(start_node(*this, id, {"--topology", "tiny-2c8", "--join", address_of(ps[0])}));
   require_converged(ps, nullptr, 15s);
-  for (auto& p : ps)
-    BOOST_REQUIRE(::kill(p.pid, SIGTERM) == 0);
-  for (auto& p : ps) {
-    auto c = wait_exit(p.pid, 15s);
-    BOOST_REQUIRE_MESSAGE(c.has_value(), "node " << p.id << " did not exit: " << slurp(p.log_file));
-    BOOST_TEST(*c == 0, "node " << p.id << ": " << slurp(p.log_file));
-  }
+  stop_all(*this, ps);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_wrong_secret_is_refused, cluster_fixture) {

@@ -491,13 +491,7 @@ BOOST_AUTO_TEST_CASE(broadcast_send_and_reduce_over_tcp) {
   BOOST_REQUIRE(!early_r.has_value());
   BOOST_TEST(static_cast<int>(early_r.err().code) == static_cast<int>(errc::invalid_argument));
 
-  auto f = a.found(all);
-  BOOST_REQUIRE(!wait(f, 5s));
-  for (auto* n : {&b, &c, &d}) {
-    auto j = n->join({{a.address()}});
-    BOOST_REQUIRE_MESSAGE(!wait(j, 10s).has_value(), "node " << n->id() << " could not join");
-  }
-  require_converged({&a, &b, &c, &d}, &all, 20s);
+  form(a, {&b, &c, &d}, all);
 
   // Short (one frame down the latency tree) and long (segments down the bandwidth tree).
   broadcast_everywhere(b, ledger, all, 1000, 7, 10s);
@@ -666,13 +660,7 @@ BOOST_AUTO_TEST_CASE(collectives_while_a_node_leaves_rejoins_and_another_crashes
     n->on_deliver(ledger.handler(n->id()));
     BOOST_REQUIRE(n->start().has_value());
   }
-  auto f = a.found(all);
-  BOOST_REQUIRE(!wait(f, 5s));
-  for (auto* n : {&b, &c, &d}) {
-    auto j = n->join({{a.address()}});
-    BOOST_REQUIRE_MESSAGE(!wait(j, 10s).has_value(), "node " << n->id() << " could not join");
-  }
-  require_converged({&a, &b, &c, &d}, &all, 20s);
+  form(a, {&b, &c, &d}, all);
 
   // b leaves while a long broadcast and messages to each of b's vnodes are under way:
   // its vnodes move to other nodes in the middle of them.

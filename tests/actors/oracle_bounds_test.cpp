@@ -6,13 +6,13 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include <cstring>
 #include <functional>
 #include <string>
 
 #include "banyan/actors/emulated_cluster.hpp"
 #include "banyan/core/static_tree_oracle.hpp"
 #include "banyan/core/stream_ceiling.hpp"
+#include "banyan/core/topology.hpp"
 #include "banyan/core/topology_generator.hpp"
 #include "banyan/core/tree_builders.hpp"
 
@@ -31,16 +31,6 @@ topology small_generated(std::uint64_t seed, int levels) {
   auto t = generate_topology(o);
   BOOST_REQUIRE_MESSAGE(t, (t ? std::string() : t.err().to_string()));
   return *t;
-}
-
-cost_matrix bandwidths(const topology& topo) {
-  auto n = topo.proc_count();
-  cost_matrix m(n, std::vector<double>(n, 0.0));
-  for (proc_id a = 0; a < n; ++a)
-    for (proc_id b = 0; b < n; ++b)
-      if (a != b)
-        m[a][b] = topo.path_bandwidth(a, b);
-  return m;
 }
 
 /// Runs broadcast `id` to the end and checks every processor's first delivery against
@@ -89,7 +79,7 @@ BOOST_AUTO_TEST_CASE(no_algorithm_beats_the_ceilings_or_the_short_bound) {
         {"flat", flat_tree(n, 0)},
         {"binomial", binomial_tree(n, 0)},
         {"magpie", magpie_tree(n, 0, topo.cluster_of())},
-        {"chain", chain_tree(widest_chain(bandwidths(topo), 0))},
+        {"chain", chain_tree(widest_chain(bandwidth_matrix(topo), 0))},
         {"best static", best_static_tree(topo, 0, 1, false).winner().t}};
       for (const auto& [name, t] : trees) {
         BOOST_REQUIRE(c.run_until_quiet(600s));
@@ -113,14 +103,9 @@ BOOST_AUTO_TEST_CASE(no_algorithm_beats_the_ceilings_or_the_short_bound) {
       a.root = 0;
       a.fn = {reduce_kind::sum, element_type::int32};
       a.count = count;
-      a.values = [count](vnode_id v) {
-        std::vector<std::uint8_t> b(count * 4);
-        for (std::size_t i = 0; i < count; ++i) {
-          const auto x = static_cast<std::int32_t>((v + i) % 7);
-          std::memcpy(b.data() + i * 4, &x, 4);
-        }
-        return b;
-      };
+      a.values = int32_values(count, [](vnode_id v, std::size_t i) {
+        return static_cast<std::int32_t>((v + i) % 7);
+      });
       std::vector<std::pair<std::string, std::function<expected<std::uint64_t>()>>> reductions{
         {"dynamic", [&] { return c.reduce(a); }},
         {"binomial", [&] { return c.reduce_static(binomial_tree(n, 0), a); }},

@@ -58,13 +58,6 @@ broadcast_stats total_stats(mini_grid& g, std::size_t n) {
   return t;
 }
 
-std::size_t live_count(const mini_grid& g) {
-  std::size_t n = 0;
-  for (bool b : g.live())
-    n += b ? 1 : 0;
-  return n;
-}
-
 } // namespace
 
 // Once trees have converged, headers match the trees: every frame goes parent -> child,
@@ -194,7 +187,7 @@ BOOST_AUTO_TEST_CASE(broadcasts_under_churn_reach_every_vnode_exactly_once) {
           broadcast(g, p, what == 0 ? 400 * 1024 : 1 + step, round * 1000 + step);
           ++broadcasts;
         }
-      } else if (live[p] && live_count(g) > 2) {
+      } else if (live[p] && g.live_count() > 2) {
         g.leave(p);
       } else if (!g.reachable(p) && g.sup(p)->state() == supervisor::status::left) {
         g.rejoin_randomly(p, n, rng);
@@ -499,7 +492,7 @@ BOOST_AUTO_TEST_CASE(point_to_point_under_churn_is_exactly_once) {
       } else if (what == 3) {
         if (live[p])
           broadcast(g, p, 1 + step, round * 1000 + 500 + step);
-      } else if (live[p] && live_count(g) > 2) {
+      } else if (live[p] && g.live_count() > 2) {
         g.leave(p);
       } else if (!g.reachable(p) && g.sup(p)->state() == supervisor::status::left) {
         g.rejoin_randomly(p, n, rng);

@@ -15,6 +15,7 @@
 // told the sender that the connection broke does a later message reach a newer
 // incarnation.
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -293,6 +294,11 @@ public:
     for (std::size_t p = 0; p < sups_.size(); ++p)
       l[p] = sups_[p] != nullptr && sups_[p]->state() == supervisor::status::member;
     return l;
+  }
+  /// How many processors are members.
+  std::size_t live_count() const {
+    const auto l = live();
+    return static_cast<std::size_t>(std::count(l.begin(), l.end(), true));
   }
 
   const supervisor* sup(proc_id p) const { return sups_[p].get(); }

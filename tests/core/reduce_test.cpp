@@ -453,9 +453,7 @@ BOOST_AUTO_TEST_CASE(reductions_under_churn_count_every_vnode_exactly_once) {
       g.run_for(std::chrono::microseconds(gap_us(rng)));
       auto p = any(rng);
       auto live = g.live();
-      std::size_t members = 0;
-      for (bool b : live)
-        members += b ? 1 : 0;
+      const std::size_t members = g.live_count();
       auto what = std::uniform_int_distribution<int>(0, 3)(rng);
       if (what <= 1) {
         if (live[p]) { // one more reduction started here

@@ -46,6 +46,14 @@ struct grid {
       take(out);
     }
   }
+  /// Starts a broadcast of `msg` at `origin` and runs until no frame is left.
+  expected<wire::collective_id> broadcast(proc_id origin, const shared_bytes& msg) {
+    broadcast_outbox out;
+    auto op = engines[origin]->broadcast(timestamp{}, msg, out);
+    take(out);
+    run();
+    return op;
+  }
 };
 
 shared_bytes pattern(std::size_t size, std::uint8_t salt) {
@@ -68,13 +76,10 @@ BOOST_AUTO_TEST_CASE(every_processor_gets_the_message_once_from_any_origin) {
       for (proc_id origin : {proc_id{0}, static_cast<proc_id>(n - 1), static_cast<proc_id>(n / 2)}) {
         BOOST_TEST_CONTEXT("n " << n << " size " << size << " origin " << origin) {
           grid g{n, 1000, n * 1000 + size + origin};
-          broadcast_outbox out;
           auto msg = pattern(size, static_cast<std::uint8_t>(origin));
-          auto op = g.engines[origin]->broadcast(timestamp{}, msg, out);
+          auto op = g.broadcast(origin, msg);
           BOOST_REQUIRE(op.has_value());
           BOOST_TEST((op->kind == collective_kind::scatter_allgather));
-          g.take(out);
-          g.run();
           BOOST_TEST(g.got.size() == n);
           for (auto& [v, copies] : g.got) {
             BOOST_TEST(copies.size() == 1u);
@@ -96,11 +101,7 @@ BOOST_AUTO_TEST_CASE(long_messages_scatter_then_ring_with_mpich_frame_counts) {
   // origin's travels as many hops as its rank's depth: 1+1+2+1+2 = 7 frames. Ring: each
   // of the 6 chunks makes n-1 = 5 hops: 30 frames.
   grid g{6, 1000, 1};
-  broadcast_outbox out;
-  auto msg = pattern(6000, 9);
-  BOOST_REQUIRE(g.engines[0]->broadcast(timestamp{}, msg, out).has_value());
-  g.take(out);
-  g.run();
+  BOOST_REQUIRE(g.broadcast(0, pattern(6000, 9)).has_value());
   std::uint64_t scatter = 0, ring = 0, whole = 0;
   for (auto& e : g.engines) {
     scatter += e->stats().scatter_frames;
@@ -117,11 +118,7 @@ BOOST_AUTO_TEST_CASE(long_messages_scatter_then_ring_with_mpich_frame_counts) {
 
 BOOST_AUTO_TEST_CASE(short_messages_go_whole_down_the_binomial_tree) {
   grid g{7, 1000, 2};
-  broadcast_outbox out;
-  auto msg = pattern(999, 1);
-  BOOST_REQUIRE(g.engines[3]->broadcast(timestamp{}, msg, out).has_value());
-  g.take(out);
-  g.run();
+  BOOST_REQUIRE(g.broadcast(3, pattern(999, 1)).has_value());
   BOOST_TEST(g.frames == 6u); // one per non-origin processor
   BOOST_TEST(g.got.size() == 7u);
 }

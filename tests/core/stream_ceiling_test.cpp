@@ -20,6 +20,16 @@ topology parse_ok(std::string_view text) {
   return std::move(t).value();
 }
 
+/// A generated topology of at most 40 processors.
+topology generated(std::uint64_t seed) {
+  topology_generator_options o;
+  o.seed = seed;
+  o.max_procs = 40;
+  auto t = generate_topology(o);
+  BOOST_REQUIRE(t);
+  return std::move(t).value();
+}
+
 constexpr double mbit = 1e6 / 8;
 
 } // namespace
@@ -76,16 +86,12 @@ BOOST_AUTO_TEST_CASE(a_tree_shares_its_resources_and_never_beats_the_ceiling) {
   BOOST_CHECK_CLOSE(tree_stream_rate(t, flat_tree(8, 0)), 25 * mbit, 1e-6); // 4 edges on A->B
   BOOST_CHECK_CLOSE(tree_stream_rate(t, magpie_tree(8, 0, t.cluster_of())), 100 * mbit, 1e-6);
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
-    topology_generator_options o;
-    o.seed = seed;
-    o.max_procs = 40;
-    auto g = generate_topology(o);
-    BOOST_REQUIRE(g);
-    const auto n = g->proc_count();
-    const auto ceiling = broadcast_ceiling(*g, 0).ceiling;
-    for (const auto& tr : {flat_tree(n, 0), binomial_tree(n, 0), magpie_tree(n, 0, g->cluster_of()),
-                           multilevel_tree(0, group_levels(*g))})
-      BOOST_CHECK_LE(tree_stream_rate(*g, tr), ceiling * (1 + 1e-9));
+    const auto g = generated(seed);
+    const auto n = g.proc_count();
+    const auto ceiling = broadcast_ceiling(g, 0).ceiling;
+    for (const auto& tr : {flat_tree(n, 0), binomial_tree(n, 0), magpie_tree(n, 0, g.cluster_of()),
+                           multilevel_tree(0, group_levels(g))})
+      BOOST_CHECK_LE(tree_stream_rate(g, tr), ceiling * (1 + 1e-9));
   }
 }
 
@@ -100,17 +106,13 @@ BOOST_AUTO_TEST_CASE(short_message_bound_counts_a_send_overhead_per_hop) {
 
 BOOST_AUTO_TEST_CASE(the_best_static_tree_beats_every_candidate_and_no_tree_beats_the_bound) {
   for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-    topology_generator_options o;
-    o.seed = seed;
-    o.max_procs = 40;
-    auto t = generate_topology(o);
-    BOOST_REQUIRE(t);
-    auto r = best_static_tree(*t, 0, 1);
-    const double bound = short_message_bound(*t, 0);
-    BOOST_TEST_CONTEXT(t->name) {
+    const auto t = generated(seed);
+    auto r = best_static_tree(t, 0, 1);
+    const double bound = short_message_bound(t, 0);
+    BOOST_TEST_CONTEXT(t.name) {
       BOOST_CHECK_GE(r.candidates.size(), 7u);
       for (const auto& c : r.candidates) {
-        BOOST_CHECK(!c.t.validate(std::vector<bool>(t->proc_count(), true)));
+        BOOST_CHECK(!c.t.validate(std::vector<bool>(t.proc_count(), true)));
         BOOST_CHECK_LE(r.winner().completion_ms, c.completion_ms + 1e-9);
         BOOST_CHECK_GE(c.completion_ms, bound - 1e-9);
       }

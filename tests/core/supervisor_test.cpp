@@ -295,9 +295,7 @@ BOOST_AUTO_TEST_CASE(random_interleaved_joins_and_leaves_converge) {
       g.run_for(std::chrono::microseconds(gap_us(rng)));
       auto p = any(rng);
       auto live = g.live();
-      std::size_t members = 0;
-      for (bool b : live)
-        members += b ? 1 : 0;
+      const std::size_t members = g.live_count();
       if (live[p] && members > 2) {
         g.leave(p);
         up[p] = false;
@@ -538,6 +536,15 @@ std::optional<std::pair<tree_key, proc_id>> inner_node(const mini_grid& g, std::
   return std::nullopt;
 }
 
+/// Runs `g` (8 processors) from its start until nothing is busy, then finds an inner node
+/// with at least one child.
+std::optional<std::pair<tree_key, proc_id>> settled_inner_node(mini_grid& g) {
+  g.start();
+  g.run();
+  BOOST_TEST_REQUIRE(!g.busy());
+  return inner_node(g, 8, 1);
+}
+
 } // namespace
 
 // A leaving processor names step-parents: its heir goes to its own parent, the other
@@ -548,10 +555,7 @@ BOOST_AUTO_TEST_CASE(a_leaver_s_children_go_to_their_step_parents_without_probin
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
     BOOST_TEST_CONTEXT("seed " << seed) {
       mini_grid g{tiny(), seed, no_extra_measurements(), repair_alone};
-      g.start();
-      g.run();
-      BOOST_TEST_REQUIRE(!g.busy());
-      auto found = inner_node(g, 8, 1);
+      auto found = settled_inner_node(g);
       if (!found)
         continue;
       auto [key, l] = *found;
@@ -597,10 +601,7 @@ BOOST_AUTO_TEST_CASE(repaired_orphans_probe_only_their_lan) {
   std::size_t probes = 0, remote_others = 0;
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
     mini_grid g{topo, seed, supervisor_config{}, repair_alone};
-    g.start();
-    g.run();
-    BOOST_TEST_REQUIRE(!g.busy());
-    auto found = inner_node(g, 8, 1);
+    auto found = settled_inner_node(g);
     if (!found)
       continue;
     const proc_id l = found->second;

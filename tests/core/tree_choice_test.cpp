@@ -35,6 +35,20 @@ tree_position three_hops() {
   return p;
 }
 
+/// `three_hops` at 1 MB/s a hop: a wide, slow latency tree.
+tree_position slow_three_hops() {
+  auto p = three_hops();
+  p.hop = 1e6;
+  return p;
+}
+
+/// `three_hops` with a 100 MB/s estimate: a fast bandwidth tree.
+tree_position fast_three_hops() {
+  auto p = three_hops();
+  p.est = 1e8;
+  return p;
+}
+
 const tree_cost cost{20us, 65536};
 
 // A tree_view with hand-made figures: processor 0 owning vnode 0, children 1 and 2 in
@@ -259,12 +273,8 @@ BOOST_AUTO_TEST_CASE(the_engine_takes_the_tree_the_model_predicts) {
   BOOST_TEST(f.count == 16u);
 
   // A wide, slow latency tree (3 hops at 1 MB/s) against a fast bandwidth tree.
-  auto slow = three_hops();
-  slow.hop = 1e6;
-  auto fast = three_hops();
-  fast.est = 1e8;
-  view.latency = {slow};
-  view.bandwidth = {fast};
+  view.latency = {slow_three_hops()};
+  view.bandwidth = {fast_three_hops()};
   f = broadcast_from(view, model_config(), 100 * 1024); // below the 256 KiB threshold
   BOOST_CHECK(f.kind == tree_kind::bandwidth);
   BOOST_TEST(f.count == 2u); // 64 KiB segments
@@ -279,7 +289,7 @@ BOOST_AUTO_TEST_CASE(the_engine_takes_the_tree_the_model_predicts) {
   BOOST_CHECK(f.kind == tree_kind::bandwidth);
 
   // The per-call choice overrides the configuration.
-  view.latency = {slow};
+  view.latency = {slow_three_hops()};
   broadcast_engine eng{view, threshold};
   broadcast_outbox out;
   tree_choice model;
@@ -294,12 +304,8 @@ BOOST_AUTO_TEST_CASE(the_engine_takes_the_tree_the_model_predicts) {
 // Point-to-point messages follow no tree: the model does not change how they travel.
 BOOST_AUTO_TEST_CASE(point_to_point_ignores_the_model) {
   figures_view view;
-  auto slow = three_hops();
-  slow.hop = 1e6;
-  auto fast = three_hops();
-  fast.est = 1e8;
-  view.latency = {slow};
-  view.bandwidth = {fast};
+  view.latency = {slow_three_hops()};
+  view.bandwidth = {fast_three_hops()};
   broadcast_engine eng{view, model_config()};
   broadcast_outbox out;
   BOOST_REQUIRE(

@@ -26,23 +26,13 @@ public:
   using transform = std::function<std::vector<bytes>(std::size_t index, const bytes& record)>;
 
   record_proxy(std::uint16_t target, transform t) : target_(target), transform_(std::move(t)) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    BOOST_TEST_REQUIRE(::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    BOOST_TEST_REQUIRE(::listen(listener_, 8) == 0);
-    socklen_t len = sizeof a;
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
     thread_ = std::thread([this] { run(); });
   }
   ~record_proxy() {
     stop_ = true;
     thread_.join();
-    ::close(listener_);
   }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string address() const { return listener_.address(); }
   // The client's bytes on the first connection, as they arrived at the proxy.
   bytes seen() {
     std::lock_guard<std::mutex> lk(m_);
@@ -57,12 +47,11 @@ private:
   void run() {
     bool first = true;
     while (!stop_) {
-      pollfd p{listener_, POLLIN, 0};
-      if (::poll(&p, 1, 20) <= 0)
+      auto client = listener_.accept(std::chrono::milliseconds(20));
+      if (!client)
         continue;
-      raw_socket client(::accept(listener_, nullptr, nullptr));
       raw_socket server = raw_socket::connect_to(target_);
-      relay(client, server, first);
+      relay(*client, server, first);
       first = false;
     }
   }
@@ -121,8 +110,7 @@ private:
 
   std::uint16_t target_;
   transform transform_;
-  int listener_ = -1;
-  std::uint16_t port_ = 0;
+  raw_listener listener_;
   std::atomic<bool> stop_{false};
   std::mutex m_;
   bytes seen_;

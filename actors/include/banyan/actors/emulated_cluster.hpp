@@ -11,6 +11,7 @@
 /// CAF stays behind this header: embedders and tools include no CAF headers.
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -106,6 +107,20 @@ struct reduction_args {
   std::size_t count = 0;
   contribution_fn values;
 };
+
+/// `reduction_args::values` for an int32 array of `count` elements per vnode: element i
+/// of vnode v is `element(v, i)`.
+template <class Element>
+contribution_fn int32_values(std::size_t count, Element element) {
+  return [count, element](vnode_id v) {
+    std::vector<std::uint8_t> b(count * 4);
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::int32_t x = element(v, i);
+      std::memcpy(b.data() + i * 4, &x, 4);
+    }
+    return b;
+  };
+}
 
 /// What the processors reported of one reduction. Times are relative to `start()`.
 struct reduction_record {

@@ -132,6 +132,9 @@ expected<topology> load_topology(const std::string& name_or_path);
 
 /// N x N one-way latencies in milliseconds (zero on the diagonal), for planning tools.
 std::vector<std::vector<double>> latency_matrix(const topology& topo);
+/// N x N path bandwidths in bytes per second (`path_bandwidth`; zero on the diagonal),
+/// for planning tools.
+std::vector<std::vector<double>> bandwidth_matrix(const topology& topo);
 
 /// "250us", "4ms", "1.5s": the format's own spelling of a duration.
 std::string format_duration(duration d);

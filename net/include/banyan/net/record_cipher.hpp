@@ -57,49 +57,51 @@ record_key derive_record_key(std::string_view secret, const schema::hello& h, pr
 /// The length a record header announces, or nothing when it is 0 or above `max_record`.
 std::optional<std::size_t> record_length(const std::uint8_t* header);
 
-/// Seals one direction's records, in order. Not thread-safe; movable.
-class record_sealer {
+/// What a sealer and an opener of one direction share: its AES-256-GCM context, its IV
+/// and the number of the next record. Not thread-safe; movable.
+class record_cipher {
 public:
-  explicit record_sealer(const record_key& k);
-  ~record_sealer();
-  record_sealer(record_sealer&& o) noexcept;
-  record_sealer& operator=(record_sealer&&) = delete;
-  record_sealer(const record_sealer&) = delete;
+  ~record_cipher();
+  record_cipher(record_cipher&& o) noexcept;
+  record_cipher& operator=(record_cipher&&) = delete;
+  record_cipher(const record_cipher&) = delete;
+
+  /// Records sealed or opened so far (the next record's number).
+  std::uint64_t count() const noexcept { return next_; }
+
+protected:
+  record_cipher(const record_key& k, bool encrypt);
+  /// The nonce of the next record, which it counts.
+  std::array<std::uint8_t, 12> next_nonce();
+
+  evp_cipher_ctx_st* ctx_ = nullptr;
+
+private:
+  std::array<std::uint8_t, 12> iv_{};
+  std::uint64_t next_ = 0;
+};
+
+/// Seals one direction's records, in order.
+class record_sealer : public record_cipher {
+public:
+  explicit record_sealer(const record_key& k) : record_cipher(k, true) {}
 
   /// Seals `n` (1..max_record) bytes at `in` into `out`, which must hold
   /// `n + record_overhead` bytes: header, ciphertext, tag. `in` may be
   /// `out + record_header_bytes` (in place); otherwise the ranges must not overlap.
   void seal(const std::uint8_t* in, std::size_t n, std::uint8_t* out);
-  /// Records sealed so far (the next record's number).
-  std::uint64_t count() const noexcept { return next_; }
-
-private:
-  evp_cipher_ctx_st* ctx_ = nullptr;
-  std::array<std::uint8_t, 12> iv_{};
-  std::uint64_t next_ = 0;
 };
 
-/// Opens one direction's records, in order. Not thread-safe; movable.
-class record_opener {
+/// Opens one direction's records, in order.
+class record_opener : public record_cipher {
 public:
-  explicit record_opener(const record_key& k);
-  ~record_opener();
-  record_opener(record_opener&& o) noexcept;
-  record_opener& operator=(record_opener&&) = delete;
-  record_opener(const record_opener&) = delete;
+  explicit record_opener(const record_key& k) : record_cipher(k, false) {}
 
   /// Decrypts the record with header `header` (as received), ciphertext `p` (`n` bytes,
   /// decrypted in place) and tag `tag`, as the next record of the stream. False when it
   /// fails authentication (the bytes at `p` are then garbage); the stream is then
   /// broken and the connection must close.
   bool open(const std::uint8_t* header, std::uint8_t* p, std::size_t n, const std::uint8_t* tag);
-  /// Records opened so far.
-  std::uint64_t count() const noexcept { return next_; }
-
-private:
-  evp_cipher_ctx_st* ctx_ = nullptr;
-  std::array<std::uint8_t, 12> iv_{};
-  std::uint64_t next_ = 0;
 };
 
 } // namespace banyan::net
