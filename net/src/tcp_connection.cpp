@@ -186,7 +186,8 @@ void tcp_impl::connect_to(peer_state& p, const sockaddr* addr) {
   });
   if (r < 0) { // the callback will not run
     c->unreachable = true;
-    close_conn(c, transport_event::kind::error, std::string("cannot connect: ") + uv_strerror(r));
+    close_conn(c, transport_event::kind::error, std::string("cannot connect: ") + uv_strerror(r),
+               connection_failure::connect_failed);
     return;
   }
   uv_timer_start(&c->timer, on_timer, ms_of(cfg_.connect_timeout), 0);
@@ -198,12 +199,14 @@ void tcp_impl::on_connect(connection* c, int status) {
   if (status < 0) {
     c->unreachable = true;
     close_conn(c, transport_event::kind::error,
-               std::string("cannot connect: ") + uv_strerror(status));
+               std::string("cannot connect: ") + uv_strerror(status),
+               connection_failure::connect_failed);
     return;
   }
   const auto n = random_nonce();
   if (!n) {
-    close_conn(c, transport_event::kind::error, "no random numbers for a nonce");
+    close_conn(c, transport_event::kind::error, "no random numbers for a nonce",
+               connection_failure::other);
     return;
   }
   c->hello_msg = schema::hello{schema::protocol_version, cfg_.self, *n, port_, cfg_.plaintext};
@@ -226,8 +229,11 @@ void tcp_impl::on_accept(int status) {
   if (shutting_down_)
     return;
   if (status < 0) {
-    emit(transport_event::kind::error, no_proc,
-         std::string("accept failed: ") + uv_strerror(status));
+    count_failure(connection::role::acceptor, connection_failure::io_error);
+    transport_event ev{transport_event::kind::error, no_proc,
+                       std::string("accept failed: ") + uv_strerror(status)};
+    ev.failure = connection_failure::io_error;
+    emit(std::move(ev));
     return;
   }
   // A flood of connections must not starve the handshakes under way: at most
@@ -242,7 +248,8 @@ void tcp_impl::on_accept(int status) {
   conns_.insert(c);
   c->state = connection::phase::hello;
   if (int r = uv_accept(reinterpret_cast<uv_stream_t*>(&listener_), stream_of(c)); r < 0) {
-    close_conn(c, transport_event::kind::error, std::string("accept failed: ") + uv_strerror(r));
+    close_conn(c, transport_event::kind::error, std::string("accept failed: ") + uv_strerror(r),
+               connection_failure::io_error);
     return;
   }
   sockaddr_storage ss{};
@@ -267,7 +274,8 @@ bool tcp_impl::admit_stranger(connection* c) {
     if (mine.empty())
       pending_by_address_.erase(c->remote_ip);
     reject(c, "too many connections in their handshake from " + c->remote_ip + " (at most "
-                  + std::to_string(cfg_.max_pending_per_address) + ")");
+                  + std::to_string(cfg_.max_pending_per_address) + ")",
+           connection_failure::stranger_budget);
     return false;
   }
   if (pending_inbound_ >= cfg_.max_pending_inbound) {
@@ -280,11 +288,12 @@ bool tcp_impl::admit_stranger(connection* c) {
     if (most == nullptr || cfg_.max_pending_inbound == 0) {
       if (mine.empty())
         pending_by_address_.erase(c->remote_ip);
-      reject(c, "no handshake slots (max_pending_inbound is 0)");
+      reject(c, "no handshake slots (max_pending_inbound is 0)", connection_failure::stranger_budget);
       return false;
     }
     reject(most->front(), "closed to make room: " + std::to_string(pending_inbound_)
-                              + " connections in their handshake");
+                              + " connections in their handshake",
+           connection_failure::stranger_budget);
   }
   auto& list = pending_by_address_[c->remote_ip]; // `mine` may have gone with an eviction
   c->pending_at = list.insert(list.end(), c);
@@ -309,7 +318,8 @@ void tcp_impl::on_timeout(connection* c) {
   switch (c->state) {
   case connection::phase::connecting:
     close_conn(c, transport_event::kind::error,
-               "connect timed out after " + std::to_string(ms_of(cfg_.connect_timeout)) + " ms");
+               "connect timed out after " + std::to_string(ms_of(cfg_.connect_timeout)) + " ms",
+               connection_failure::connect_failed);
     break;
   case connection::phase::hello:
   case connection::phase::proof:
@@ -317,7 +327,8 @@ void tcp_impl::on_timeout(connection* c) {
                   + std::to_string(c->side == connection::role::acceptor
                                        ? ms_of_accept(cfg_)
                                        : ms_of(cfg_.handshake_timeout))
-                  + " ms");
+                  + " ms",
+           connection_failure::handshake_timeout);
     break;
   case connection::phase::draining:
     close_conn(c, transport_event::kind::rejected, "");
@@ -332,6 +343,8 @@ void tcp_impl::on_timeout(connection* c) {
 
 void tcp_impl::on_read(connection* c, ssize_t nread) {
   ++activity_;
+  if (nread > 0)
+    stats_.bytes_received.fetch_add(static_cast<std::uint64_t>(nread), std::memory_order_relaxed);
   if (c->state == connection::phase::closing || c->state == connection::phase::draining
       || nread == 0)
     return;
@@ -344,7 +357,8 @@ void tcp_impl::on_read(connection* c, ssize_t nread) {
     c->direct_read = false;
     auto frames = c->decoder.commit_direct(static_cast<std::size_t>(nread));
     if (!frames)
-      close_conn(c, transport_event::kind::error, frames.err().to_string());
+      close_conn(c, transport_event::kind::error, frames.err().to_string(),
+                 connection_failure::malformed_input);
     else
       on_decoded(c, *frames);
     return;
@@ -359,12 +373,14 @@ void tcp_impl::on_read(connection* c, ssize_t nread) {
                               ? std::string("closed by the peer")
                               : std::string("read failed: ") + uv_strerror(static_cast<int>(nread));
   if (c->state != connection::phase::established)
-    reject(c, why + " during the handshake");
+    reject(c, why + " during the handshake",
+           nread == UV_EOF ? connection_failure::handshake_closed : connection_failure::io_error);
   else if (c->side == connection::role::acceptor
            && (c->decoder.buffered() > 0 || c->rec.header_len > 0))
     close_conn(c, transport_event::kind::error,
                why + " in the middle of a frame (" + std::to_string(c->decoder.buffered())
-                   + " bytes of it received)");
+                   + " bytes of it received)",
+               connection_failure::closed_mid_frame);
   else
     close_conn(c, transport_event::kind::peer_down, why);
 }
@@ -373,7 +389,8 @@ void tcp_impl::on_bytes(connection* c, const std::uint8_t* p, std::size_t n) {
   while (n > 0 && (c->state == connection::phase::hello || c->state == connection::phase::proof)) {
     const auto used = c->handshake.feed(p, n);
     if (!used) {
-      reject(c, "bad handshake message: " + used.err().message);
+      reject(c, "bad handshake message: " + used.err().message,
+             connection_failure::malformed_handshake);
       return;
     }
     p += *used;
@@ -392,7 +409,8 @@ void tcp_impl::on_bytes(connection* c, const std::uint8_t* p, std::size_t n) {
     return; // nothing left, or the connection is going away
   if (c->side == connection::role::initiator) {
     close_conn(c, transport_event::kind::error,
-               "protocol error: " + std::to_string(n) + " unexpected bytes from the acceptor");
+               "protocol error: " + std::to_string(n) + " unexpected bytes from the acceptor",
+               connection_failure::malformed_input);
     return;
   }
   if (c->opener)
@@ -405,17 +423,20 @@ void tcp_impl::on_bytes(connection* c, const std::uint8_t* p, std::size_t n) {
 void tcp_impl::on_hello(connection* c) {
   auto h = schema::decode_hello(c->handshake.body(), c->handshake.body_size());
   if (!h) {
-    reject(c, h.err().message);
+    reject(c, h.err().message, connection_failure::malformed_handshake);
     return;
   }
   c->peer = h->id;
   if (h->version != schema::protocol_version || h->plaintext != cfg_.plaintext) {
     // Answer with our version and mode so the initiator can say what is wrong, then close.
-    emit_hostile(c, transport_event{transport_event::kind::rejected, c->peer,
-                                    describe(c) + ": "
-                                        + (h->version != schema::protocol_version
-                                               ? version_mismatch(h->version)
-                                               : mode_mismatch(h->plaintext))});
+    transport_event ev{transport_event::kind::rejected, c->peer,
+                       describe(c) + ": "
+                           + (h->version != schema::protocol_version ? version_mismatch(h->version)
+                                                                     : mode_mismatch(h->plaintext))};
+    ev.failure = h->version != schema::protocol_version ? connection_failure::version_mismatch
+                                                         : connection_failure::mode_mismatch;
+    count_failure(c->side, ev.failure);
+    emit_hostile(c, std::move(ev));
     c->state = connection::phase::draining;
     uv_read_stop(stream_of(c));
     write_raw(c,
@@ -425,12 +446,13 @@ void tcp_impl::on_hello(connection* c) {
     return;
   }
   if (h->id == no_proc || h->id == cfg_.self) {
-    reject(c, "claims processor id " + std::to_string(h->id));
+    reject(c, "claims processor id " + std::to_string(h->id),
+           connection_failure::malformed_handshake);
     return;
   }
   const auto n = random_nonce();
   if (!n) {
-    reject(c, "no random numbers for a nonce");
+    reject(c, "no random numbers for a nonce", connection_failure::other);
     return;
   }
   c->hello_msg = *h;
@@ -448,23 +470,25 @@ void tcp_impl::on_hello(connection* c) {
 void tcp_impl::on_initiator_ack(connection* c) {
   auto a = schema::decode_hello_ack(c->handshake.body(), c->handshake.body_size());
   if (!a) {
-    reject(c, a.err().message);
+    reject(c, a.err().message, connection_failure::malformed_handshake);
     return;
   }
   if (a->version != schema::protocol_version || a->id != c->peer || !a->mac) {
-    reject(c, "malformed HelloAck: version, processor id or proof differ from the Hello");
+    reject(c, "malformed HelloAck: version, processor id or proof differ from the Hello",
+           connection_failure::malformed_handshake);
     return;
   }
   const auto expected =
       hmac_sha256(cfg_.secret, schema::proof_transcript(schema::proof_role::initiator, c->hello_msg,
                                                         cfg_.self, c->acceptor_nonce));
   if (!proofs_equal(expected, *a->mac)) {
-    reject(c, "wrong shared secret");
+    reject(c, "wrong shared secret", connection_failure::wrong_secret);
     return;
   }
   uv_timer_stop(&c->timer);
   c->state = connection::phase::established;
   c->up = true;
+  stats_.accepted.fetch_add(1, std::memory_order_relaxed);
   leave_budget(c);
   if (!cfg_.plaintext)
     c->opener = std::make_unique<record_opener>(
@@ -487,33 +511,34 @@ void tcp_impl::on_initiator_ack(connection* c) {
 void tcp_impl::on_acceptor_ack(connection* c) {
   auto a = schema::decode_hello_ack(c->handshake.body(), c->handshake.body_size());
   if (!a) {
-    reject(c, a.err().message);
+    reject(c, a.err().message, connection_failure::malformed_handshake);
     return;
   }
   if (a->version != schema::protocol_version) {
-    reject(c, version_mismatch(a->version));
+    reject(c, version_mismatch(a->version), connection_failure::version_mismatch);
     return;
   }
   if (a->id != c->peer) {
     c->unreachable = true;
     c->reached = a->id;
     reject(c,
-           "reached processor " + std::to_string(a->id) + ", expected " + std::to_string(c->peer));
+           "reached processor " + std::to_string(a->id) + ", expected " + std::to_string(c->peer),
+           connection_failure::wrong_processor);
     return;
   }
   if (a->plaintext != cfg_.plaintext) {
-    reject(c, mode_mismatch(a->plaintext));
+    reject(c, mode_mismatch(a->plaintext), connection_failure::mode_mismatch);
     return;
   }
   if (!a->challenge || !a->mac) {
-    reject(c, "malformed HelloAck: no nonce or no proof");
+    reject(c, "malformed HelloAck: no nonce or no proof", connection_failure::malformed_handshake);
     return;
   }
   const auto expected =
       hmac_sha256(cfg_.secret, schema::proof_transcript(schema::proof_role::acceptor, c->hello_msg,
                                                         c->peer, *a->challenge));
   if (!proofs_equal(expected, *a->mac)) {
-    reject(c, "wrong shared secret");
+    reject(c, "wrong shared secret", connection_failure::wrong_secret);
     return;
   }
   const auto mine =
@@ -531,6 +556,7 @@ void tcp_impl::on_acceptor_ack(connection* c) {
   uv_timer_stop(&c->timer);
   c->state = connection::phase::established;
   c->up = true;
+  stats_.opened.fetch_add(1, std::memory_order_relaxed);
   emit(transport_event::kind::peer_up, c->peer, describe(c) + ": connected");
   auto* p = find_peer(c->peer);
   assert(p != nullptr && p->out == c);
@@ -543,7 +569,8 @@ void tcp_impl::on_acceptor_ack(connection* c) {
 void tcp_impl::on_frames(connection* c, const std::uint8_t* p, std::size_t n) {
   auto frames = c->decoder.feed_frames(p, n);
   if (!frames) {
-    close_conn(c, transport_event::kind::error, frames.err().to_string());
+    close_conn(c, transport_event::kind::error, frames.err().to_string(),
+               connection_failure::malformed_input);
     return;
   }
   on_decoded(c, *frames);
@@ -596,7 +623,8 @@ bool tcp_impl::begin_record(connection* c) {
     close_conn(c, transport_event::kind::error,
                "bad record: length " + std::to_string(said) + " (1 to " + std::to_string(max_record)
                    + " allowed): not from a processor holding the "
-                     "secret, or altered on the way");
+                     "secret, or altered on the way",
+               connection_failure::malformed_input);
     return false;
   }
   r.len = *len;
@@ -626,12 +654,14 @@ void tcp_impl::finish_record(connection* c) {
   if (!c->opener->open(r.header, dest, len, r.tag)) {
     close_conn(c, transport_event::kind::error,
                "record " + std::to_string(c->opener->count() - 1)
-                   + " failed authentication (forged, altered, replayed or out of order)");
+                   + " failed authentication (forged, altered, replayed or out of order)",
+               connection_failure::malformed_input);
     return;
   }
   auto frames = direct ? c->decoder.commit_direct(len) : c->decoder.feed_frames(dest, len);
   if (!frames) {
-    close_conn(c, transport_event::kind::error, frames.err().to_string());
+    close_conn(c, transport_event::kind::error, frames.err().to_string(),
+               connection_failure::malformed_input);
     return;
   }
   on_decoded(c, *frames);
@@ -674,10 +704,12 @@ bool tcp_impl::record_read_buffer(connection* c, uv_buf_t* buf) {
 void tcp_impl::on_decoded(connection* c, std::vector<schema::frame>& frames) {
   for (auto& f : frames) {
     auto& e = f.envelope;
+    stats_.frames_received.fetch_add(1, std::memory_order_relaxed);
     if (e.from != c->peer || e.to != cfg_.self) {
       close_conn(c, transport_event::kind::error,
                  "protocol error: frame from " + std::to_string(e.from) + " to "
-                     + std::to_string(e.to) + " on this connection");
+                     + std::to_string(e.to) + " on this connection",
+                 connection_failure::malformed_input);
       return;
     }
     if (f.returned) {
@@ -705,11 +737,13 @@ bool tcp_impl::write_raw(connection* c, std::vector<std::uint8_t> bytes, bool cl
   w->frames.push_back({std::move(bytes), {}});
   w->bufs.push_back(uv_buf_init(reinterpret_cast<char*>(w->frames[0].head.data()),
                                 static_cast<unsigned>(w->frames[0].head.size())));
+  w->wire_bytes = w->bytes;
   c->in_flight += w->bytes;
   if (int r = uv_write(&w->req, stream_of(c), w->bufs.data(), 1, on_write_cb); r < 0) {
     c->in_flight -= w->bytes;
     delete w;
-    close_conn(c, transport_event::kind::error, std::string("write failed: ") + uv_strerror(r));
+    close_conn(c, transport_event::kind::error, std::string("write failed: ") + uv_strerror(r),
+               connection_failure::io_error);
     return false;
   }
   return true;
@@ -739,11 +773,13 @@ void tcp_impl::pump(connection* c, peer_state& p) {
       if (c->sealer != nullptr && f.partial_on == 0) {
         if (!seal_frame(c, f, *w))
           break; // the window is full in the middle of this frame
+        ++w->whole_frames;
         p.ready.pop_front();
         continue;
       }
       w->bytes += f.charged();
       w->frames.push_back(std::move(f.bytes));
+      ++w->whole_frames; // the whole frame, or the rest of one a direct write began
       p.ready.pop_front();
       auto& b = w->frames.back();
       if (!b.head.empty()) // empty: the rest of a frame `send` wrote part of
@@ -758,6 +794,8 @@ void tcp_impl::pump(connection* c, peer_state& p) {
       delete w;
       continue;
     }
+    for (auto& b : w->bufs)
+      w->wire_bytes += b.len;
     // Count before uv_write: libuv may write synchronously (the callback still comes later).
     c->in_flight += w->bytes;
     const int r = uv_write(&w->req, stream_of(c), w->bufs.data(),
@@ -766,7 +804,8 @@ void tcp_impl::pump(connection* c, peer_state& p) {
       c->in_flight -= w->bytes;
       release(w->counter, w->bytes);
       delete w;
-      close_conn(c, transport_event::kind::error, std::string("write failed: ") + uv_strerror(r));
+      close_conn(c, transport_event::kind::error, std::string("write failed: ") + uv_strerror(r),
+                 connection_failure::io_error);
       return;
     }
   }
@@ -829,10 +868,14 @@ void tcp_impl::on_write(write_req* w, int status) {
   // Released only now (handed to the kernel, or lost with the connection): a sender that
   // `drain` lets go on finds the direct path open again when the connection is idle.
   release(w->counter, w->bytes);
+  if (status >= 0) {
+    stats_.bytes_sent.fetch_add(w->wire_bytes, std::memory_order_relaxed);
+    stats_.frames_sent.fetch_add(w->whole_frames, std::memory_order_relaxed);
+  }
   if (status < 0) {
     if (status != UV_ECANCELED)
       close_conn(c, transport_event::kind::error,
-                 std::string("write failed: ") + uv_strerror(status));
+                 std::string("write failed: ") + uv_strerror(status), connection_failure::io_error);
     return;
   }
   if (w->close_after)
@@ -841,13 +884,22 @@ void tcp_impl::on_write(write_req* w, int status) {
 
 // --- closing ----------------------------------------------------------------------------
 
-void tcp_impl::reject(connection* c, const std::string& why) {
-  close_conn(c, transport_event::kind::rejected, why);
+void tcp_impl::reject(connection* c, const std::string& why, connection_failure f) {
+  close_conn(c, transport_event::kind::rejected, why, f);
 }
 
-void tcp_impl::close_conn(connection* c, transport_event::kind kind, const std::string& why) {
+void tcp_impl::count_failure(connection::role side, connection_failure f) {
+  if (f == connection_failure::none || shutting_down_)
+    return;
+  auto& by = side == connection::role::acceptor ? stats_.inbound : stats_.outbound;
+  by[static_cast<std::size_t>(f)].fetch_add(1, std::memory_order_relaxed);
+}
+
+void tcp_impl::close_conn(connection* c, transport_event::kind kind, const std::string& why,
+                          connection_failure f) {
   if (c->state == connection::phase::closing)
     return;
+  count_failure(c->side, f);
   const bool was_up = c->up;
   c->state = connection::phase::closing;
   c->up = false;
@@ -886,6 +938,7 @@ void tcp_impl::close_conn(connection* c, transport_event::kind kind, const std::
     return;
   if (!why.empty() && (kind != transport_event::kind::peer_down || was_up)) {
     transport_event ev{kind, c->peer, describe(c) + ": " + why + note};
+    ev.failure = f;
     ev.unreachable = c->unreachable;
     ev.reached = c->reached;
     if (c->side == connection::role::acceptor && kind != transport_event::kind::peer_down)

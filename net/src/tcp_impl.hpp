@@ -15,6 +15,7 @@
 // themselves in their close callback; write requests complete (ECANCELED at worst)
 // before their stream's close callback, so they may point at their connection.
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -225,6 +226,8 @@ struct write_req {
   std::vector<std::pair<std::unique_ptr<std::uint8_t[]>, std::size_t>> sealed;
   std::vector<uv_buf_t> bufs;
   std::size_t bytes = 0;    ///< total of frames
+  std::size_t wire_bytes = 0;   ///< what goes to the socket (sealed records: with their overhead)
+  std::size_t whole_frames = 0; ///< frames whose last byte is in this write
   counter_ptr counter;      ///< charged for the frames (none for handshake messages)
   bool close_after = false; ///< close the connection once written (a final answer)
 };
@@ -334,10 +337,14 @@ public:
   void on_decoded(connection* c, std::vector<schema::frame>& frames);
   void pump(connection* c, peer_state& p);
   bool write_raw(connection* c, std::vector<std::uint8_t> bytes, bool close_after);
-  void reject(connection* c, const std::string& why);
+  void reject(connection* c, const std::string& why, connection_failure f);
   /// Closes `c` (idempotent). `kind`/`why` describe the cause; an empty `why` logs
-  /// nothing. A connection that was up also reports peer_down.
-  void close_conn(connection* c, transport_event::kind kind, const std::string& why);
+  /// nothing. A connection that was up also reports peer_down. `f`: why it failed
+  /// (counted in `stats_`; none for a connection that simply closed).
+  void close_conn(connection* c, transport_event::kind kind, const std::string& why,
+                  connection_failure f = connection_failure::none);
+  /// Counts a failed connection of `side` (not while shutting down).
+  void count_failure(connection::role side, connection_failure f);
   void on_handle_closed(connection* c);
   std::string describe(const connection* c) const;
   /// What each connection's decoder asks where large payloads go (null: no sink).
@@ -392,6 +399,20 @@ public:
   std::unordered_map<std::string, std::list<connection*>> pending_by_address_;
   std::uint64_t next_serial_ = 0;
   log_limiter hostile_log_{cfg_.hostile_log_interval};
+
+  // --- counters, any thread (stats()) --------------------------------------------------
+  struct counters {
+    std::atomic<std::uint64_t> bytes_sent{0};
+    std::atomic<std::uint64_t> bytes_received{0};
+    std::atomic<std::uint64_t> frames_sent{0};
+    std::atomic<std::uint64_t> frames_received{0};
+    std::atomic<std::uint64_t> opened{0};
+    std::atomic<std::uint64_t> accepted{0};
+    std::array<std::atomic<std::uint64_t>, connection_failure_count> inbound{};
+    std::array<std::atomic<std::uint64_t>, connection_failure_count> outbound{};
+  };
+  counters stats_;
+  transport_stats stats() const;
   std::unordered_set<resolve_req*> resolving_;
 };
 

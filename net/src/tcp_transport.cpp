@@ -51,6 +51,40 @@ const char* to_string(transport_event::kind k) {
   return "unknown";
 }
 
+const char* to_string(connection_failure f) {
+  switch (f) {
+  case connection_failure::none:
+    return "none";
+  case connection_failure::connect_failed:
+    return "connect_failed";
+  case connection_failure::wrong_processor:
+    return "wrong_processor";
+  case connection_failure::wrong_secret:
+    return "wrong_secret";
+  case connection_failure::version_mismatch:
+    return "version_mismatch";
+  case connection_failure::mode_mismatch:
+    return "mode_mismatch";
+  case connection_failure::malformed_handshake:
+    return "malformed_handshake";
+  case connection_failure::handshake_timeout:
+    return "handshake_timeout";
+  case connection_failure::handshake_closed:
+    return "handshake_closed";
+  case connection_failure::stranger_budget:
+    return "stranger_budget";
+  case connection_failure::malformed_input:
+    return "malformed_input";
+  case connection_failure::closed_mid_frame:
+    return "closed_mid_frame";
+  case connection_failure::io_error:
+    return "io_error";
+  case connection_failure::other:
+    return "other";
+  }
+  return "unknown";
+}
+
 std::string to_string(const transport_event& e) {
   return std::string(to_string(e.what)) + ": " + e.detail;
 }
@@ -90,6 +124,9 @@ bool tcp_transport::post(std::function<void()> fn) {
 }
 bool tcp_transport::busy_polling() const {
   return impl_->busy_polling();
+}
+transport_stats tcp_transport::stats() const {
+  return impl_->stats();
 }
 
 namespace detail {
@@ -410,8 +447,10 @@ send_status tcp_impl::send(wire::envelope e, send_options opt) {
       schema::frame_bytes sealed{seal_whole(*counter->sealer, c.frame.bytes), {}};
       const std::size_t sealed_bytes = sealed.size();
       const std::size_t written = write_direct(counter->fd, sealed);
+      stats_.bytes_sent.fetch_add(written, std::memory_order_relaxed);
       if (written == sealed_bytes) {
         dl.unlock();
+        stats_.frames_sent.fetch_add(1, std::memory_order_relaxed);
         release(counter, bytes);
         return send_status::queued;
       }
@@ -431,8 +470,10 @@ send_status tcp_impl::send(wire::envelope e, send_options opt) {
       c.bytes = rest;
     } else {
       const std::size_t written = write_direct(counter->fd, c.frame.bytes);
+      stats_.bytes_sent.fetch_add(written, std::memory_order_relaxed);
       if (written == bytes) {
         dl.unlock();
+        stats_.frames_sent.fetch_add(1, std::memory_order_relaxed);
         release(counter, bytes); // handed to the kernel
         return send_status::queued;
       }
@@ -489,6 +530,21 @@ bool tcp_impl::drain(duration timeout) const {
            || state_ == run_state::stopped;
   });
   return total_queued_.load() == 0;
+}
+
+transport_stats tcp_impl::stats() const {
+  transport_stats s;
+  s.bytes_sent = stats_.bytes_sent.load(std::memory_order_relaxed);
+  s.bytes_received = stats_.bytes_received.load(std::memory_order_relaxed);
+  s.frames_sent = stats_.frames_sent.load(std::memory_order_relaxed);
+  s.frames_received = stats_.frames_received.load(std::memory_order_relaxed);
+  s.connections_opened = stats_.opened.load(std::memory_order_relaxed);
+  s.connections_accepted = stats_.accepted.load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < connection_failure_count; ++i) {
+    s.inbound_failures[i] = stats_.inbound[i].load(std::memory_order_relaxed);
+    s.outbound_failures[i] = stats_.outbound[i].load(std::memory_order_relaxed);
+  }
+  return s;
 }
 
 std::uint16_t tcp_impl::port() const {
@@ -820,6 +876,8 @@ void tcp_impl::maybe_connect(peer_state& p) {
                        "to " + std::to_string(p.id) + ": bad address \"" + p.address
                            + "\" (want host:port or [v6]:port)"};
     ev.unreachable = true;
+    ev.failure = connection_failure::connect_failed;
+    count_failure(connection::role::initiator, ev.failure);
     emit(std::move(ev));
     after_outbound_closed(p, false);
     return_frames(p, "bad address");
@@ -853,6 +911,8 @@ void tcp_impl::maybe_connect(peer_state& p) {
                        "to " + std::to_string(p.id) + " at " + p.address
                            + ": cannot resolve: " + uv_strerror(rc)};
     ev.unreachable = true;
+    ev.failure = connection_failure::connect_failed;
+    count_failure(connection::role::initiator, ev.failure);
     emit(std::move(ev));
     after_outbound_closed(p, false);
     return_frames(p, "cannot resolve");
@@ -873,6 +933,8 @@ void tcp_impl::on_resolved(resolve_req* r, int status, addrinfo* res) {
                          "to " + std::to_string(p->id) + " at " + p->address
                              + ": cannot resolve: " + uv_strerror(status)};
       ev.unreachable = true;
+      ev.failure = connection_failure::connect_failed;
+      count_failure(connection::role::initiator, ev.failure);
       emit(std::move(ev));
       after_outbound_closed(*p, false);
       return_frames(*p, "cannot resolve");

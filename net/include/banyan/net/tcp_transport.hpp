@@ -25,6 +25,7 @@
 /// program installed is left alone); the write then fails with EPIPE, which closes the
 /// connection like any other write error.
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -112,6 +113,46 @@ enum class send_status {
 
 const char* to_string(send_status s);
 
+/// Why a connection failed or was refused (`transport_event::failure`, counted in
+/// `transport_stats`). Labels of `banyan_connection_failures_total` (docs/observability.md).
+enum class connection_failure : std::uint8_t {
+  none,                ///< not a failure
+  connect_failed,      ///< outbound: refused, unreachable, unresolvable, bad address, timed out
+  wrong_processor,     ///< outbound: another processor answered at the peer's address
+  wrong_secret,        ///< the other side's proof does not match our secret
+  version_mismatch,    ///< the other side speaks another protocol version
+  mode_mismatch,       ///< one side encrypts, the other runs in plaintext mode
+  malformed_handshake, ///< an undecodable or inconsistent Hello/HelloAck, an impossible id
+  handshake_timeout,   ///< the handshake did not complete in time
+  handshake_closed,    ///< the other side closed the connection during the handshake
+  stranger_budget,     ///< inbound: refused or closed to keep the strangers' budget
+  malformed_input,     ///< established: a malformed frame or record, a record that failed
+                       ///< authentication, frames naming other processors, stray bytes
+  closed_mid_frame,    ///< established: the peer closed in the middle of a frame
+  io_error,            ///< accept, read or write failed
+  other,               ///< anything else (no random numbers for a nonce)
+};
+inline constexpr std::size_t connection_failure_count = 14;
+/// "wrong_secret", "stranger_budget", ...
+const char* to_string(connection_failure f);
+
+/// What a transport has done since it was made: monotonic counters, read at any time from
+/// any thread (`tcp_transport::stats`). Bytes are TCP payload bytes as written to and read
+/// from the sockets (handshakes and record overhead included); frames are whole frames.
+struct transport_stats {
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  std::uint64_t frames_sent = 0;     ///< frames whose last byte went to the kernel
+  std::uint64_t frames_received = 0; ///< frames decoded (handed-back ones included)
+  std::uint64_t connections_opened = 0;   ///< outbound connections that completed the handshake
+  std::uint64_t connections_accepted = 0; ///< inbound connections that completed the handshake
+  /// Failed or refused connection attempts and broken connections, by side and reason
+  /// (indexed by `connection_failure`; `none` stays 0). An outbound peer that stays
+  /// unreachable counts one per attempt (the reconnect backoff paces them).
+  std::array<std::uint64_t, connection_failure_count> inbound_failures{};
+  std::array<std::uint64_t, connection_failure_count> outbound_failures{};
+};
+
 /// Something the operator may want to read; one log line each (`to_string`).
 struct transport_event {
   enum class kind : std::uint8_t {
@@ -132,6 +173,9 @@ struct transport_event {
   /// budget): such lines are rate-limited per remote address (`hostile_log_interval`),
   /// and the detail ends with "(untrusted input...)" saying how many were held back.
   bool hostile = false;
+  /// `rejected` or `error` about a connection: why it failed (`none` otherwise, and for
+  /// a connection that simply closed).
+  connection_failure failure = connection_failure::none;
   /// `rejected` because another processor answered at `peer`'s address: its id, as the
   /// acceptor named itself in its HelloAck (before anything was authenticated).
   proc_id reached = no_proc;
@@ -227,6 +271,9 @@ public:
   /// not running; `fn` is also dropped unrun when `stop` comes first. Thread-safe. Costs
   /// a wake-up of the loop thread unless it is polling (`busy_polling`).
   bool post(std::function<void()> fn);
+
+  /// The counters so far (all zero before `start`; kept after `stop`). Thread-safe.
+  transport_stats stats() const;
 
   /// Whether the loop polls its sockets after activity instead of sleeping at once
   /// (`tcp_config::busy_poll` > 0): then `post` reaches a loop that is usually awake.
