@@ -154,6 +154,7 @@ struct node::impl {
   std::unique_ptr<node_core> core;
   std::uint16_t port = 0;
   std::string address;
+  net::transport_stats last_transport; ///< the transport's counters when it stopped
 
   explicit impl(node_config c) : cfg(std::move(c)) {}
 
@@ -264,6 +265,8 @@ struct node::impl {
 
   /// Runs `r` on the state machine, or answers it at once when the node is not running.
   void submit(collective_request_ptr r) {
+    r->counters = shared->counters;
+    r->counters->collective(r->counted_kind(), node_counters::started);
     std::unique_lock<std::mutex> lk(mtx);
     if (at == phase::running) {
       auto* c = core.get();
@@ -305,6 +308,7 @@ struct node::impl {
     tp->stop();       // no callback runs after this
     core->shutdown(); // pending requests complete with `stopped`
     std::lock_guard<std::mutex> lk(mtx);
+    last_transport = transport->stats();
     transport.reset();
   }
 };
@@ -420,6 +424,33 @@ std::string node::address() const {
 node_status node::status() const {
   std::lock_guard<std::mutex> lk(impl_->shared->mtx);
   return impl_->shared->status;
+}
+
+node_metrics node::metrics() const {
+  node_metrics m;
+  m.id = impl_->cfg.id;
+  node_core* core = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(impl_->mtx);
+    m.transport = impl_->transport ? impl_->transport->stats() : impl_->last_transport;
+    core = impl_->core.get(); // kept until the node goes
+  }
+  if (core)
+    core->fill_metrics(m);
+  const auto& c = *impl_->shared->counters;
+  auto get = [](const node_counters::counter& x) { return x.load(std::memory_order_relaxed); };
+  for (std::size_t k = 0; k < m.deliveries.size(); ++k)
+    m.deliveries[k] = {get(c.deliveries[k][0]), get(c.deliveries[k][1]), get(c.deliveries[k][2])};
+  for (std::size_t k = 0; k < m.collectives.size(); ++k)
+    m.collectives[k] = {get(c.collectives[k][node_counters::started]),
+                        get(c.collectives[k][node_counters::completed]),
+                        get(c.collectives[k][node_counters::failed])};
+  m.members_joined = get(c.members_joined);
+  m.members_left = get(c.members_left);
+  m.crashes_detected = get(c.crashes_detected);
+  m.vnodes_adopted = get(c.vnodes_adopted);
+  m.vnodes_disowned = get(c.vnodes_disowned);
+  return m;
 }
 
 supervisor::status node::state() const {

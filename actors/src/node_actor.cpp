@@ -383,6 +383,31 @@ void node_core::set_address(const std::string& a) {
   });
 }
 
+void node_core::fill_metrics(node_metrics& m) const {
+  std::lock_guard<std::mutex> lk(m_->mtx);
+  const auto& st = m_->state;
+  const auto& sup = *st.sup;
+  m.state = sup.state();
+  const bool in = m.state == supervisor::status::member || m.state == supervisor::status::leaving;
+  if (in) {
+    if (auto* me = sup.member_info(sup.self()))
+      m.incarnation = me->incarnation;
+    m.members = sup.members().size();
+    m.all_parented = sup.all_parented();
+    for (auto p : sup.members())
+      for (auto kind : {tree_kind::latency, tree_kind::bandwidth}) {
+        auto* ts = sup.tree({p, kind});
+        if (!ts || ts->parent() == no_proc)
+          continue;
+        m.parents.push_back({{p, kind}, ts->parent(), ts->rtt_parent(), ts->bw_parent()});
+      }
+  }
+  m.own_vnodes = sup.own_vnodes().size();
+  m.probes_completed = sup.probes_completed();
+  m.probes_abandoned = sup.probes_abandoned();
+  m.parent_changes.assign(st.parent_changes.begin(), st.parent_changes.end());
+}
+
 void node_core::linger(drained_ptr w) {
   run(m_.get(), runner::caller, [&w](node_ptr n) { on_linger(n, w); });
 }

@@ -20,6 +20,8 @@
 // may call the node again (on the same thread); what that produces runs after it.
 // Everybody else sees the snapshot in `node_shared`.
 
+#include <array>
+#include <atomic>
 #include <functional>
 #include <future>
 #include <memory>
@@ -66,6 +68,30 @@ struct node_request {
 };
 using node_request_ptr = std::shared_ptr<node_request>;
 
+/// The counters of `node_metrics` that are not read from the supervisor or the transport:
+/// relaxed atomics, counted under the state lock, or (collective outcomes) wherever a
+/// future is answered.
+struct node_counters {
+  using counter = std::atomic<std::uint64_t>;
+  enum outcome { started, completed, failed };
+  /// [node_delivery::kind][events, vnodes, bytes]
+  std::array<std::array<counter, 3>, 2> deliveries{};
+  /// [collective_kind][outcome]
+  std::array<std::array<counter, 3>, collective_kind_count> collectives{};
+  counter members_joined{0};
+  counter members_left{0};
+  counter crashes_detected{0};
+  counter vnodes_adopted{0};
+  counter vnodes_disowned{0};
+
+  static void add(counter& c, std::uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
+  void collective(collective_kind k, outcome o) {
+    const auto i = static_cast<std::size_t>(k);
+    if (i < collectives.size())
+      add(collectives[i][o]);
+  }
+};
+
 /// A broadcast, send or reduction asked of the actor. A request dropped unanswered (the
 /// node stopped) answers `stopped` from its destructor.
 struct collective_request {
@@ -77,16 +103,32 @@ struct collective_request {
   std::promise<expected<wire::collective_id>> started; ///< broadcast, send
   std::promise<expected<reduce_result>> reduced;       ///< reduce
   bool answered = false;
+  /// Where the outcome is counted (none: not counted).
+  std::shared_ptr<node_counters> counters;
 
+  /// The kind of operation asked for (what its outcome is counted under).
+  collective_kind counted_kind() const {
+    return what == kind::send ? collective_kind::message
+           : what == kind::reduce ? reduction.over
+                                  : over;
+  }
   void answer(expected<wire::collective_id> r) {
-    if (!answered)
+    if (!answered) {
+      count(r.has_value());
       started.set_value(std::move(r));
+    }
     answered = true;
   }
   void answer(expected<reduce_result> r) {
-    if (!answered)
+    if (!answered) {
+      count(r.has_value());
       reduced.set_value(std::move(r));
+    }
     answered = true;
+  }
+  void count(bool ok) {
+    if (counters)
+      counters->collective(counted_kind(), ok ? node_counters::completed : node_counters::failed);
   }
   collective_request() = default;
   collective_request(const collective_request&) = delete;
@@ -105,6 +147,8 @@ using collective_request_ptr = std::shared_ptr<collective_request>;
 
 /// Shared by the node (any thread) and its actor.
 struct node_shared {
+  /// Read by `node::metrics`; each counted where it happens (no lock needed).
+  std::shared_ptr<node_counters> counters = std::make_shared<node_counters>();
   mutable std::mutex mtx;
   node_status status;            ///< guarded by mtx
   node::event_handler on_event;  ///< guarded by mtx; called without it
@@ -133,6 +177,9 @@ public:
   void request(node_request_ptr r);
   void collective(const collective_request_ptr& r);
   void set_address(const std::string& a);
+  /// Fills what `m` takes from the state machine: state, incarnation, membership, the
+  /// parents and their measurements, probes, parent changes.
+  void fill_metrics(node_metrics& m) const;
   /// Sets `w` once a node that has left has drained its engines (at once otherwise).
   void linger(drained_ptr w);
 

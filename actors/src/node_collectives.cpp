@@ -119,7 +119,12 @@ void check_part_sent(node_ptr self, const wire::reduce_partial& p) {
 
 /// Hands what a broadcast-like engine delivered to the delivery handler.
 void take_deliveries(node_ptr self, broadcast_outbox& bo) {
+  auto& counted = *self->state.shared->counters;
   for (auto& d : bo.deliveries) {
+    auto& c = counted.deliveries[d.p2p ? 1 : 0];
+    node_counters::add(c[0]);
+    node_counters::add(c[1], d.vnodes.size());
+    node_counters::add(c[2], d.payload.size());
     node_delivery nd;
     nd.what = d.p2p ? node_delivery::kind::message : node_delivery::kind::broadcast;
     nd.op = d.op;

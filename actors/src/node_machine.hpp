@@ -131,6 +131,7 @@ struct node_state {
   std::map<proc_id, std::string> complaints; ///< the last refusal or error, per peer
   std::vector<node_event> pending_events;    ///< handed to the handler after each step
   vnode_set adopted; ///< adopted from crashed members, for the reduction engine
+  std::map<tree_key, std::uint64_t> parent_changes; ///< node_metrics::parent_changes
   std::vector<std::pair<node_request_ptr, node::result>> answers; ///< given after each step
 };
 

@@ -124,12 +124,15 @@ void sync_members(node_ptr self) {
       }
     }
     st.departed.erase(p);
-    if (!std::binary_search(st.members.begin(), st.members.end(), p))
+    if (!std::binary_search(st.members.begin(), st.members.end(), p)) {
+      node_counters::add(st.shared->counters->members_joined);
       emit(self, {node_event::kind::member_joined, {}, no_proc, no_proc, p, addr, {}});
+    }
   }
   for (auto p : st.members) {
     if (p == me || std::binary_search(now.begin(), now.end(), p))
       continue;
+    node_counters::add(st.shared->counters->members_left);
     emit(self, {node_event::kind::member_left, {}, no_proc, no_proc, p, {}, {}});
     if (st.unreachable_peers.count(p) != 0) {
       forget_peer(self, p); // nothing runs there: what is queued comes back now
@@ -155,6 +158,7 @@ void on_tree_event(node_ptr self, const tree_event& e) {
   using k = tree_event::kind;
   switch (e.what) {
   case k::parent_changed:
+    ++st.parent_changes[e.tree];
     emit(self, {node_event::kind::parent_changed, e.tree, e.old_parent, e.new_parent, no_proc, {}, {}});
     break;
   case k::cycle_broken:
@@ -196,17 +200,20 @@ void on_tree_event(node_ptr self, const tree_event& e) {
     complete(self, st.leaving, std::nullopt);
     break;
   case k::crash_detected:
+    node_counters::add(st.shared->counters->crashes_detected);
     emit(self, {node_event::kind::member_crashed, {}, no_proc, no_proc, e.peer,
                 "processor " + std::to_string(e.peer) + " taken to have crashed (unreachable, "
                 "or silent for the crash timeout); its vnodes go to its successor", {}});
     break;
   case k::adopted:
     st.adopted |= e.vnodes;
+    node_counters::add(st.shared->counters->vnodes_adopted, e.vnodes.size());
     emit(self, {node_event::kind::vnodes_adopted, {}, no_proc, no_proc, e.peer,
                 "now owns vnodes " + e.vnodes.to_string() + ", adopted from crashed processor "
                   + std::to_string(e.peer), e.vnodes});
     break;
   case k::disowned:
+    node_counters::add(st.shared->counters->vnodes_disowned, e.vnodes.size());
     emit(self, {node_event::kind::vnodes_disowned, {}, no_proc, no_proc, e.peer,
                 "taken for crashed (heard from "
                   + (e.peer == no_proc ? std::string("a member") : "processor " + std::to_string(e.peer))

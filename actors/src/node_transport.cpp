@@ -8,6 +8,18 @@ namespace banyan::actors::node_internal {
 
 // --- transport events -------------------------------------------------------------------
 
+namespace {
+
+/// The node event reporting transport event `ev` (as `line`, about `peer`).
+node_event transport_line(const net::transport_event& ev, proc_id peer, std::string line) {
+  node_event e{node_event::kind::transport, {}, no_proc, no_proc, peer, std::move(line), {}};
+  e.hostile = ev.hostile;
+  e.failure = ev.failure;
+  return e;
+}
+
+} // namespace
+
 void on_net_event(node_ptr self, const net::transport_event& ev) {
   auto& st = self->state;
   using kind = net::transport_event::kind;
@@ -17,7 +29,7 @@ void on_net_event(node_ptr self, const net::transport_event& ev) {
     for (auto& e : ev.returned)
       bounce_to_engine(self, e.to, e.body);
     if (ev.peer != discovery_id)
-      emit(self, {node_event::kind::transport, {}, no_proc, no_proc, ev.peer, net::to_string(ev), {}});
+      emit(self, transport_line(ev, ev.peer, net::to_string(ev)));
     after(self, false, false);
     return;
   }
@@ -28,9 +40,9 @@ void on_net_event(node_ptr self, const net::transport_event& ev) {
     auto id = "to " + std::to_string(discovery_id) + " at ";
     if (auto at = line.find(id); at != std::string::npos)
       line.replace(at, id.size(), "to the contact at ");
-    emit(self, {node_event::kind::transport, {}, no_proc, no_proc, no_proc, line, {}});
+    emit(self, transport_line(ev, no_proc, std::move(line)));
   } else {
-    emit(self, {node_event::kind::transport, {}, no_proc, no_proc, ev.peer, net::to_string(ev), {}});
+    emit(self, transport_line(ev, ev.peer, net::to_string(ev)));
   }
   if (st.joining && st.joining->discovering && ev.peer == discovery_id) {
     if (failed) {

@@ -32,15 +32,18 @@
 /// call any method but `stop`, must not wait on a future of this node, and should be
 /// quick (a long handler holds up the network). CAF stays behind this header.
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <future>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "banyan/core/broadcast.hpp"
+#include "banyan/core/collective_kind.hpp"
 #include "banyan/core/error.hpp"
 #include "banyan/core/messages.hpp"
 #include "banyan/core/reduce.hpp"
@@ -174,6 +177,11 @@ struct node_event {
   proc_id peer = no_proc;
   std::string detail;
   vnode_set vnodes; ///< vnodes_adopted, vnodes_disowned
+  /// transport: about input from a connection that had not proved the secret, or broke
+  /// the protocol (malformed, forged): the transport rate-limits these per address.
+  bool hostile = false;
+  /// transport: why a connection failed or was refused (none otherwise).
+  net::connection_failure failure = net::connection_failure::none;
 };
 
 const char* to_string(node_event::kind k);
@@ -209,6 +217,63 @@ struct node_status {
 };
 
 const char* to_string(supervisor::status s);
+
+/// What a node has done (counters: monotonic from its construction, across memberships)
+/// and where it stands (gauges: values now), from `node::metrics()`. `banyan node
+/// --metrics` serves them in Prometheus's text format (banyan/actors/node_exposition.hpp;
+/// every metric and its meaning: docs/observability.md). Counting costs a relaxed atomic
+/// increment, or a map entry under the node's lock (parent changes).
+struct node_metrics {
+  proc_id id = no_proc;
+  // --- gauges ------------------------------------------------------------------------
+  supervisor::status state = supervisor::status::idle;
+  std::uint64_t incarnation = 0; ///< this node's, while a member (0 otherwise)
+  std::size_t members = 0;       ///< members it knows, itself included (0 when not a member)
+  std::size_t own_vnodes = 0;
+  bool all_parented = false;     ///< as in `node_status`
+  /// A tree rooted elsewhere that has a parent here now, and what was measured on that edge.
+  struct parent_edge {
+    tree_key tree;
+    proc_id parent = no_proc;
+    duration rtt{0};    ///< the RTT measured to the parent (0: placed without measuring it)
+    rate bandwidth = 0; ///< the path bandwidth measured to it, bytes/s (0: not measured)
+  };
+  std::vector<parent_edge> parents; ///< by tree
+  // --- counters ----------------------------------------------------------------------
+  /// Deliveries to this node's vnodes of one `node_delivery::kind`.
+  struct delivery_counts {
+    std::uint64_t events = 0; ///< delivery handler calls (one may cover several vnodes)
+    std::uint64_t vnodes = 0; ///< vnode deliveries: each event counts the vnodes it covers
+    std::uint64_t bytes = 0;  ///< payload bytes of those events (one payload per event)
+  };
+  /// Indexed by `node_delivery::kind`: [0] broadcasts, [1] messages.
+  std::array<delivery_counts, 2> deliveries{};
+  /// Operations asked of this node (`broadcast`, `send`, `reduce`), by outcome:
+  /// `started` counts the calls, `completed` and `failed` the futures resolved with
+  /// success or an error (a broadcast or send completes once its engine has it; a
+  /// reduction at the root once its result is there, elsewhere once this node's part is
+  /// sent). Calls whose futures are still open: started - completed - failed.
+  struct collective_counts {
+    std::uint64_t started = 0;
+    std::uint64_t completed = 0;
+    std::uint64_t failed = 0;
+  };
+  /// Indexed by `collective_kind` (the kind asked for: `message` for `send`).
+  std::array<collective_counts, collective_kind_count> collectives{};
+  /// The transport's counters: bytes and frames sent and received, connections, failed
+  /// or refused connections by side and reason (net/tcp_transport.hpp).
+  net::transport_stats transport;
+  /// Parent changes in each tree where there has been one (trees of members that left
+  /// included), by tree.
+  std::vector<std::pair<tree_key, std::uint64_t>> parent_changes;
+  std::uint64_t probes_completed = 0; ///< measurements of a candidate parent completed
+  std::uint64_t probes_abandoned = 0; ///< and given up (the candidate did not answer)
+  std::uint64_t members_joined = 0;   ///< `member_joined` events
+  std::uint64_t members_left = 0;     ///< `member_left` events (crashed ones included)
+  std::uint64_t crashes_detected = 0; ///< `member_crashed` events: members this node took for crashed
+  std::uint64_t vnodes_adopted = 0;   ///< vnodes adopted from crashed members
+  std::uint64_t vnodes_disowned = 0;  ///< vnodes given up because this node was taken for crashed
+};
 
 class node {
 public:
@@ -296,6 +361,10 @@ public:
   /// The advertised address (empty before `start`).
   std::string address() const;
   node_status status() const;
+  /// The counters and gauges (`node_metrics`), as of now. Thread-safe; takes the node's
+  /// lock for a moment (the parents' measurements are read from the supervisor), so it is
+  /// meant for a scrape now and then, and must not be called from `reduce`'s `values`.
+  node_metrics metrics() const;
   supervisor::status state() const;
   std::vector<proc_id> members() const;
   vnode_set own_vnodes() const;
