@@ -162,7 +162,7 @@ while :; do
   sleep 0.5
   line=""
   for s in "${services[@]}"; do
-    l=$(json "$s" "$t" | grep '"ev":"reduced"' | grep "\"seq\":$seq" | tail -n 1)
+    l=$(json "$s" "$t" | grep '"ev":"reduced"' | grep "\"seq\":\"$seq\"" | tail -n 1)
     if [ -n "$l" ]; then line=$l root=$s; fi
   done
   errors=$(for s in "${services[@]}"; do json "$s" "$t" | grep '"ev":"error"' | sed "s/^/$s: /"; done)

@@ -80,6 +80,26 @@ void cluster_run::pump(std::chrono::milliseconds limit, int only) {
   }
 }
 
+namespace {
+
+/// A reduction's number in a `reduced` / `reduce_sent` line: a decimal string (64-bit
+/// numbers are strings in the control protocol); 0 when absent or malformed.
+std::uint64_t seq_of(const json& j) {
+  auto it = j.find("seq");
+  if (it == j.end() || !it->is_string())
+    return 0;
+  const auto& s = it->get_ref<const std::string&>();
+  if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos)
+    return 0;
+  try {
+    return std::stoull(s);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+} // namespace
+
 void cluster_run::on_line(child& c, const std::string& line) {
   auto j = json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("ev")) {
@@ -104,9 +124,9 @@ void cluster_run::on_line(child& c, const std::string& line) {
   } else if (ev == "acked") {
     ev_.acked[j.value("op", "")] = j;
   } else if (ev == "reduced") {
-    ev_.reduced[j.value("seq", std::uint64_t{0})] = j;
+    ev_.reduced[seq_of(j)] = j;
   } else if (ev == "reduce_sent") {
-    ev_.reduce_sent[j.value("seq", std::uint64_t{0})].insert(k);
+    ev_.reduce_sent[seq_of(j)].insert(k);
   } else if (ev == "left") {
     ++ev_.left[k];
   } else if (ev == "error") {

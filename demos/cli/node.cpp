@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -14,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -23,8 +25,11 @@
 #include <nlohmann/json.hpp>
 
 #include "banyan/actors/node.hpp"
+#include "banyan/actors/node_exposition.hpp"
 #include "banyan/core/topology.hpp"
+#include "banyan/net/metrics_server.hpp"
 #include "node_control.hpp"
+#include "node_logger.hpp"
 
 namespace banyan::cli {
 
@@ -46,6 +51,21 @@ bool host_port_ok(const std::string& s) {
                           : host.find(':') != std::string::npos)
     return false;
   return parse_uint(s.substr(colon + 1), 65535).has_value();
+}
+
+/// "IP:PORT" or "[IPv6]:PORT" with a numeric address -> address and port.
+std::optional<std::pair<std::string, std::uint16_t>> numeric_host_port(const std::string& s) {
+  if (!host_port_ok(s))
+    return std::nullopt;
+  const auto colon = s.rfind(':');
+  auto host = s.substr(0, colon);
+  const bool v6 = host.front() == '[';
+  if (v6)
+    host = host.substr(1, host.size() - 2);
+  unsigned char buf[16];
+  if (::inet_pton(v6 ? AF_INET6 : AF_INET, host.c_str(), buf) != 1)
+    return std::nullopt;
+  return std::make_pair(host, static_cast<std::uint16_t>(*parse_uint(s.substr(colon + 1), 65535)));
 }
 
 /// "0-1023", "7", "0-9,20-29", "{0-9,20-29}": inclusive ranges, as vnode_set prints them.
@@ -182,7 +202,10 @@ std::future<banyan::node::result> join_with_retries(banyan::node& n,
   });
 }
 
-nlohmann::json status_json(const banyan::node& n, const std::string& error) {
+/// The --json-status document. Incarnations are strings: they are 64-bit, and JSON
+/// readers that hold numbers in doubles (jq, JavaScript) round those above 2^53.
+nlohmann::json status_json(const banyan::node& n, const std::string& metrics,
+                           const std::string& error) {
   const auto s = n.status();
   nlohmann::json j;
   j["id"] = s.id;
@@ -192,7 +215,8 @@ nlohmann::json status_json(const banyan::node& n, const std::string& error) {
   j["state"] = to_string(s.state);
   auto& members = j["members"] = nlohmann::json::array();
   for (auto& m : s.members)
-    members.push_back({{"id", m.id}, {"address", m.address}, {"incarnation", m.incarnation}});
+    members.push_back(
+      {{"id", m.id}, {"address", m.address}, {"incarnation", std::to_string(m.incarnation)}});
   j["own_vnodes"] = s.own_vnodes.to_string();
   j["own_vnode_count"] = s.own_vnodes.size();
   auto& runs = j["own_vnode_intervals"] = nlohmann::json::array();
@@ -213,6 +237,8 @@ nlohmann::json status_json(const banyan::node& n, const std::string& error) {
       last["est_MBps"] = t.est / 1e6;
   }
   j["probes"] = {{"completed", s.probes_completed}, {"abandoned", s.probes_abandoned}};
+  if (!metrics.empty())
+    j["metrics"] = metrics;
   if (!error.empty())
     j["error"] = error;
   return j;
@@ -247,24 +273,6 @@ std::string tree_summary(const node_status& s) {
          + " vnodes " + s.own_vnodes.to_string();
 }
 
-/// Log lines: on stdout, or on stderr in control mode (stdout is the protocol's).
-class logger {
-public:
-  logger(proc_id id, bool verbose, std::ostream& out)
-    : prefix_("node " + std::to_string(id) + ": "), verbose_(verbose), out_(out) {}
-  void line(const std::string& s) {
-    std::lock_guard<std::mutex> lk(mtx_);
-    out_ << prefix_ << s << std::endl;
-  }
-  bool verbose() const { return verbose_; }
-
-private:
-  std::mutex mtx_;
-  std::string prefix_;
-  bool verbose_;
-  std::ostream& out_;
-};
-
 /// One line on stdout (a JSON object; the newline is added here), written at once.
 void write_line(const std::string& line) {
   static std::mutex mtx;
@@ -285,13 +293,13 @@ void emit_line(nlohmann::json j) {
 
 /// Control mode's loop: commands from stdin until `quit`, end of input or a signal
 /// (then it leaves, as without --control). Returns the exit code.
-int control_loop(banyan::node& n, logger& log, control_session& session, const sigset_t& signals,
+int control_loop(banyan::node& n, node_logger& log, control_session& session, const sigset_t& signals,
                  std::future<banyan::node::result> pending, const std::string& json_status,
                  const std::atomic<bool>& dirty_flag, const std::function<void()>& write_now,
                  const std::function<int()>& leave_and_stop) {
   int sfd = ::signalfd(-1, &signals, SFD_CLOEXEC);
   if (sfd < 0) {
-    log.line("cannot create a signalfd");
+    log.error("signalfd", std::string("cannot create a signalfd: ") + std::strerror(errno));
     n.stop();
     return 1;
   }
@@ -314,7 +322,8 @@ int control_loop(banyan::node& n, logger& log, control_session& session, const s
     }
     if (!member && pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
       if (auto err = pending.get()) {
-        log.line(with_prefix("cannot join: ", err->message));
+        log.error("cannot_join", with_prefix("cannot join: ", err->message),
+                  {{"code", to_string(err->code)}});
         emit_line({{"ev", "error"}, {"detail", err->to_string()}});
         n.stop();
         ::close(sfd);
@@ -351,11 +360,11 @@ int control_loop(banyan::node& n, logger& log, control_session& session, const s
   ::close(sfd);
   if (quit || eof) {
     // `quit` (or the driver went away): stop without leaving.
-    log.line(quit ? "quit: stopping" : "end of input: stopping");
+    log.info("stopping", quit ? "quit: stopping" : "end of input: stopping");
     n.stop();
     session.finish(std::chrono::seconds(5));
     write_now();
-    log.line("stopped");
+    log.info("stopped", "stopped");
     return 0;
   }
   int code = leave_and_stop();
@@ -466,6 +475,24 @@ int run_node(const node_options& opt) {
   auto crash_ms = parse_uint(opt.crash_timeout_ms, 3600 * 1000);
   if (!crash_ms)
     return bad("bad --crash-timeout \"" + opt.crash_timeout_ms + "\" (milliseconds; 0: off)");
+  auto level = parse_log_level(opt.log_level);
+  if (!level)
+    return bad("bad --log-level \"" + opt.log_level + "\" (error, warn, info or debug)");
+  if (opt.verbose) {
+    if (opt.log_level_given && *level != log_level::debug)
+      return bad("-v means --log-level debug: it contradicts --log-level " + opt.log_level);
+    level = log_level::debug;
+  }
+  auto format = parse_log_format(opt.log_format);
+  if (!format)
+    return bad("bad --log-format \"" + opt.log_format + "\" (text or json)");
+  std::optional<std::pair<std::string, std::uint16_t>> metrics_at;
+  if (!opt.metrics.empty()) {
+    metrics_at = numeric_host_port(opt.metrics);
+    if (!metrics_at)
+      return bad("bad --metrics \"" + opt.metrics
+                 + "\" (want IP:PORT, e.g. 127.0.0.1:9464, 0.0.0.0:9464 or [::1]:0; port 0 picks a free one)");
+  }
 
   node_config cfg;
   cfg.id = static_cast<proc_id>(*id);
@@ -516,18 +543,41 @@ int run_node(const node_options& opt) {
     return sigtimedwait(&signals, nullptr, &ts) > 0;
   };
 
-  logger log(cfg.id, opt.verbose, opt.control ? std::cerr : std::cout);
+  node_logger log(cfg.id, *level, *format, opt.control ? std::cerr : std::cout);
   std::atomic<bool> dirty{true};
   banyan::node n(cfg);
   std::string last_summary;
   n.on_event([&](const node_event& e) {
     using k = node_event::kind;
     dirty = true;
+    nlohmann::ordered_json f = nlohmann::ordered_json::object();
+    if (e.peer != no_proc)
+      f["peer"] = e.peer;
+    switch (e.what) {
+    case k::parent_changed:
+    case k::cycle_broken:
+      f["tree"] = to_string(e.tree.kind);
+      f["root"] = e.tree.root;
+      f["old_parent"] = e.old_parent == no_proc ? nlohmann::ordered_json() : nlohmann::ordered_json(e.old_parent);
+      if (e.what == k::parent_changed)
+        f["new_parent"] = e.new_parent == no_proc ? nlohmann::ordered_json() : nlohmann::ordered_json(e.new_parent);
+      break;
+    case k::vnodes_adopted:
+    case k::vnodes_disowned:
+      f["vnodes"] = e.vnodes.to_string();
+      f["vnode_count"] = e.vnodes.size();
+      break;
+    case k::member_joined:
+      f["address"] = e.detail;
+      break;
+    default:
+      if (!e.detail.empty())
+        f["detail"] = e.detail;
+    }
     switch (e.what) {
     case k::parent_changed:
     case k::busy:
-      if (log.verbose())
-        log.line(to_string(e));
+      log.debug(to_string(e.what), to_string(e), std::move(f));
       return;
     case k::idle: {
       // One line when the trees settle, if they look different from the last time.
@@ -535,21 +585,50 @@ int run_node(const node_options& opt) {
       if (st.state != supervisor::status::member)
         return;
       auto s = tree_summary(st);
-      if (s != last_summary || log.verbose())
-        log.line(s);
+      std::size_t parented = 0;
+      std::size_t total = 0;
+      for (auto& t : st.trees) {
+        total += t.tree.root != st.id;
+        parented += t.tree.root != st.id && t.parent != no_proc;
+      }
+      nlohmann::ordered_json tf{{"parented", parented},
+                                {"trees", total},
+                                {"members", st.members.size()},
+                                {"vnodes", st.own_vnodes.to_string()}};
+      if (s != last_summary)
+        log.info("trees", s, std::move(tf));
+      else
+        log.debug("trees", s, std::move(tf));
       last_summary = s;
       return;
     }
-    case k::transport:
-      // Hostile input (rate-limited by the transport) and misconfiguration: always.
-      if (log.verbose() || e.detail.find("wrong shared secret") != std::string::npos
-          || e.detail.find("version mismatch") != std::string::npos
-          || e.detail.find("mode mismatch") != std::string::npos
-          || e.detail.find("(untrusted input") != std::string::npos)
-        log.line(to_string(e));
+    case k::transport: {
+      if (e.failure != net::connection_failure::none)
+        f["reason"] = net::to_string(e.failure);
+      // Untrusted input (limited per address by the transport, and here per second) and
+      // misconfiguration (another secret, version or mode): warnings. The rest: debug,
+      // also a peer hanging up in the handshake: every join's first step (learning the
+      // contact's id) does that, as does a joiner holding another secret (counted in the
+      // metrics as handshake_closed).
+      if (e.hostile && e.failure != net::connection_failure::handshake_closed) {
+        log.hostile("transport", {log_level::warn, "hostile_input", to_string(e), std::move(f)});
+      } else if (e.failure == net::connection_failure::wrong_secret
+                 || e.failure == net::connection_failure::version_mismatch
+                 || e.failure == net::connection_failure::mode_mismatch) {
+        log.warn("misconfigured_peer", to_string(e), std::move(f));
+      } else {
+        log.debug("transport", to_string(e), std::move(f));
+      }
+      return;
+    }
+    case k::member_crashed:
+    case k::vnodes_disowned:
+    case k::join_failed:
+    case k::collective:
+      log.warn(to_string(e.what), to_string(e), std::move(f));
       return;
     default:
-      log.line(to_string(e));
+      log.info(to_string(e.what), to_string(e), std::move(f));
     }
   });
   auto port = n.start();
@@ -557,8 +636,38 @@ int run_node(const node_options& opt) {
     std::cerr << "banyan node: cannot start: " << port.err().to_string() << "\n";
     return 1;
   }
-  log.line("listening on " + n.address() + " (pid " + std::to_string(::getpid()) + ")");
-  write_status(opt.json_status, status_json(n, {}));
+  // GET /metrics, on a thread of its own; stopped before the node goes (declared after it).
+  std::unique_ptr<net::metrics_server> metrics;
+  std::string metrics_address;
+  if (metrics_at) {
+    net::metrics_server_config mc;
+    mc.host = metrics_at->first;
+    mc.port = metrics_at->second;
+    metrics = std::make_unique<net::metrics_server>(
+      mc, [&n] { return prometheus_text(n.metrics()); },
+      [&log](const std::string& line) {
+        log.hostile("metrics", {log_level::warn, "metrics_request_refused", line, {}});
+      });
+    auto mp = metrics->start();
+    if (!mp) {
+      n.stop();
+      std::cerr << "banyan node: " << mp.err().message << "\n";
+      return 1;
+    }
+    metrics_address = (mc.host.find(':') != std::string::npos ? "[" + mc.host + "]" : mc.host) + ":"
+                      + std::to_string(*mp);
+  }
+  {
+    std::string line = "listening on " + n.address() + " (pid " + std::to_string(::getpid()) + ")";
+    nlohmann::ordered_json f{{"address", n.address()}, {"pid", ::getpid()}};
+    if (!metrics_address.empty()) {
+      line += ", metrics on http://" + metrics_address + "/metrics";
+      f["metrics"] = metrics_address;
+    }
+    log.info("listening", line, std::move(f));
+  }
+  auto status_now = [&](const std::string& error) { return status_json(n, metrics_address, error); };
+  write_status(opt.json_status, status_now({}));
 
   // Set once the node leaves or stops: a join still retrying gives up.
   std::atomic<bool> give_up{false};
@@ -572,7 +681,7 @@ int run_node(const node_options& opt) {
     give_up = true;
     int code = 0;
     if (n.state() == supervisor::status::member) {
-      log.line("signal: leaving");
+      log.info("signal", "signal: leaving");
       auto left = n.leave();
       auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(*leave_ms);
       bool again = false;
@@ -580,21 +689,22 @@ int run_node(const node_options& opt) {
              && std::chrono::steady_clock::now() < deadline && !again)
         again = wait_signal(std::chrono::milliseconds(20));
       if (again) {
-        log.line("second signal: stopping without finishing the leave");
+        log.warn("signal", "second signal: stopping without finishing the leave");
         code = 1;
       } else if (left.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-        log.line("leave timed out after " + std::to_string(*leave_ms) + " ms: stopping");
+        log.error("leave_timeout", "leave timed out after " + std::to_string(*leave_ms) + " ms: stopping");
         code = 1;
       } else if (auto err = left.get()) {
         // The last member has nobody to hand its vnodes to: that is a clean end too.
-        log.line("not leaving gracefully: " + err->message);
+        log.warn("leave_refused", "not leaving gracefully: " + err->message,
+                 {{"code", to_string(err->code)}});
       }
     } else {
-      log.line("signal: stopping (" + std::string(to_string(n.state())) + ")");
+      log.info("signal", "signal: stopping (" + std::string(to_string(n.state())) + ")");
     }
     n.stop();
-    write_status(opt.json_status, status_json(n, {}));
-    log.line("stopped");
+    write_status(opt.json_status, status_now({}));
+    log.info("stopped", "stopped");
     return code;
   };
 
@@ -603,7 +713,7 @@ int run_node(const node_options& opt) {
     control_session session(n, contacts.empty() ? vnode_set{} : vnodes, write_line);
     auto write_now = [&] {
       dirty = false;
-      write_status(opt.json_status, status_json(n, {}));
+      write_status(opt.json_status, status_now({}));
     };
     return control_loop(n, log, session, signals, std::move(pending), opt.json_status, dirty,
                         write_now, leave_and_stop);
@@ -615,15 +725,16 @@ int run_node(const node_options& opt) {
     signalled = wait_signal(std::chrono::milliseconds(100));
     if (!member && pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
       if (auto err = pending.get()) {
-        log.line(with_prefix("cannot join: ", err->message));
+        log.error("cannot_join", with_prefix("cannot join: ", err->message),
+                  {{"code", to_string(err->code)}});
         n.stop();
-        write_status(opt.json_status, status_json(n, err->to_string()));
+        write_status(opt.json_status, status_now(err->to_string()));
         return 1;
       }
       member = true;
     }
     if (dirty.exchange(false))
-      write_status(opt.json_status, status_json(n, {}));
+      write_status(opt.json_status, status_now({}));
   }
   return leave_and_stop();
 }
@@ -670,7 +781,15 @@ void add_node_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--crash-timeout", opt->crash_timeout_ms,
                   "ms a member may stay silent before it is taken to have crashed and its vnodes are adopted (10000; 0: only refused connections)")
     ->type_name("MS");
-  cmd->add_flag("-v,--verbose", opt->verbose, "log every parent change and connection");
+  cmd->add_option("--metrics", opt->metrics,
+                  "serve GET /metrics (Prometheus text format) at this address; port 0 picks a free one (docs/observability.md)")
+    ->type_name("IP:PORT");
+  cmd->add_option("--log-level", opt->log_level, "error, warn, info (default) or debug")
+    ->type_name("LEVEL")
+    ->each([opt](const std::string&) { opt->log_level_given = true; });
+  cmd->add_option("--log-format", opt->log_format, "text (default) or json: one JSON object per line")
+    ->type_name("FORMAT");
+  cmd->add_flag("-v,--verbose", opt->verbose, "--log-level debug: also every parent change and connection");
   cmd->add_flag("--plaintext", opt->plaintext,
                 "send frames unencrypted (trusted networks only; every processor must agree)");
   cmd->add_flag("--control", opt->control,

@@ -4,7 +4,8 @@
 //   banyan node --id N --listen HOST:PORT --secret-file F
 //               [--join [ID@]HOST:PORT ... | --join-file F] [--join-timeout S]
 //               [--vnodes SET] [--advertise HOST:PORT]
-//               [--topology T [--site GROUP]] [--json-status FILE] [--control] [--seed S] [--threads N] [--busy-poll-us US] [--forward-overhead-us US] [-v]
+//               [--topology T [--site GROUP]] [--json-status FILE] [--control] [--seed S] [--threads N] [--busy-poll-us US] [--forward-overhead-us US]
+//               [--metrics HOST:PORT] [--log-level error|warn|info|debug] [--log-format text|json] [-v]
 //
 // Without --join it founds the computation, owning --vnodes (default 0-1023); with it,
 // it joins through the first contact that lets it in, asking for --vnodes (default: a
@@ -15,7 +16,10 @@
 // keeps retrying until that many seconds have passed (0: one attempt). It logs membership and tree events, keeps --json-status up to
 // date, and on SIGINT/SIGTERM leaves gracefully (hands its vnodes over), then exits 0.
 // With --control it takes commands on stdin and answers with JSON lines on stdout
-// (logs go to stderr): see node_control.hpp and docs/cluster.md.
+// (logs go to stderr): see node_control.hpp and docs/cluster.md. With --metrics it serves
+// `GET /metrics` (Prometheus text format) at HOST:PORT (port 0: any free one, named in
+// the "listening on" line and the status file); docs/observability.md. Its log lines go
+// through one node_logger (node_logger.hpp): --log-level, --log-format, -v = debug.
 // Exit codes: 0 done, 1 could not start or join, 2 bad arguments (one line on stderr).
 // See docs/api.md.
 
@@ -49,7 +53,11 @@ struct node_options {
   /// broadcast_config::segment_size and max_segment in KiB: one segment size for every
   /// long broadcast (empty: the node's defaults, 64 KiB up to 1 MiB by the message size)
   std::string segment_kib;
-  bool verbose = false;
+  std::string metrics;              ///< IP:PORT to serve GET /metrics on (empty: none)
+  std::string log_level = "info";   ///< error, warn, info, debug
+  std::string log_format = "text";  ///< text, json
+  bool log_level_given = false;     ///< --log-level was given (-v then must agree)
+  bool verbose = false;             ///< -v: --log-level debug
   bool plaintext = false; ///< net::tcp_config::plaintext: frames unencrypted (trusted networks)
   bool control = false; ///< commands on stdin, JSON lines on stdout (node_control.hpp)
   std::vector<std::string> extras; ///< unrecognised arguments (an error)

@@ -583,13 +583,13 @@ void control_session::cmd_reduce(std::istringstream& in) {
           if (!res)
             return error("reduce " + std::to_string(s) + ": " + res.err().to_string());
           if (res->vnodes.empty() && res->value.empty()) {
-            put({{"ev", "reduce_sent"}, {"seq", s}});
+            put({{"ev", "reduce_sent"}, {"seq", std::to_string(s)}});
             return;
           }
           const auto t = now_us(); // when it came, not when it was checked
           const bool ok = reduce_result_ok(op, res->vnodes, n, s, res->value);
           put({{"ev", "reduced"},
-                 {"seq", s},
+                 {"seq", std::to_string(s)},
                  {"vnodes", res->vnodes.size()},
                  {"ok", ok},
                  {"t_us", t}});

@@ -14,11 +14,14 @@
 //                            most 50 ms: see emit_or_hold)
 //   <- send VNODE BYTES      -> {"ev":"sent","op":"O:S","size":B}; the receiver: delivered
 //   <- reduce SEQ ROOT COUNT OP TYPE
-//                            -> the root's owner {"ev":"reduced","seq":S,"vnodes":K,"ok":bool},
-//                               the others {"ev":"reduce_sent","seq":S}
+//                            -> the root's owner {"ev":"reduced","seq":"S","vnodes":K,"ok":bool},
+//                               the others {"ev":"reduce_sent","seq":"S"}
 //   <- leave | join ADDR | status | quit
 //                            -> {"ev":"left"} | {"ev":"ready",...} | {"ev":"status",...} | exit
 //   -> {"ev":"error","detail":"..."}                       for a bad command (keeps running)
+//
+// 64-bit names are strings ("op":"O:S", "seq":"S"): JSON readers that hold numbers in
+// doubles (jq, JavaScript) would round them above 2^53.
 //
 // Every line carries "t_us": CLOCK_MONOTONIC microseconds (std::chrono::steady_clock), so
 // lines of processes on one host compare (also across network namespaces).

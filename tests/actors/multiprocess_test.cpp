@@ -63,7 +63,7 @@ std::optional<node_status> read_status(const std::string& path) {
       s.state = st;
   for (auto& m : j.at("members"))
     s.members.push_back({m.at("id").get<proc_id>(), m.at("address").get<std::string>(),
-                         m.at("incarnation").get<std::uint64_t>()});
+                         std::stoull(m.at("incarnation").get<std::string>())}); // 64-bit: a string
   std::vector<vnode_set::interval> runs;
   for (auto& r : j.at("own_vnode_intervals"))
     runs.push_back({r.at(0).get<vnode_id>(), r.at(1).get<vnode_id>()});
@@ -594,15 +594,15 @@ BOOST_FIXTURE_TEST_CASE(control_protocol_broadcast_send_reduce_leave_rejoin, ctl
   struct expect { std::uint64_t seq; proc_id root_owner; };
   for (auto e : {expect{1, 0}, expect{2, 1}, expect{3, 3}}) {
     auto& owner = nodes[e.root_owner];
-    BOOST_REQUIRE_MESSAGE(until(20s, [&] { return !events(owner, "reduced", "seq", e.seq).empty(); }),
+    BOOST_REQUIRE_MESSAGE(until(20s, [&] { return !events(owner, "reduced", "seq", std::to_string(e.seq)).empty(); }),
                           "no result of reduction " << e.seq << ": " << slurp(owner.log));
-    auto r = events(owner, "reduced", "seq", e.seq)[0];
+    auto r = events(owner, "reduced", "seq", std::to_string(e.seq))[0];
     BOOST_TEST(r.at("ok").get<bool>(), "reduction " << e.seq);
     BOOST_TEST(r.at("vnodes").get<std::size_t>() == 40u);
     for (auto& [id, c] : nodes)
       if (id != e.root_owner) {
-        BOOST_REQUIRE(until(10s, [&] { return !events(c, "reduce_sent", "seq", e.seq).empty(); }));
-        BOOST_TEST(events(c, "reduced", "seq", e.seq).empty());
+        BOOST_REQUIRE(until(10s, [&] { return !events(c, "reduce_sent", "seq", std::to_string(e.seq)).empty(); }));
+        BOOST_TEST(events(c, "reduced", "seq", std::to_string(e.seq)).empty());
       }
   }
 
@@ -712,9 +712,9 @@ BOOST_FIXTURE_TEST_CASE(a_process_killed_mid_broadcast_hangs_nobody, ctl_fixture
   // A reduction completes, counting the adopted vnode once, with the right value.
   for (proc_id k : {0u, 1u, 3u})
     send(nodes[k], "reduce 1 0 1000 sum int32");
-  BOOST_REQUIRE_MESSAGE(until(20s, [&] { return !events(n0, "reduced", "seq", 1).empty(); }),
+  BOOST_REQUIRE_MESSAGE(until(20s, [&] { return !events(n0, "reduced", "seq", "1").empty(); }),
                         "no result of the reduction after the crash: " << slurp(n0.log));
-  auto r = events(n0, "reduced", "seq", 1)[0];
+  auto r = events(n0, "reduced", "seq", "1")[0];
   BOOST_TEST(r.at("ok").get<bool>());
   BOOST_TEST(r.at("vnodes").get<std::size_t>() == 4u);
   for (proc_id k : {0u, 1u, 3u})
@@ -772,9 +772,9 @@ BOOST_FIXTURE_TEST_CASE(a_silent_node_is_taken_for_crashed_and_yields_its_vnodes
   BOOST_TEST(deliveries(op)[2].first == 2u);
   for (auto& [id, c] : nodes)
     send(c, "reduce 1 3 100 sum int64");
-  BOOST_REQUIRE_MESSAGE(until(20s, [&] { return !events(nodes[3], "reduced", "seq", 1).empty(); }),
+  BOOST_REQUIRE_MESSAGE(until(20s, [&] { return !events(nodes[3], "reduced", "seq", "1").empty(); }),
                         "no result of the reduction: " << slurp(nodes[3].log));
-  auto r = events(nodes[3], "reduced", "seq", 1)[0];
+  auto r = events(nodes[3], "reduced", "seq", "1")[0];
   BOOST_TEST(r.at("ok").get<bool>());
   BOOST_TEST(r.at("vnodes").get<std::size_t>() == 4u);
   for (auto& [id, c] : nodes)

@@ -40,6 +40,11 @@ expect 2 '^banyan node: cannot read --join-file '            "${node[@]}" --id 1
 expect 2 '^banyan node: bad --join-timeout "soon" '          "${node[@]}" --id 1 --join 127.0.0.1:1 --join-timeout soon
 BANYAN_JOIN="1@127.0.0.1:7000, :9" \
 expect 2 '^banyan node: bad BANYAN_JOIN: ":9" '              "${node[@]}" --id 1
+expect 2 '^banyan node: bad --log-level "loud" '             "${node[@]}" --id 1 --log-level loud
+expect 2 '^banyan node: bad --log-format "xml" '             "${node[@]}" --id 1 --log-format xml
+expect 2 '^banyan node: -v means --log-level debug: '        "${node[@]}" --id 1 -v --log-level warn
+expect 2 '^banyan node: bad --metrics "localhost:9464" '     "${node[@]}" --id 1 --metrics localhost:9464
+expect 2 '^banyan node: bad --metrics "127.0.0.1" '          "${node[@]}" --id 1 --metrics 127.0.0.1
 expect 2 '^banyan bench: a subcommand is required \(see banyan bench --help\)$' bench
 expect 2 '^banyan sim: unknown subcommand "forest" '         sim forest
 expect 1 '^banyan health: cannot read '                      health "$scratch/none.json"
@@ -53,8 +58,8 @@ start=$(date +%s%N)
   --json-status "$scratch/status.json" >"$scratch/out" 2>"$scratch/err"
 got=$?
 took=$((($(date +%s%N) - start) / 1000000))
-if [ "$got" != 1 ] || [ "$(grep -c '^node 1: cannot join: ' "$scratch/out")" != 1 ] \
-   || [ "$(grep -c '^node 1: join_failed: cannot join: ' "$scratch/out")" -lt 2 ] \
+if [ "$got" != 1 ] || [ "$(grep -c '^node 1: error: cannot join: ' "$scratch/out")" != 1 ] \
+   || [ "$(grep -c '^node 1: warn: join_failed: cannot join: ' "$scratch/out")" -lt 2 ] \
    || grep -q 'cannot join: cannot join' "$scratch/out" "$scratch/status.json" \
    || [ "$took" -lt 1000 ] || [ "$took" -gt 30000 ]; then
   # Attempts at 0, 0.5 and 1.5 s; the next would come after the 2 s deadline.
@@ -70,7 +75,8 @@ want=$(sed -n 's/^project(banyan VERSION \([0-9.]*\).*/\1/p' "$(dirname "$0")/..
 [ "$out" = "banyan $want" ] || { echo "FAIL: banyan --version says '$out', want 'banyan $want'" >&2; failures=$((failures + 1)); }
 help=$("$banyan" node --help)
 for kind in '--id UINT' '--threads UINT' '--leave-timeout MS' '--join-timeout SECONDS' \
-            '--busy-poll-us MICROSECONDS' '--segment-kib KIB' '--secret-file FILE'; do
+            '--busy-poll-us MICROSECONDS' '--segment-kib KIB' '--secret-file FILE' \
+            '--metrics IP:PORT' '--log-level LEVEL' '--log-format FORMAT'; do
   grep -Eq -- "${kind% *} +${kind#* }" <<<"$help" \
     || { echo "FAIL: banyan node --help does not show '$kind'" >&2; failures=$((failures + 1)); }
 done
