@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libcaf-dev libuv1-dev libcapnp-dev capnproto
       libboost-test-dev libcli11-dev nlohmann-json3-dev graphviz libssl-dev
-      python3-yaml) # python3-yaml: the deployment files' offline check (tests/deploy)
+      python3-yaml curl) # python3-yaml: the deployment files' offline check (tests/deploy);
+                         # curl: reading a node's metrics (README)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
