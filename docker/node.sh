@@ -33,4 +33,5 @@ exec setpriv --reuid=banyan --regid=banyan --init-groups \
   banyan node --control --id "$id" --listen "0.0.0.0:7000" --advertise "$addr:7000" \
   --secret-file /run/secrets/banyan --json-status /run/banyan/status.json \
   --topology /src/banyan/docker/three-sites.topo --site "$site" \
+  --metrics 0.0.0.0:9464 \
   "$@" <&3 3<&-
