@@ -957,7 +957,12 @@ void tcp_impl::close_conn(connection* c, transport_event::kind kind, const std::
 
 void tcp_impl::emit_hostile(const connection* c, transport_event ev) {
   ev.hostile = true;
-  const auto held = hostile_log_.admit(c->remote_ip, clock::now());
+  // A peer hanging up in its handshake is what every join's first step looks like (it
+  // learns the contact's id that way): limited apart, so that a join does not hold back
+  // the next line about worse input from its address.
+  const auto key = ev.failure == connection_failure::handshake_closed ? c->remote_ip + " (closed)"
+                                                                      : c->remote_ip;
+  const auto held = hostile_log_.admit(key, clock::now());
   if (!held)
     return;
   ev.detail += " (untrusted input";

@@ -3,7 +3,8 @@
 broadcast, GET /metrics of each (Prometheus text format) counts the deliveries (every vnode
 once over the three), three members, a parent in each of the four trees rooted elsewhere,
 the origin's broadcast started and completed; a garbage request gets 400 and an oversized
-one 431, each logged once at warn, and the next scrape still answers 200. Also: the status
+one 431, logged once at warn (rate-limited), and the next scrape still answers 200;
+garbage on the node's own port is counted as a malformed handshake. Also: the status
 file names the metrics address and writes incarnations as strings; `--log-format json`
 writes one JSON object per line. Every wait has a deadline; every child is killed at the end.
 
@@ -240,6 +241,25 @@ def main():
         lines = [l for l in log0.splitlines() if "warn: metrics: " in l]
         if len(lines) != 1 or "400 Bad Request" not in lines[0]:
             fail("want one warn line for the bad requests (rate-limited), got:\n" + log0)
+
+        # Garbage on the node's own port (the transport): refused in the handshake and
+        # counted by its reason; the node stays a member with its trees.
+        s0 = n0.status()
+        before = value(scrape(addresses[0])[2], "banyan_connection_failures_total",
+                       side="inbound", reason="malformed_handshake")
+        raw(s0["address"], b"garbage\r\n\r\n" * 4)
+
+        def counted():
+            m = scrape(addresses[0])[2]
+            return value(m, "banyan_connection_failures_total", side="inbound",
+                         reason="malformed_handshake") == before + 1 and m
+        m = until(10, counted, "the malformed handshake counted")
+        if value(m, "banyan_members") != 3 or value(m, "banyan_all_parented") != 1:
+            fail("node 0 lost its place after garbage on its port")
+        # ... and logged at warn, the default level, as untrusted input.
+        until(5, lambda: any("warn: rejected: from 127.0.0.1:" in l and "bad handshake message" in l
+                             and "(untrusted input" in l for l in n0.logged().splitlines()),
+              "a warn line about the garbage on node 0's port")
 
         # --log-format json: one object per line, with ts, level, node, event, msg, fields.
         events = []
