@@ -548,88 +548,32 @@ int run_node(const node_options& opt) {
   banyan::node n(cfg);
   std::string last_summary;
   n.on_event([&](const node_event& e) {
-    using k = node_event::kind;
     dirty = true;
-    nlohmann::ordered_json f = nlohmann::ordered_json::object();
-    if (e.peer != no_proc)
-      f["peer"] = e.peer;
-    switch (e.what) {
-    case k::parent_changed:
-    case k::cycle_broken:
-      f["tree"] = to_string(e.tree.kind);
-      f["root"] = e.tree.root;
-      f["old_parent"] = e.old_parent == no_proc ? nlohmann::ordered_json() : nlohmann::ordered_json(e.old_parent);
-      if (e.what == k::parent_changed)
-        f["new_parent"] = e.new_parent == no_proc ? nlohmann::ordered_json() : nlohmann::ordered_json(e.new_parent);
-      break;
-    case k::vnodes_adopted:
-    case k::vnodes_disowned:
-      f["vnodes"] = e.vnodes.to_string();
-      f["vnode_count"] = e.vnodes.size();
-      break;
-    case k::member_joined:
-      f["address"] = e.detail;
-      break;
-    default:
-      if (!e.detail.empty())
-        f["detail"] = e.detail;
-    }
-    switch (e.what) {
-    case k::parent_changed:
-    case k::busy:
-      log.debug(to_string(e.what), to_string(e), std::move(f));
-      return;
-    case k::idle: {
-      // One line when the trees settle, if they look different from the last time.
-      auto st = n.status();
-      if (st.state != supervisor::status::member)
-        return;
-      auto s = tree_summary(st);
-      std::size_t parented = 0;
-      std::size_t total = 0;
-      for (auto& t : st.trees) {
-        total += t.tree.root != st.id;
-        parented += t.tree.root != st.id && t.parent != no_proc;
-      }
-      nlohmann::ordered_json tf{{"parented", parented},
-                                {"trees", total},
-                                {"members", st.members.size()},
-                                {"vnodes", st.own_vnodes.to_string()}};
-      if (s != last_summary)
-        log.info("trees", s, std::move(tf));
+    if (e.what != node_event::kind::idle) {
+      auto r = record_of(e);
+      if (untrusted_input(e))
+        log.hostile("transport", std::move(r));
       else
-        log.debug("trees", s, std::move(tf));
-      last_summary = s;
+        log.log(std::move(r));
       return;
     }
-    case k::transport: {
-      if (e.failure != net::connection_failure::none)
-        f["reason"] = net::to_string(e.failure);
-      // Untrusted input (limited per address by the transport, and here per second) and
-      // misconfiguration (another secret, version or mode): warnings. The rest: debug,
-      // also a peer hanging up in the handshake: every join's first step (learning the
-      // contact's id) does that, as does a joiner holding another secret (counted in the
-      // metrics as handshake_closed).
-      if (e.hostile && e.failure != net::connection_failure::handshake_closed) {
-        log.hostile("transport", {log_level::warn, "hostile_input", to_string(e), std::move(f)});
-      } else if (e.failure == net::connection_failure::wrong_secret
-                 || e.failure == net::connection_failure::version_mismatch
-                 || e.failure == net::connection_failure::mode_mismatch) {
-        log.warn("misconfigured_peer", to_string(e), std::move(f));
-      } else {
-        log.debug("transport", to_string(e), std::move(f));
-      }
+    // One line when the trees settle, if they look different from the last time.
+    auto st = n.status();
+    if (st.state != supervisor::status::member)
       return;
+    auto s = tree_summary(st);
+    std::size_t parented = 0;
+    std::size_t total = 0;
+    for (auto& t : st.trees) {
+      total += t.tree.root != st.id;
+      parented += t.tree.root != st.id && t.parent != no_proc;
     }
-    case k::member_crashed:
-    case k::vnodes_disowned:
-    case k::join_failed:
-    case k::collective:
-      log.warn(to_string(e.what), to_string(e), std::move(f));
-      return;
-    default:
-      log.info(to_string(e.what), to_string(e), std::move(f));
-    }
+    log.log({s != last_summary ? log_level::info : log_level::debug, "trees", s,
+             {{"parented", parented},
+              {"trees", total},
+              {"members", st.members.size()},
+              {"vnodes", st.own_vnodes.to_string()}}});
+    last_summary = s;
   });
   auto port = n.start();
   if (!port) {

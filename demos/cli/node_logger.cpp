@@ -71,6 +71,75 @@ std::string format_log_line(const log_record& r, log_format f, proc_id node,
   return line + r.message;
 }
 
+bool untrusted_input(const node_event& e) {
+  return e.what == node_event::kind::transport && e.hostile
+         && e.failure != net::connection_failure::handshake_closed;
+}
+
+log_record record_of(const node_event& e) {
+  using k = node_event::kind;
+  using json = nlohmann::ordered_json;
+  log_record r;
+  r.event = to_string(e.what);
+  r.message = to_string(e);
+  auto& f = r.fields;
+  if (e.peer != no_proc)
+    f["peer"] = e.peer;
+  auto proc = [](proc_id p) { return p == no_proc ? json() : json(p); };
+  switch (e.what) {
+  case k::parent_changed:
+  case k::cycle_broken:
+    f["tree"] = to_string(e.tree.kind);
+    f["root"] = e.tree.root;
+    f["old_parent"] = proc(e.old_parent);
+    if (e.what == k::parent_changed)
+      f["new_parent"] = proc(e.new_parent);
+    break;
+  case k::vnodes_adopted:
+  case k::vnodes_disowned:
+    f["vnodes"] = e.vnodes.to_string();
+    f["vnode_count"] = e.vnodes.size();
+    break;
+  case k::member_joined:
+    f["address"] = e.detail;
+    break;
+  default:
+    if (e.failure != net::connection_failure::none)
+      f["reason"] = net::to_string(e.failure);
+    if (!e.detail.empty())
+      f["detail"] = e.detail;
+  }
+  switch (e.what) {
+  case k::parent_changed:
+  case k::busy:
+  case k::idle:
+    r.level = log_level::debug;
+    break;
+  case k::transport:
+    if (untrusted_input(e)) {
+      r.level = log_level::warn;
+      r.event = "hostile_input";
+    } else if (e.failure == net::connection_failure::wrong_secret
+               || e.failure == net::connection_failure::version_mismatch
+               || e.failure == net::connection_failure::mode_mismatch) {
+      r.level = log_level::warn;
+      r.event = "misconfigured_peer";
+    } else {
+      r.level = log_level::debug;
+    }
+    break;
+  case k::member_crashed:
+  case k::vnodes_disowned:
+  case k::join_failed:
+  case k::collective:
+    r.level = log_level::warn;
+    break;
+  default:
+    r.level = log_level::info;
+  }
+  return r;
+}
+
 node_logger::node_logger(proc_id node, log_level level, log_format format, std::ostream& out,
                          duration hostile_interval)
     : node_(node), level_(level), format_(format), out_(out), limiter_(hostile_interval) {}

@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "banyan/actors/node.hpp"
 #include "banyan/core/types.hpp"
 #include "banyan/net/log_limiter.hpp"
 
@@ -51,6 +52,23 @@ std::string utc_timestamp(std::chrono::system_clock::time_point t);
 /// The line (without its newline) `r` makes in format `f` for processor `node` at `ts`.
 std::string format_log_line(const log_record& r, log_format f, proc_id node,
                             std::chrono::system_clock::time_point ts);
+
+/// The line of a node event (not `idle`, whose line the node makes from its status):
+///   error:  none (the join's final failure and the like are the CLI's own lines)
+///   warn:   member_crashed, vnodes_disowned, join_failed, collective; transport events
+///           about untrusted input (`hostile_input`; see `untrusted_input`) or about a
+///           peer holding another secret, version or mode (`misconfigured_peer`)
+///   info:   joined, left, member_joined, member_left, vnodes_adopted, cycle_broken
+///   debug:  parent_changed, busy, and the other transport events (connections up and
+///           down, retries, a peer hanging up in its handshake: every join's first step,
+///           learning the contact's id, does that, as does a joiner holding another
+///           secret; the metrics count it as handshake_closed)
+/// `fields` carries the event's details (peer, tree, root, parents, vnodes, reason, detail).
+log_record record_of(const node_event& e);
+
+/// Whether `e`'s line is about untrusted input (`node_logger::hostile`, category
+/// "transport"): a hostile transport event other than a peer hanging up in its handshake.
+bool untrusted_input(const node_event& e);
 
 class node_logger {
 public:

@@ -102,3 +102,68 @@ BOOST_AUTO_TEST_CASE(untrusted_input_lines_are_limited_per_category_with_the_cou
   BOOST_TEST(j["msg"] == "rejected: bad 4 [3 more lines about untrusted input held back]");
   BOOST_TEST(j["event"] == "hostile_input");
 }
+
+BOOST_AUTO_TEST_CASE(node_events_get_their_level_event_name_and_fields) {
+  auto transport = [](bool hostile, net::connection_failure f, std::string detail) {
+    node_event e;
+    e.what = node_event::kind::transport;
+    e.peer = 4;
+    e.detail = std::move(detail);
+    e.hostile = hostile;
+    e.failure = f;
+    return e;
+  };
+  // Untrusted input: warn, limited as such.
+  auto bad = transport(true, net::connection_failure::malformed_handshake,
+                       "from 10.0.0.9:5000: bad handshake message: ... (untrusted input)");
+  auto r = record_of(bad);
+  BOOST_TEST((r.level == log_level::warn));
+  BOOST_TEST(r.event == "hostile_input");
+  BOOST_TEST(r.message == "from 10.0.0.9:5000: bad handshake message: ... (untrusted input)");
+  BOOST_TEST(r.fields["reason"] == "malformed_handshake");
+  BOOST_TEST(untrusted_input(bad));
+  // A peer hanging up in its handshake (every join's first step): debug, not limited.
+  auto closed = transport(true, net::connection_failure::handshake_closed, "from ...: closed");
+  BOOST_TEST((record_of(closed).level == log_level::debug));
+  BOOST_TEST(!untrusted_input(closed));
+  // A peer we connect to with another secret: a warning, not limited.
+  auto secret = transport(false, net::connection_failure::wrong_secret, "to 4 at ...: wrong shared secret");
+  BOOST_TEST((record_of(secret).level == log_level::warn));
+  BOOST_TEST(record_of(secret).event == "misconfigured_peer");
+  BOOST_TEST(!untrusted_input(secret));
+  // A connection coming up: debug.
+  BOOST_TEST((record_of(transport(false, net::connection_failure::none, "to 4: connected")).level
+              == log_level::debug));
+
+  node_event crash;
+  crash.what = node_event::kind::member_crashed;
+  crash.peer = 1;
+  crash.detail = "processor 1 taken to have crashed";
+  BOOST_TEST((record_of(crash).level == log_level::warn));
+  BOOST_TEST(record_of(crash).event == "member_crashed");
+
+  node_event pc;
+  pc.what = node_event::kind::parent_changed;
+  pc.tree = {2, tree_kind::latency};
+  pc.old_parent = 4;
+  pc.new_parent = no_proc;
+  auto p = record_of(pc);
+  BOOST_TEST((p.level == log_level::debug));
+  BOOST_TEST(p.fields.dump() == R"({"tree":"latency","root":2,"old_parent":4,"new_parent":null})");
+
+  node_event joined;
+  joined.what = node_event::kind::member_joined;
+  joined.peer = 5;
+  joined.detail = "127.0.0.1:7005";
+  auto j = record_of(joined);
+  BOOST_TEST((j.level == log_level::info));
+  BOOST_TEST(j.message == "member_joined: 5 at 127.0.0.1:7005");
+  BOOST_TEST(j.fields.dump() == R"({"peer":5,"address":"127.0.0.1:7005"})");
+
+  node_event adopted;
+  adopted.what = node_event::kind::vnodes_adopted;
+  adopted.peer = 2;
+  adopted.vnodes = vnode_set::range(8, 12);
+  BOOST_TEST((record_of(adopted).level == log_level::info));
+  BOOST_TEST(record_of(adopted).fields["vnode_count"] == 4);
+}
