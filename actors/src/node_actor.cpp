@@ -330,6 +330,9 @@ node_core::node_core(caf::actor_system& sys, const node_config& cfg, std::uint64
   do {
     init.life = std::random_device{}() ^ static_cast<std::uint32_t>(sup_cfg.incarnation_salt);
   } while (init.life == 0);
+  // Stream and offer numbers start from membership << 32: random too, so that a frame of
+  // an earlier life bounced to this one names no stream or offer of this one.
+  init.membership = std::random_device{}();
   init.op_timeout = cfg.op_timeout;
   init.settle_wait = 2 * cfg.sup.probe_timeout;
   init.bcast_cfg = cfg.bcast;

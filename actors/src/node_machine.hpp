@@ -114,8 +114,9 @@ struct node_state {
   broadcast_collective* bcast = nullptr;
   reduce_collective* red = nullptr;
   std::uint32_t plans = 0; ///< baselines' plans installed in this membership
-  /// Numbers the memberships: names the engines' timers, and their stream numbers (from
-  /// membership << 32).
+  /// Numbers the memberships: names the engines' timers, and their stream and offer
+  /// numbers (from membership << 32). It starts at random, so that a restarted process
+  /// with the same id numbers its streams apart from its earlier life's.
   std::uint32_t membership = 0;
   /// The broadcasts and messages started here are numbered 1, 2, 3, ... across engines
   /// and memberships (`next_seq`), and carry this process's `life` (random, nonzero), so

@@ -244,7 +244,8 @@ public:
   /// Binds, listens and starts the actor. Returns the port listened on. The transport
   /// sets SIGPIPE to be ignored if it has its default disposition (a write to a peer that
   /// just died would otherwise kill the process; see net/tcp_transport.hpp). Errors:
-  /// `invalid_argument` (bad id or listen address, started twice), `io_error` (bind).
+  /// `invalid_argument` (bad id, listen or advertised address, `op_timeout` below 1 ms,
+  /// started twice), `io_error` (bind).
   expected<std::uint16_t> start();
 
   /// Founds the computation as its only member, owning `vnodes`. Errors:
