@@ -235,7 +235,8 @@ struct BcastSegment {
   # header): it delivers to those it owns, passes those below a child to that child,
   # and sends the rest point-to-point to their owners.
   origin @0 :UInt32;        # the processor that started the broadcast
-  seq @1 :UInt64;           # its number there
+  seq @1 :UInt64;           # its number there (low 32 bits) and the origin's life (high 32):
+                            # `collective_id::seq` and `collective_id::life`
   kind @2 :TreeKind;        # the tree followed: the one of `kind` rooted at `origin`
   vnodes @3 :List(Interval);
   direct @4 :Bool;          # point-to-point rather than down the tree
@@ -300,7 +301,7 @@ struct BcastOffer {
   # assembled, for `vnodes`, which it no longer owns, and offers the responsibility for
   # them without the bytes. The receiver takes it if it holds the broadcast's payload.
   origin @0 :UInt32;
-  seq @1 :UInt64;
+  seq @1 :UInt64;           # life and number, as in BcastSegment
   vnodes @2 :List(Interval);
   tag @3 :UInt64;           # the sender's number for this offer, echoed in the answer
   hops @4 :UInt32;          # offers taken and passed on since bytes were last sent
@@ -310,7 +311,7 @@ struct BcastAnswer {
   # The answer to a BcastOffer: accepted (the receiver is responsible now) or not (the
   # sender still is, and sends the message itself).
   origin @0 :UInt32;
-  seq @1 :UInt64;
+  seq @1 :UInt64;           # life and number, as in BcastSegment
   tag @2 :UInt64;
   accepted @3 :Bool;
 }

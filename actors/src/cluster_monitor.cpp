@@ -65,6 +65,8 @@ void cluster_monitor::take(proc_id who, const tree_event& e) {
     case k::crash_detected:
     case k::adopted:
     case k::disowned:
+    case k::gained:
+    case k::released:
       break; // membership and ownership are not the monitor's
   }
 }

@@ -73,6 +73,10 @@ const char* to_string(node_event::kind k) {
     return "vnodes_adopted";
   case node_event::kind::vnodes_disowned:
     return "vnodes_disowned";
+  case node_event::kind::vnodes_gained:
+    return "vnodes_gained";
+  case node_event::kind::vnodes_released:
+    return "vnodes_released";
   case node_event::kind::parent_changed:
     return "parent_changed";
   case node_event::kind::cycle_broken:
@@ -173,6 +177,8 @@ struct node::impl {
     if (cfg.advertise.empty() && (listen->first == "0.0.0.0" || listen->first == "::"))
       return make_error(errc::invalid_argument, "listening on " + listen->first
                                                     + " needs an advertised address");
+    if (cfg.op_timeout < std::chrono::milliseconds(1))
+      return make_error(errc::invalid_argument, "op_timeout must be at least 1 ms");
     if (!cfg.advertise.empty() && !parse_host_port(cfg.advertise))
       return make_error(errc::invalid_argument, "bad advertised address \"" + cfg.advertise
                                                     + "\" (want host:port or [v6]:port)");
@@ -241,7 +247,9 @@ struct node::impl {
     return submit(std::move(req), std::move(done));
   }
 
-  std::future<result> submit(node_request_ptr req, completion done) {
+  /// Runs `req` on the state machine; `refused`: answer it with that at once instead.
+  std::future<result> submit(node_request_ptr req, completion done,
+                             std::optional<error> refused = std::nullopt) {
     auto promise = std::make_shared<std::promise<result>>();
     auto future = promise->get_future();
     req->done = [promise, done = std::move(done)](const result& r) {
@@ -250,6 +258,13 @@ struct node::impl {
       promise->set_value(r);
     };
     std::unique_lock<std::mutex> lk(mtx);
+    if (refused) {
+      lk.unlock();
+      auto fn = std::move(req->done);
+      req->done = nullptr;
+      fn(*refused);
+      return future;
+    }
     if (at == phase::running) {
       auto* c = core.get();
       lk.unlock(); // the node's own handlers may read it meanwhile
@@ -346,8 +361,47 @@ std::future<node::result> node::found(vnode_set vnodes, completion done) {
 
 std::future<node::result> node::join(std::vector<node_contact> contacts, vnode_set wanted,
                                      completion done) {
-  return impl_->submit(node_request::kind::join, std::move(wanted), std::move(contacts),
-                       std::move(done));
+  std::optional<error> bad;
+  for (auto& c : contacts)
+    if (!parse_host_port(c.address))
+      bad = make_error(errc::invalid_argument, "cannot join: contact \"" + c.address
+                                                   + "\" is not host:port or [v6]:port");
+    else if (c.id != no_proc && c.id > max_node_id)
+      bad = make_error(errc::invalid_argument, "cannot join: contact " + c.address
+                                                   + " has processor id " + std::to_string(c.id)
+                                                   + ", above max_node_id");
+  auto req = std::make_shared<node_request>();
+  req->what = node_request::kind::join;
+  req->vnodes = std::move(wanted);
+  req->contacts = std::move(contacts);
+  return impl_->submit(std::move(req), std::move(done), std::move(bad));
+}
+
+bool node::cancel_join() {
+  std::unique_lock<std::mutex> lk(impl_->mtx);
+  if (impl_->at != impl::phase::running)
+    return false;
+  auto* c = impl_->core.get();
+  lk.unlock();
+  return c->cancel_join();
+}
+
+bool node::cancel_reduction(std::uint64_t seq, collective_kind over) {
+  std::unique_lock<std::mutex> lk(impl_->mtx);
+  if (impl_->at != impl::phase::running)
+    return false;
+  auto* c = impl_->core.get();
+  lk.unlock();
+  return c->cancel_reduction(over, seq);
+}
+
+std::uint64_t node::next_reduction_seq(collective_kind over) const {
+  std::unique_lock<std::mutex> lk(impl_->mtx);
+  if (impl_->at != impl::phase::running)
+    return 0;
+  auto* c = impl_->core.get();
+  lk.unlock();
+  return c->next_reduction_seq(over);
 }
 
 void node::on_deliver(delivery_handler h) {

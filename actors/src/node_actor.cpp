@@ -137,6 +137,7 @@ void after(node_ptr self, bool refresh, bool view) {
     linger(self);
   if (st.leaving && st.sup->state() == supervisor::status::member)
     complete(self, st.leaving, make_error(errc::timeout, "every member refused our vnodes: still a member"));
+  check_join(self);
   if (changed)
     publish(self);
   dispatch(self);
@@ -277,6 +278,24 @@ caf::behavior node_actor(caf::event_based_actor*, std::shared_ptr<node_machine> 
         after(n, false, false);
       });
     },
+    [self](deadline_atom, std::uint8_t kind, std::uint64_t seq, std::uint64_t serial) {
+      run(self, runner::actor, [=](node_ptr n) {
+        on_reduction_deadline(n, static_cast<collective_kind>(kind), seq, serial);
+        after(n, false, false);
+      });
+    },
+    [self](join_end_atom, std::uint64_t serial) {
+      run(self, runner::actor, [=](node_ptr n) {
+        on_join_deadline(n, serial);
+        after(n);
+      });
+    },
+    [self](settle_atom, std::uint64_t serial) {
+      run(self, runner::actor, [=](node_ptr n) {
+        on_settle_timer(n, serial);
+        after(n, false, false);
+      });
+    },
     [self](linger_atom) {
       run(self, runner::actor, [](node_ptr n) {
         n->state.lingering = false;
@@ -306,9 +325,16 @@ node_core::node_core(caf::actor_system& sys, const node_config& cfg, std::uint64
                              ^ static_cast<std::uint64_t>(
                                  std::chrono::steady_clock::now().time_since_epoch().count());
   init.sup = std::make_unique<supervisor>(cfg.id, sup_cfg, seed);
-  init.membership = static_cast<std::uint32_t>(
-    std::chrono::duration_cast<std::chrono::seconds>(
-      std::chrono::system_clock::now().time_since_epoch()).count() & 0x3fffffff);
+  // This process's life: random (not from `seed`: a restart with the same seed is another
+  // life), nonzero.
+  do {
+    init.life = std::random_device{}() ^ static_cast<std::uint32_t>(sup_cfg.incarnation_salt);
+  } while (init.life == 0);
+  // Stream and offer numbers start from membership << 32: random too, so that a frame of
+  // an earlier life bounced to this one names no stream or offer of this one.
+  init.membership = std::random_device{}();
+  init.op_timeout = cfg.op_timeout;
+  init.settle_wait = 2 * cfg.sup.probe_timeout;
   init.bcast_cfg = cfg.bcast;
   init.reduce_cfg = cfg.reduce;
   init.drain_rtts = cfg.drain_rtts;
@@ -406,6 +432,31 @@ void node_core::fill_metrics(node_metrics& m) const {
   m.probes_completed = sup.probes_completed();
   m.probes_abandoned = sup.probes_abandoned();
   m.parent_changes.assign(st.parent_changes.begin(), st.parent_changes.end());
+}
+
+bool node_core::cancel_reduction(collective_kind over, std::uint64_t seq) {
+  bool found = false;
+  run(m_.get(), runner::caller, [&](node_ptr n) {
+    found = fail_reduction(n, {over, seq}, errc::cancelled);
+    after(n, false, false);
+  });
+  return found;
+}
+
+bool node_core::cancel_join() {
+  bool found = false;
+  run(m_.get(), runner::caller, [&](node_ptr n) {
+    found = give_up_join(n, make_error(errc::cancelled, "processor " + std::to_string(n->state.sup->self())
+                                                          + ": the found or join was cancelled"));
+    after(n);
+  });
+  return found;
+}
+
+std::uint64_t node_core::next_reduction_seq(collective_kind over) {
+  std::uint64_t seq = 0;
+  run(m_.get(), runner::caller, [&](node_ptr n) { seq = node_internal::next_reduction_seq(n, over); });
+  return seq;
 }
 
 void node_core::linger(drained_ptr w) {

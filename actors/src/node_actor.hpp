@@ -43,6 +43,12 @@ using linger_atom = caf::atom_constant<caf::atom("blinger")>;
 using forget_atom = caf::atom_constant<caf::atom("bforget")>;
 /// Run the handlers a caller's thread left behind.
 using dispatch_atom = caf::atom_constant<caf::atom("bdispatch")>;
+/// A reduction's time is up: (deadline_atom, kind, seq, serial).
+using deadline_atom = caf::atom_constant<caf::atom("bdeadline")>;
+/// A found or join's time is up: (join_end_atom, serial).
+using join_end_atom = caf::atom_constant<caf::atom("bjoinend")>;
+/// A joiner let in stops waiting for its share: (settle_atom, serial).
+using settle_atom = caf::atom_constant<caf::atom("bsettle")>;
 /// Tell `stop` when the engines have drained.
 using drained_ptr = std::shared_ptr<std::promise<void>>;
 
@@ -54,6 +60,7 @@ struct node_request {
   std::vector<node_contact> contacts;
   std::shared_ptr<const banyan::tree> plan; ///< plan: a static tree (null: scatter-allgather)
   std::size_t procs = 0;                    ///< plan: scatter-allgather's processors
+  std::uint64_t serial = 0; ///< found, join: names its deadline (0: none set yet)
   /// Called once, on the actor; a request dropped unanswered (the node stopped) calls
   /// it from its destructor with `stopped`.
   std::function<void(const node::result&)> done;
@@ -180,6 +187,9 @@ public:
   /// Fills what `m` takes from the state machine: state, incarnation, membership, the
   /// parents and their measurements, probes, parent changes.
   void fill_metrics(node_metrics& m) const;
+  bool cancel_reduction(collective_kind over, std::uint64_t seq);
+  bool cancel_join();
+  std::uint64_t next_reduction_seq(collective_kind over);
   /// Sets `w` once a node that has left has drained its engines (at once otherwise).
   void linger(drained_ptr w);
 

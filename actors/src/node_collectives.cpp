@@ -59,10 +59,11 @@ void new_engines(node_ptr self, const vnode_set& settled) {
   st.static_routes.reset();
   st.view = std::make_unique<supervisor_view>(*st.sup);
   auto bc = st.bcast_cfg;
-  // Broadcasts are named (origin, seq): a later membership, or a later process with the
-  // same id, must not reuse the numbers of an earlier one.
-  st.membership &= 0x7fffffff;
-  bc.first_seq = (std::uint64_t{st.membership} << 32) + 1;
+  // Broadcasts are named (origin, kind, life, seq), numbered on from the last membership
+  // (`start_broadcast`); streams are numbered apart per membership.
+  bc.life = st.life;
+  bc.first_seq = st.next_seq;
+  bc.first_tag = (std::uint64_t{st.membership} << 32) + 1;
   st.bcast = &st.host.add(std::make_unique<broadcast_collective>(*st.view, bc));
   st.red = &st.host.add(std::make_unique<reduce_collective>(*st.view, st.ops, st.reduce_cfg,
                                                             settled));
@@ -135,6 +136,8 @@ void take_deliveries(node_ptr self, broadcast_outbox& bo) {
 }
 
 /// Answers the reductions a reduction engine (of kind `kind`) completed; reports problems.
+/// A contribution of the wrong size for a vnode that settled here later fails the
+/// reduction's future at once (it cannot complete without it).
 void take_results(node_ptr self, collective_kind kind, reduce_outbox& ro) {
   auto& st = self->state;
   for (auto& r : ro.results) {
@@ -148,10 +151,111 @@ void take_results(node_ptr self, collective_kind kind, reduce_outbox& ro) {
     it->second.req->answer(expected<reduce_result>(std::move(r)));
     st.reductions.erase(it);
   }
-  for (auto& p : ro.problems)
-    emit(self, {node_event::kind::collective, {}, no_proc, no_proc, no_proc,
-                "reduction " + std::to_string(p.op) + ": problem with vnodes "
-                    + p.vnodes.to_string() + ": " + p.detail, {}});
+  for (auto& p : ro.problems) {
+    const auto line = "reduction " + std::to_string(p.op) + ": problem with vnodes "
+                      + p.vnodes.to_string() + ": " + p.detail;
+    emit(self, {node_event::kind::collective, {}, no_proc, no_proc, no_proc, line, {}});
+    if (p.what != reduce_problem::kind::bad_data)
+      continue;
+    if (auto it = st.reductions.find({kind, p.op}); it != st.reductions.end()) {
+      it->second.req->answer(expected<reduce_result>(make_error(errc::invalid_argument, line)));
+      st.reductions.erase(it);
+    }
+  }
+}
+
+namespace {
+
+/// "{512-1023} (processor 3), {7} (processor 4, no longer a member)": `missing` by the
+/// owner each vnode had when the reduction started here, else as known now.
+std::string name_missing(node_ptr self, const open_reduction& o, const reduce_abandoned& rep) {
+  auto& sup = *self->state.sup;
+  std::map<proc_id, vnode_set> by;
+  auto rest = rep.missing;
+  for (auto& [p, vs] : o.owners)
+    if (auto part = rest & vs; !part.empty()) {
+      by[p] |= part;
+      rest -= part;
+    }
+  for (auto& [p, vs] : rep.missing_owners)
+    if (auto part = rest & vs; !part.empty())
+      by[p] |= part;
+  std::string r;
+  for (auto& [p, vs] : by) {
+    r += r.empty() ? "" : ", ";
+    r += vs.to_string();
+    if (p == no_proc)
+      r += " (owner unknown)";
+    else
+      r += " (processor " + std::to_string(p)
+           + (p != sup.self() && !sup.is_member(p) ? ", no longer a member)" : ")");
+  }
+  return r;
+}
+
+std::string ms(duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+}
+
+} // namespace
+
+/// Gives up the open reduction `key` here (its time is up, or it was cancelled): the
+/// engine drops it, and its future fails with `code`, saying what was missing.
+bool fail_reduction(node_ptr self, const reduction_key& key, errc code) {
+  auto& st = self->state;
+  auto it = st.reductions.find(key);
+  if (it == st.reductions.end())
+    return false;
+  auto o = std::move(it->second);
+  st.reductions.erase(it);
+  reduce_abandoned rep;
+  rep.op = key.second;
+  if (auto* red = st.host.get<reduce_collective>(key.first))
+    rep = red->engine().abandon(now_of(), key.second, red->out());
+  std::string why = "reduction " + std::to_string(key.second)
+                    + (code == errc::timeout ? " timed out after " + ms(o.timeout) : " cancelled")
+                    + " at processor " + std::to_string(st.sup->self());
+  if (rep.at_root) {
+    why += " (root vnode " + std::to_string(rep.root) + "'s owner)";
+    why += rep.missing.empty() ? std::string(": nothing was missing")
+                               : "; missing vnodes " + name_missing(self, o, rep);
+  } else if (rep.known && !rep.part_sent) {
+    why += " before its part went up";
+    if (!rep.missing.empty())
+      why += "; waiting for vnodes " + name_missing(self, o, rep);
+    if (!rep.waiting_for.empty()) {
+      why += rep.missing.empty() ? "; waiting for children" : ", children";
+      for (auto p : rep.waiting_for)
+        why += " " + std::to_string(p);
+    }
+  }
+  o.req->answer(expected<reduce_result>(make_error(code, why)));
+  run_engines(self);
+  return true;
+}
+
+void on_reduction_deadline(node_ptr self, collective_kind kind, std::uint64_t seq,
+                           std::uint64_t serial) {
+  auto& st = self->state;
+  auto it = st.reductions.find({kind, seq});
+  if (it == st.reductions.end() || it->second.serial != serial)
+    return; // answered already
+  fail_reduction(self, {kind, seq}, errc::timeout);
+}
+
+/// The vnodes whose reduction histories are here (empty without a reduction engine).
+vnode_set settled_here(node_ptr self) {
+  auto& st = self->state;
+  return st.red ? st.red->engine().settled() : vnode_set{};
+}
+
+std::uint64_t next_reduction_seq(node_ptr self, collective_kind over) {
+  auto& st = self->state;
+  const auto state = st.sup->state();
+  if (state != supervisor::status::member && state != supervisor::status::leaving)
+    return 0;
+  auto* red = st.host.get<reduce_collective>(over);
+  return red ? red->engine().next_op() : 0;
 }
 
 /// Carries out what the engines asked for, until they ask for nothing more: timers to
@@ -219,7 +323,8 @@ void linger(node_ptr self) {
     on_request(self, std::move(r));
 }
 
-/// Starts broadcast or message `r` on the engine it names.
+/// Starts broadcast or message `r` on the engine it names, numbered from this node's
+/// one count (1, 2, 3, ... whatever the engine, across memberships).
 expected<wire::collective_id> start_broadcast(node_ptr self, const collective_request& r) {
   auto& st = self->state;
   auto now = now_of();
@@ -228,18 +333,24 @@ expected<wire::collective_id> start_broadcast(node_ptr self, const collective_re
                       std::string("no ") + what + " installed on processor " +
                         std::to_string(st.sup->self()));
   };
+  auto numbered = [&](auto& engine, auto&& start) {
+    engine.number_from(st.next_seq);
+    auto id = start();
+    st.next_seq = engine.next_seq();
+    return id;
+  };
   if (r.what == collective_request::kind::send)
-    return st.bcast->send(now, vnode_set{r.to}, r.message);
+    return numbered(st.bcast->engine(), [&] { return st.bcast->send(now, vnode_set{r.to}, r.message); });
   switch (r.over) {
   case collective_kind::broadcast:
-    return st.bcast->broadcast(now, r.message);
+    return numbered(st.bcast->engine(), [&] { return st.bcast->broadcast(now, r.message); });
   case collective_kind::static_broadcast:
     if (auto* b = st.host.get<broadcast_collective>(collective_kind::static_broadcast))
-      return b->broadcast(now, r.message);
+      return numbered(b->engine(), [&] { return b->broadcast(now, r.message); });
     return missing("static tree");
   case collective_kind::scatter_allgather:
     if (auto* sag = st.host.get<scatter_allgather_collective>(collective_kind::scatter_allgather))
-      return sag->broadcast(now, r.message);
+      return numbered(sag->engine(), [&] { return sag->broadcast(now, r.message); });
     return missing("scatter-allgather");
   default:
     return make_error(errc::invalid_argument,
@@ -267,37 +378,52 @@ void on_collective(node_ptr self, const collective_request_ptr& r) {
   }
   case kind::reduce: {
     auto& nr = r->reduction;
-    auto* red = st.host.get<reduce_collective>(nr.over);
+    auto refuse = [&](errc code, const std::string& why) {
+      r->answer(expected<reduce_result>(make_error(code, "reduction " + std::to_string(nr.seq)
+                                                           + " at processor "
+                                                           + std::to_string(st.sup->self())
+                                                           + ": " + why)));
+    };
+    const bool in = state == supervisor::status::member || state == supervisor::status::leaving;
+    auto* red = in ? st.host.get<reduce_collective>(nr.over) : nullptr;
     if (!red) {
-      auto err = nr.over == collective_kind::static_reduce
-                   ? make_error(errc::invalid_argument, "no static tree installed on processor "
-                                                          + std::to_string(st.sup->self()))
-                 : nr.over == collective_kind::reduce
-                   ? make_error(errc::stopped, "processor " + std::to_string(st.sup->self())
-                                                 + " is not a member")
-                   : make_error(errc::invalid_argument,
-                                std::string("not a reduction: ") + to_string(nr.over));
-      r->answer(expected<reduce_result>(err));
+      refuse(errc::invalid_argument,
+             !in ? std::string("not a member")
+             : nr.over == collective_kind::static_reduce ? std::string("no static tree installed")
+                                                        : "not a reduction: " + std::string(to_string(nr.over)));
+      break;
+    }
+    if (nr.count == 0 || !nr.values || nr.timeout.count() < 0) {
+      refuse(errc::invalid_argument, nr.count == 0 ? "count is 0"
+                                     : !nr.values  ? "no values function"
+                                                   : "negative timeout");
+      break;
+    }
+    const reduction_key key{nr.over, nr.seq};
+    if (st.reductions.count(key) != 0) {
+      refuse(errc::invalid_argument, "already running here");
       break;
     }
     auto counted = std::make_shared<vnode_set>();
     contribution_fn values = [counted, fn = nr.values](vnode_id v) {
       counted->insert(v);
-      return fn ? fn(v) : std::vector<std::uint8_t>{};
+      return fn(v);
     };
     reduce_spec spec{nr.seq, nr.root, nr.op, nr.count};
-    const reduction_key key{nr.over, nr.seq};
-    if (st.reductions.count(key) != 0) {
-      r->answer(expected<reduce_result>(make_error(
-        errc::invalid_argument, "reduction " + std::to_string(nr.seq) + " is already running here")));
-      break;
-    }
     if (auto err = red->start(now, spec, std::move(values))) {
       red->clear_outbox();
       r->answer(expected<reduce_result>(*err));
       break;
     }
-    st.reductions[key] = open_reduction{r, counted};
+    open_reduction o;
+    o.req = r;
+    o.contributed = counted;
+    o.serial = ++st.next_serial;
+    o.timeout = nr.timeout.count() > 0 ? nr.timeout : st.op_timeout;
+    o.owners = st.sup->routes().partition(st.sup->routes().all());
+    self->later(o.timeout, deadline_atom::value, static_cast<std::uint8_t>(nr.over), nr.seq,
+                o.serial);
+    st.reductions[key] = std::move(o);
     run_engines(self);
     break;
   }
@@ -319,11 +445,24 @@ node::result install_plan(node_ptr self, const node_request& r) {
       return make_error(errc::invalid_argument,
                         "the plan covers processors 0.." + std::to_string(n) + ", not member "
                           + std::to_string(p));
-  // Numbered apart from earlier memberships and plans (like the adaptive engines).
-  const auto first_seq = (std::uint64_t{st.membership} << 32) | (std::uint64_t{++st.plans} << 20);
+  if (r.plan) {
+    std::vector<bool> members(n, false);
+    for (auto p : sup.members())
+      members[p] = true;
+    if (auto wrong = r.plan->validate(members))
+      return make_error(errc::invalid_argument, "the tree does not span the members: " + *wrong);
+  } else if (n != sup.members().size()) {
+    return make_error(errc::invalid_argument,
+                      "scatter-allgather over processors 0.." + std::to_string(n) + " needs them "
+                        "all as members (" + std::to_string(sup.members().size()) + " are)");
+  }
+  // Broadcasts are numbered from the node's count (`start_broadcast`); streams apart
+  // from earlier memberships and plans.
+  const auto first_tag = (std::uint64_t{st.membership} << 32) | (std::uint64_t{++st.plans} << 20);
   if (!r.plan) {
     scatter_allgather_config cfg;
-    cfg.first_seq = first_seq | 1;
+    cfg.first_seq = st.next_seq;
+    cfg.life = st.life;
     auto* owner = st.sup.get();
     st.host.add(std::make_unique<scatter_allgather_collective>(
                   sup.self(), r.procs, [owner] { return owner->own_vnodes(); }, cfg),
@@ -340,7 +479,9 @@ node::result install_plan(node_ptr self, const node_request& r) {
   auto bc = st.bcast_cfg;
   bc.kind = collective_kind::static_broadcast;
   bc.message_kind = collective_kind::none;
-  bc.first_seq = first_seq | 1;
+  bc.first_seq = st.next_seq;
+  bc.life = st.life;
+  bc.first_tag = first_tag | 1;
   st.host.add(std::make_unique<broadcast_collective>(*st.static_view, bc), false);
   auto rc = st.reduce_cfg;
   rc.kind = collective_kind::static_reduce;

@@ -71,6 +71,12 @@ struct join_attempt {
   bool discovering = false;  ///< learning the current contact's id
   node_contact current;
   std::vector<std::string> reasons; ///< why each contact tried so far failed
+  /// A contact let us in: waiting for the vnodes asked for (`check_join`).
+  bool accepted = false;
+  /// Given up (cancelled, or its time is up; `req` answered): the attempt under way
+  /// winds down, trying no further contact, and leaves again should it be let in.
+  bool abandoned = false;
+  std::uint64_t serial = 0; ///< the request's, naming its deadline and settle timers
 };
 
 /// A reduction started here whose future is not answered yet, by engine and number.
@@ -78,6 +84,11 @@ using reduction_key = std::pair<collective_kind, std::uint64_t>;
 struct open_reduction {
   collective_request_ptr req;
   std::shared_ptr<vnode_set> contributed; ///< vnodes counted here so far
+  std::uint64_t serial = 0; ///< names its deadline timer
+  duration timeout{0};
+  /// Who owned which vnodes when it started here, as this node knew it: the error of a
+  /// reduction that never completes names the processors that did not contribute.
+  std::map<proc_id, vnode_set> owners;
 };
 
 struct node_state {
@@ -103,10 +114,22 @@ struct node_state {
   broadcast_collective* bcast = nullptr;
   reduce_collective* red = nullptr;
   std::uint32_t plans = 0; ///< baselines' plans installed in this membership
-  /// Numbers the engines' broadcasts (from membership << 32) and timers. It starts from
-  /// the wall clock's seconds (mod 2^30), so that a restarted process with the same id
-  /// names its broadcasts apart from its earlier life's.
+  /// Numbers the memberships: names the engines' timers, and their stream and offer
+  /// numbers (from membership << 32). It starts at random, so that a restarted process
+  /// with the same id numbers its streams apart from its earlier life's.
   std::uint32_t membership = 0;
+  /// The broadcasts and messages started here are numbered 1, 2, 3, ... across engines
+  /// and memberships (`next_seq`), and carry this process's `life` (random, nonzero), so
+  /// that a restarted process with the same id names its operations apart from its
+  /// earlier life's (wire::collective_id).
+  std::uint32_t life = 1;
+  std::uint64_t next_seq = 1;
+  /// Names requests and reductions for their timers.
+  std::uint64_t next_serial = 0;
+  duration op_timeout{0}; ///< node_config
+  /// How long a joiner let in waits for its share at most: the supervisor's wait for
+  /// its givers, and as long again for the histories to follow.
+  duration settle_wait{0};
   std::map<reduction_key, open_reduction> reductions;
   std::vector<node_delivery> pending_deliveries; ///< handed to the handler after each step
   /// Engine frames the transport refused for backpressure, per peer, in order.
@@ -198,6 +221,12 @@ void dispatch(node_ptr self);
 // --- node_membership.cpp ----------------------------------------------------------------
 error join_error(const std::vector<std::string>& reasons);
 void finish_join(node_ptr self, const node::result& res);
+void check_join(node_ptr self);
+/// `serial` 0: the pending one, whichever it is.
+bool give_up_join(node_ptr self, const error& why, std::uint64_t serial = 0);
+void arm_deadline(node_ptr self, node_request& r);
+void on_join_deadline(node_ptr self, std::uint64_t serial);
+void on_settle_timer(node_ptr self, std::uint64_t serial);
 void begin_join(node_ptr self, proc_id contact);
 void try_next_contact(node_ptr self);
 std::string gist(const std::string& detail, const std::string& address);
@@ -222,6 +251,11 @@ expected<wire::collective_id> start_broadcast(node_ptr self, const collective_re
 void on_collective(node_ptr self, const collective_request_ptr& r);
 node::result install_plan(node_ptr self, const node_request& r);
 void on_linger(node_ptr self, const drained_ptr& w);
+bool fail_reduction(node_ptr self, const reduction_key& key, errc code);
+void on_reduction_deadline(node_ptr self, collective_kind kind, std::uint64_t seq,
+                           std::uint64_t serial);
+vnode_set settled_here(node_ptr self);
+std::uint64_t next_reduction_seq(node_ptr self, collective_kind over);
 
 // --- node_transport.cpp -----------------------------------------------------------------
 void on_net_event(node_ptr self, const net::transport_event& ev);

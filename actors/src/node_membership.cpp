@@ -32,6 +32,76 @@ void finish_join(node_ptr self, const node::result& res) {
   complete(self, req, res);
 }
 
+/// A join let in resolves once it owns what it asked for, with the reduction histories
+/// (the supervisor waits for no giver any more, and every vnode it owns has settled in
+/// the reduction engine), or once it is no longer a plain member (it left, say).
+void check_join(node_ptr self) {
+  auto& st = self->state;
+  if (!st.joining || !st.joining->accepted)
+    return;
+  auto& sup = *st.sup;
+  if (sup.state() != supervisor::status::member
+      || (!sup.awaiting_vnodes() && settled_here(self).includes(sup.own_vnodes())))
+    finish_join(self, std::nullopt);
+}
+
+/// Answers the pending found or join with `why` (cancelled, or its time is up) and winds
+/// it down: a deferred one is dropped; one learning its contact's id stops; one whose
+/// join request is out tries no further contact (and leaves should it be let in); one
+/// already let in leaves again. Returns whether one was pending.
+bool give_up_join(node_ptr self, const error& why, std::uint64_t serial) {
+  auto& st = self->state;
+  for (auto it = st.deferred.begin(); it != st.deferred.end(); ++it)
+    if (serial == 0 || (*it)->serial == serial) {
+      auto r = std::move(*it);
+      st.deferred.erase(it);
+      complete(self, r, why);
+      return true;
+    }
+  if (!st.joining || st.joining->abandoned || (serial != 0 && st.joining->serial != serial))
+    return false;
+  auto& j = *st.joining;
+  complete(self, j.req, why);
+  j.abandoned = true;
+  if (j.discovering) {
+    st.tp->remove_peer(discovery_id);
+    st.joining.reset();
+  } else if (j.accepted) {
+    st.joining.reset();
+    (void)st.sup->leave(now_of(), no_proc, st.out); // hands back what arrived
+  }
+  return true;
+}
+
+/// The time limit of a found or join (`op_timeout`), from when it was asked.
+void arm_deadline(node_ptr self, node_request& r) {
+  auto& st = self->state;
+  if (r.serial != 0)
+    return;
+  r.serial = ++st.next_serial;
+  self->later(st.op_timeout, join_end_atom::value, r.serial);
+}
+
+void on_join_deadline(node_ptr self, std::uint64_t serial) {
+  auto& st = self->state;
+  const auto why = make_error(errc::timeout, "processor " + std::to_string(st.sup->self())
+                                               + " could not become a member within "
+                                               + std::to_string(std::chrono::duration_cast<
+                                                                std::chrono::milliseconds>(
+                                                                st.op_timeout).count())
+                                               + " ms");
+  auto full = why;
+  if (st.joining && st.joining->serial == serial && !st.joining->reasons.empty())
+    full.message += ": " + join_error(st.joining->reasons).message;
+  give_up_join(self, full, serial);
+}
+
+void on_settle_timer(node_ptr self, std::uint64_t serial) {
+  auto& st = self->state;
+  if (st.joining && st.joining->accepted && st.joining->serial == serial)
+    finish_join(self, std::nullopt); // an owner with nothing to give: what arrived is ours
+}
+
 void try_next_contact(node_ptr self);
 
 void begin_join(node_ptr self, proc_id contact) {
@@ -52,6 +122,10 @@ void begin_join(node_ptr self, proc_id contact) {
 void try_next_contact(node_ptr self) {
   auto& st = self->state;
   auto& j = *st.joining;
+  if (j.abandoned) {
+    st.joining.reset(); // answered already: no further contact
+    return;
+  }
   if (j.next >= j.req->contacts.size()) {
     auto err = join_error(j.reasons);
     emit(self, {node_event::kind::join_failed, {}, no_proc, no_proc, no_proc, err.message, {}});
@@ -172,10 +246,20 @@ void on_tree_event(node_ptr self, const tree_event& e) {
     break;
   case k::joined:
     if (st.joining) {
-      auto& c = st.joining->current;
+      auto& j = *st.joining;
+      auto& c = j.current;
       emit(self, {node_event::kind::joined, {}, no_proc, no_proc, c.id,
                   "through " + c.address + " (processor " + std::to_string(c.id) + ")", {}});
-      finish_join(self, std::nullopt);
+      if (j.abandoned) {
+        // Given up while the contact was answering: leave again at once.
+        st.joining.reset();
+        (void)st.sup->leave(e.at, no_proc, st.out);
+        break;
+      }
+      // Resolved once the vnodes asked for are here (`check_join`), or at the latest
+      // when the supervisor stops waiting for its givers and as long again has passed.
+      j.accepted = true;
+      self->later(st.settle_wait, settle_atom::value, j.serial);
     } else {
       emit(self, {node_event::kind::joined, {}, no_proc, no_proc, no_proc,
                   "founded the computation with vnodes " + st.sup->own_vnodes().to_string(), {}});
@@ -221,6 +305,16 @@ void on_tree_event(node_ptr self, const tree_event& e) {
                   + e.vnodes.to_string() + " are no longer ours (rejoined as a new incarnation)",
                 e.vnodes});
     break;
+  case k::gained:
+    emit(self, {node_event::kind::vnodes_gained, {}, no_proc, no_proc, e.peer,
+                "now owns vnodes " + e.vnodes.to_string() + ", handed over by processor "
+                  + std::to_string(e.peer), e.vnodes});
+    break;
+  case k::released:
+    emit(self, {node_event::kind::vnodes_released, {}, no_proc, no_proc, e.peer,
+                "handed vnodes " + e.vnodes.to_string() + " over to processor "
+                  + std::to_string(e.peer), e.vnodes});
+    break;
   }
 }
 
@@ -243,8 +337,15 @@ void on_request(node_ptr self, node_request_ptr r) {
     after(self, false, false);
     return;
   }
+  if (r->what == node_request::kind::found && r->vnodes.empty()) {
+    complete(self, r, make_error(errc::invalid_argument, "cannot found: no vnodes given"));
+    after(self, false, false);
+    return;
+  }
   if (outside && r->what != node_request::kind::leave && !engines_drained(self)) {
-    // The engines of the last membership still hold something: begin afresh after.
+    // The engines of the last membership still hold something: begin afresh after
+    // (within the request's time limit).
+    arm_deadline(self, *r);
     st.deferred.push_back(std::move(r));
     linger(self);
     return;
@@ -271,7 +372,9 @@ void on_request(node_ptr self, node_request_ptr r) {
       complete(self, r, make_error(errc::invalid_argument, "cannot join: no contact given"));
     } else {
       new_engines(self, {});
+      arm_deadline(self, *r);
       st.joining = join_attempt{};
+      st.joining->serial = r->serial;
       st.joining->req = std::move(r);
       try_next_contact(self);
     }

@@ -36,7 +36,8 @@ std::size_t segment_for(const broadcast_config& cfg, std::size_t bytes) {
 }
 
 broadcast_engine::broadcast_engine(tree_view& view, broadcast_config cfg)
-  : view_(view), cfg_(cfg), next_seq_(cfg.first_seq), next_tag_(cfg.first_seq) {
+  : view_(view), cfg_(cfg), next_seq_(cfg.first_seq),
+    next_tag_(cfg.first_tag != 0 ? cfg.first_tag : cfg.first_seq) {
   cfg_.segment_size = std::max<std::size_t>(cfg_.segment_size, 1);
 }
 
@@ -61,7 +62,7 @@ expected<wire::collective_id> broadcast_engine::broadcast(timestamp now, shared_
   if (!view_.participating())
     return make_error(errc::stopped, "processor " + std::to_string(view_.self()) +
                                        " no longer takes part and cannot broadcast");
-  const wire::collective_id id{view_.self(), next_seq_++, cfg_.kind};
+  const wire::collective_id id{view_.self(), next_seq_++, cfg_.kind, cfg_.life};
   ++stats_.started;
   // Decided once, here: the kind travels in every frame of the broadcast, and so does
   // the segment length (receivers place segments by their index and length).
@@ -86,7 +87,7 @@ expected<wire::collective_id> broadcast_engine::send(timestamp now, vnode_set to
     return make_error(errc::invalid_argument, "send: vnodes " + (to - view_.all_vnodes()).to_string() +
                                                 " do not exist (vnodes are " +
                                                 view_.all_vnodes().to_string() + ")");
-  const wire::collective_id id{view_.self(), next_seq_++, cfg_.message_kind};
+  const wire::collective_id id{view_.self(), next_seq_++, cfg_.message_kind, cfg_.life};
   ++stats_.sent;
   return originate(now, id, to, true, threshold_tree(message.size(), cfg_.long_threshold),
                    message, out);

@@ -64,6 +64,7 @@ void join_leave::on_join_timer(timestamp now, std::uint64_t n, outbox& out) {
 }
 
 void join_leave::on_giver_timer(timestamp now, outbox& out) {
+  givers_due_ = false; // an owner with nothing to give does not answer
   if (s_.status == supervisor::status::member && await_giver_) {
     await_giver_ = false; // no giver placed us: measure
     s_.probes.trigger(now, out);
@@ -257,6 +258,7 @@ void join_leave::on(timestamp now, proc_id from, const wire::join_accept& m, out
     // Measuring starts once the givers have placed us (vnode_handover), or when none
     // has after `probe_timeout`.
     await_giver_ = true;
+    givers_due_ = true;
     s_.start_timer(out, s_.cfg.probe_timeout, timer_token::giver_wait());
   }
 }
@@ -264,8 +266,18 @@ void join_leave::on(timestamp now, proc_id from, const wire::join_accept& m, out
 void join_leave::on(timestamp now, proc_id from, const wire::vnode_handover& m, outbox& out) {
   // Take the vnodes only while staying: a leaving processor would lose them.
   bool take = s_.status == supervisor::status::member && m.route.owner == s_.self;
-  if (take)
+  if (take) {
+    const auto before = s_.owners.own();
     s_.owners.apply_routes({m.route});
+    if (auto got = s_.owners.own() - before; !got.empty()) {
+      tree_event e;
+      e.what = tree_event::kind::gained;
+      e.at = now;
+      e.peer = from;
+      e.vnodes = std::move(got);
+      out.events.push_back(std::move(e));
+    }
+  }
   s_.send(out, from, wire::vnode_handover_ack{m.route.epoch, take});
   auto asked = std::find(givers_.begin(), givers_.end(), from);
   if (!take || asked == givers_.end())
@@ -294,6 +306,7 @@ void join_leave::on(timestamp now, proc_id from, const wire::vnode_handover& m, 
 void join_leave::reset() {
   givers_.clear();
   await_giver_ = false;
+  givers_due_ = false;
   refused_.clear();
   nearest_.clear();
   offered_to_ = no_proc;

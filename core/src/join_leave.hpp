@@ -41,6 +41,10 @@ public:
 
   void reset();
 
+  /// Joined, and some owner asked for vnodes has not handed them over yet (at most
+  /// `probe_timeout` after the join was accepted).
+  bool awaiting_givers() const noexcept { return givers_due_ && !givers_.empty(); }
+
 private:
   /// Ranks the members for our vnodes as we leave, nearest first.
   void rank_nearest();
@@ -53,6 +57,7 @@ private:
   /// Joining: the owners asked for vnodes; the first trees go under them.
   std::vector<proc_id> givers_;
   bool await_giver_ = false; ///< joined; measuring waits for the first giver's handover
+  bool givers_due_ = false;  ///< joined; the givers' handovers are still expected
   /// Leaving: the recipient we are trying, those that refused, and the members nearest
   /// first, ranked when the leave began (our trees, which place the members we never
   /// measured, are gone after the first handover).

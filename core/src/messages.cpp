@@ -196,6 +196,10 @@ std::size_t body_words(const bcast_answer&) { return bcast_answer_shape.words();
 
 const char* name_of(const message& m) { return message_names[m.index()]; }
 
+std::string to_string(const collective_id& id) {
+  return std::to_string(id.origin) + ":" + std::to_string(id.seq);
+}
+
 collective_kind kind_of(const message& m) {
   if (auto* s = std::get_if<bcast_segment>(&m))
     return s->op.kind;

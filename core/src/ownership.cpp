@@ -171,6 +171,12 @@ void ownership::offer_resolved(timestamp now, std::uint64_t seq, bool accepted, 
   offers_.erase(i);
   if (accepted) {
     wire::route_entry entry{o.vnodes, o.to, o.epoch};
+    tree_event e;
+    e.what = tree_event::kind::released;
+    e.at = now;
+    e.peer = o.to;
+    e.vnodes = o.vnodes;
+    out.events.push_back(std::move(e));
     if (o.leaving) {
       s_.life.finish_leave(now, {entry}, out);
       return;

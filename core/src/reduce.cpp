@@ -91,14 +91,40 @@ std::optional<error> reduce_engine::start(timestamp now, const reduce_spec& spec
     return make_error(errc::invalid_argument,
                       "reduction " + std::to_string(spec.op) + " started after reduction " +
                         std::to_string(last_started_) + ": they start in increasing order");
+  if (const auto all = view_.all_vnodes(); !all.contains(spec.root))
+    return make_error(errc::invalid_argument,
+                      "reduction " + std::to_string(spec.op) + ": root vnode " +
+                        std::to_string(spec.root) + " does not exist (vnodes are " +
+                        all.to_string() + ")");
   if (auto e = ops_table_.check(spec.fn, spec.count * element_size(spec.fn.type)))
     return e;
-  auto [i, fresh] = ops_.try_emplace(spec.op);
-  op_state& st = i->second;
-  if (!fresh && (st.spec.root != spec.root || st.spec.fn != spec.fn))
+  if (auto i = ops_.find(spec.op);
+      i != ops_.end() && (i->second.spec.root != spec.root || i->second.spec.fn != spec.fn))
     return make_error(errc::invalid_argument,
                       "reduction " + std::to_string(spec.op) +
                         " reached this processor with another root or operator");
+  // The own vnodes settled here that owe this reduction. They owe nothing before it
+  // that this processor started: settling and starting both contribute at once.
+  vnode_set owing;
+  for (auto d = done_.begin(); d != done_.end() && d->first < spec.op; ++d)
+    owing |= d->second;
+  // Their contributions, checked before anything changes: a wrong one refuses the start
+  // and leaves the engine as it was (the application may start the same number again).
+  auto contribution = gather(spec, values, owing);
+  if (!contribution)
+    return contribution.err();
+  // Reductions before this one that reached this processor but were never started here
+  // (the application skipped them): what children sent up for them goes on now.
+  for (auto i = ops_.begin(); i != ops_.end() && i->first < spec.op;) {
+    auto& [k, early] = *i++;
+    if (early.started || early.main_sent || early.complete)
+      continue;
+    if (is_root_owner(early))
+      forget_op(k, out); // the root's own vnodes skipped it: it can never complete here
+    else
+      maybe_send_main(now, early, true, out);
+  }
+  op_state& st = ops_[spec.op];
   st.spec = spec;
   st.kind = kind_of(spec);
   st.started = true;
@@ -106,19 +132,17 @@ std::optional<error> reduce_engine::start(timestamp now, const reduce_spec& spec
   const auto previous = last_started_;
   last_started_ = spec.op;
   ++stats_.started;
-  // The own vnodes settled here that owe this reduction. They owe nothing before it
-  // that this processor started: settling and starting both contribute at once.
-  vnode_set owing;
   for (auto d = done_.begin(); d != done_.end() && d->first < spec.op;) {
     if (std::max(d->first, previous) + 1 < spec.op)
       out.problems.push_back(problem(reduce_problem::kind::lost_contribution, spec.op - 1,
                                      d->second, "reductions skipped by this processor"));
-    owing |= d->second;
     d = done_.erase(d);
   }
   if (!owing.empty())
     done_[spec.op] |= owing;
-  contribute(now, st, owing, out);
+  stats_.contributed += owing.size();
+  if (!owing.empty())
+    take_in(now, st, owing, shared_bytes(std::move(*contribution)), true, false, 0, out);
   auto expect = view_.max_root_distance();
   const auto slowest = view_.min_root_rate();
   const auto bytes = static_cast<double>(spec.count * element_size(spec.fn.type));
@@ -130,6 +154,98 @@ std::optional<error> reduce_engine::start(timestamp now, const reduce_spec& spec
   st.timeout_token = timer(out, wait, {timer_kind::timeout, spec.op});
   maybe_send_main(now, st, false, out);
   return std::nullopt;
+}
+
+expected<std::vector<std::uint8_t>> reduce_engine::gather(const reduce_spec& spec,
+                                                          const contribution_fn& values,
+                                                          const vnode_set& vs) const {
+  const std::size_t bytes = spec.count * element_size(spec.fn.type);
+  std::vector<std::uint8_t> acc;
+  std::optional<error> bad;
+  bool first = true;
+  vs.for_each([&](vnode_id v) {
+    if (bad)
+      return;
+    auto d = values ? values(v) : std::vector<std::uint8_t>{};
+    if (d.size() != bytes)
+      bad = make_error(errc::invalid_argument,
+                       "reduction " + std::to_string(spec.op) + ": the contribution of vnode " +
+                         std::to_string(v) + " is " + std::to_string(d.size()) + " bytes, not " +
+                         std::to_string(bytes) + " (" + std::to_string(spec.count) + " " +
+                         to_string(spec.fn.type) + " elements)");
+    else if (first)
+      acc = std::move(d);
+    else if (auto e = ops_table_.combine(spec.fn, acc, d.data(), d.size()))
+      bad = make_error(e->code, "reduction " + std::to_string(spec.op) + ": vnode " +
+                                  std::to_string(v) + ": " + e->message);
+    first = false;
+  });
+  if (bad)
+    return *bad;
+  return acc;
+}
+
+reduce_abandoned reduce_engine::abandon(timestamp now, std::uint64_t op, reduce_outbox& out) {
+  sync(now, out);
+  reduce_abandoned r;
+  r.op = op;
+  ++stats_.abandoned;
+  auto i = ops_.find(op);
+  if (i == ops_.end()) {
+    forget_op(op, out);
+    return r;
+  }
+  const auto& st = i->second;
+  r.known = true;
+  r.root = st.spec.root;
+  r.at_root = st.rooted || is_root_owner(st);
+  if (r.at_root) {
+    r.gathered = st.covered;
+    r.missing = view_.all_vnodes() - st.covered;
+  } else if (!(r.part_sent = st.main_sent || st.complete)) {
+    const auto owner = view_.owner(st.spec.root);
+    if (owner != no_proc)
+      for (auto& c : view_.children({owner, st.kind}))
+        if (!st.reported.count(c.id)) {
+          r.waiting_for.push_back(c.id);
+          r.missing |= c.subtree;
+        }
+    if (view_.participating())
+      r.missing |= view_.own_vnodes() - settled();
+    r.gathered = st.has_acc ? st.covered : vnode_set{};
+  }
+  r.missing_owners = view_.owners(r.missing);
+  forget_op(op, out);
+  return r;
+}
+
+void reduce_engine::forget_op(std::uint64_t op, reduce_outbox& out) {
+  ops_.erase(op);
+  if (abandoned_.insert(op).second)
+    timer(out, cfg_.op_linger, {timer_kind::forget, op});
+}
+
+std::uint64_t reduce_engine::next_op() const {
+  if (last_started_ > 0)
+    return last_started_ + 1;
+  if (!done_.empty())
+    return done_.begin()->first + 1;
+  if (!ops_.empty())
+    return ops_.begin()->first;
+  return cfg_.first_op;
+}
+
+std::string describe_owners(const std::map<proc_id, vnode_set>& by_owner) {
+  std::string r;
+  for (auto& [p, vs] : by_owner) {
+    if (vs.empty())
+      continue;
+    if (!r.empty())
+      r += ", ";
+    r += vs.to_string() + (p == no_proc ? std::string(" (owner unknown)")
+                                        : " (processor " + std::to_string(p) + ")");
+  }
+  return r;
 }
 
 void reduce_engine::contribute(timestamp now, op_state& st, const vnode_set& vs,
@@ -298,6 +414,12 @@ void reduce_engine::handle_partial(timestamp now, proc_id from, const wire::redu
   const bool root_here = view_.participating() && view_.own_vnodes().contains(m.root);
   auto i = ops_.find(m.op);
   if (i == ops_.end()) {
+    if (root_here && abandoned_.count(m.op)) {
+      // Given up here: gathering it again could never complete it.
+      if (!m.vnodes.empty())
+        ++stats_.dropped;
+      return;
+    }
     if (!root_here && m.op <= last_started_) {
       // Closed here: just pass it on.
       if (m.vnodes.empty())
@@ -421,6 +543,9 @@ void reduce_engine::settle(timestamp now, const vnode_set& vs, std::uint64_t don
       ++open;
       contribute(now, st, vs, out);
     }
+  // Reductions given up here are failed ones: not owing them loses nothing.
+  for (auto k : abandoned_)
+    open += k > done && k <= last_started_ && ops_.count(k) == 0;
   if (last_started_ > done && open < last_started_ - done)
     out.problems.push_back(problem(reduce_problem::kind::lost_contribution, last_started_, vs,
                                    std::to_string(last_started_ - done - open) +
@@ -483,6 +608,9 @@ void reduce_engine::on_timer(timestamp now, std::uint64_t token, reduce_outbox& 
         ops_.erase(i);
       break;
     }
+    case timer_kind::forget:
+      abandoned_.erase(e.op);
+      break;
     case timer_kind::retry: {
       auto h = held_.find(token);
       if (h == held_.end())

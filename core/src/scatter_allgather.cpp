@@ -138,7 +138,7 @@ expected<wire::collective_id> scatter_allgather_engine::broadcast(timestamp, sha
     return make_error(errc::invalid_argument, "processor " + std::to_string(self_) +
                                                 " is not among the " + std::to_string(n_) +
                                                 " processors of the scatter-allgather");
-  wire::collective_id op{self_, next_seq_++, collective_kind::scatter_allgather};
+  wire::collective_id op{self_, next_seq_++, collective_kind::scatter_allgather, cfg_.life};
   auto total = static_cast<std::uint64_t>(message.size());
   if (auto vs = own_(); !vs.empty()) {
     stats_.delivered += vs.size();

@@ -221,6 +221,9 @@ bool supervisor::all_parented() const { return p_->trees.all_parented(); }
 bool supervisor::measuring() const noexcept { return p_->probes.measuring(); }
 bool supervisor::busy() const noexcept { return p_->busy(); }
 const vnode_set& supervisor::own_vnodes() const noexcept { return p_->owners.own(); }
+bool supervisor::awaiting_vnodes() const noexcept {
+  return p_->status == status::member && p_->life.awaiting_givers();
+}
 const routing_table& supervisor::routes() const noexcept { return p_->owners.routes(); }
 const std::vector<wire::route_entry>& supervisor::farewell_routes() const noexcept {
   return p_->owners.farewell();

@@ -35,7 +35,7 @@ std::int64_t now_us() {
 }
 
 std::string op_name(const wire::collective_id& id) {
-  return std::to_string(id.origin) + ":" + std::to_string(id.seq);
+  return wire::to_string(id);
 }
 
 std::string vnodes_text(const vnode_set& v) {
@@ -241,11 +241,10 @@ control_session::~control_session() {
 void control_session::ready() {
   const auto s = n_.status();
   {
-    // A new membership numbers its operations afresh, from (m << 32) + 1 for some m
-    // (broadcast_config::first_seq); only the low 32 bits are guessed here, and the
-    // pattern depends on the low 8 alone. `started` corrects a wrong guess.
+    // The node numbers its broadcasts and messages 1, 2, 3, ... across memberships
+    // (node_delivery::op), and this session starts all of them, so the count goes on;
+    // `started` corrects a wrong guess.
     std::lock_guard<std::mutex> lk(mtx_);
-    next_seq_ = 1;
     received_.clear();
     awaiting_.clear();
   }
@@ -265,8 +264,8 @@ std::uint64_t control_session::next_seq() {
 }
 
 void control_session::started(const wire::collective_id& id, std::uint64_t predicted) {
-  const auto seq = id.seq & 0xffffffffu;
-  if (seq == (predicted & 0xffffffffu))
+  const auto seq = id.seq;
+  if (seq == predicted)
     return;
   // The guess was wrong (the payload will not check out at the receivers): say so, and
   // guess right from now on.

@@ -42,10 +42,10 @@ int main() {
 
   // Deliveries, per message and vnode, from both nodes' actors.
   std::mutex mtx;
-  std::map<std::uint64_t, std::map<banyan::vnode_id, int>> got;
+  std::map<banyan::wire::collective_id, std::map<banyan::vnode_id, int>> got;
   auto record = [&](const banyan::node_delivery& d) {
     std::lock_guard<std::mutex> lk(mtx);
-    d.vnodes.for_each([&](banyan::vnode_id v) { ++got[d.op.seq][v]; });
+    d.vnodes.for_each([&](banyan::vnode_id v) { ++got[d.op][v]; });
   };
   a.on_deliver(record);
   b.on_deliver(record);
@@ -82,7 +82,7 @@ int main() {
   for (;;) {
     {
       std::lock_guard<std::mutex> lk(mtx);
-      auto& per = got[op->seq];
+      auto& per = got[*op];
       bool once = per.size() == all.size();
       for (auto& [v, n] : per)
         once = once && n == 1;
@@ -93,7 +93,7 @@ int main() {
       return fail("the broadcast did not reach every vnode exactly once");
     std::this_thread::sleep_for(10ms);
   }
-  std::cout << "broadcast " << op->origin << ":" << op->seq << " delivered to " << all.size()
+  std::cout << "broadcast " << banyan::wire::to_string(*op) << " delivered to " << all.size()
             << " vnodes\n";
 
   // Sum of one int32 per vnode (the vnode's number), rooted at vnode 0.

@@ -436,9 +436,9 @@ void frame_decoder::look() {
     auto r = f.getBody().getBcastSegment();
     h.from = f.getFrom();
     h.to = f.getTo();
-    h.op = wire::collective_id{r.getOrigin(), r.getSeq(),
-                               static_cast<collective_kind>(
-                                 static_cast<std::uint16_t>(f.getCollective()))};
+    h.op = codec_internal::collective_id_of(
+      r.getOrigin(), r.getSeq(),
+      static_cast<collective_kind>(static_cast<std::uint16_t>(f.getCollective())));
     h.index = r.getIndex();
     h.count = r.getCount();
     h.total = r.getTotal();

@@ -7,6 +7,17 @@ namespace banyan::schema::codec_internal {
 
 thread_local external_payload* t_external = nullptr;
 
+std::uint64_t wire_seq(const wire::collective_id& id) {
+  // Life and number share the frame's 64-bit `seq` (docs/wire-protocol.md).
+  assert(id.seq <= 0xffffffffu || id.life == 0);
+  return (std::uint64_t{id.life} << 32) | id.seq;
+}
+
+wire::collective_id collective_id_of(proc_id origin, std::uint64_t seq, collective_kind kind) {
+  return wire::collective_id{origin, seq & 0xffffffffu, kind,
+                             static_cast<std::uint32_t>(seq >> 32)};
+}
+
 cs::ReduceKind to_capnp(reduce_kind k) {
   switch (k) {
     case reduce_kind::sum: return cs::ReduceKind::SUM;
@@ -34,7 +45,7 @@ cs::ElementType to_capnp(element_type t) {
 void write(const wire::bcast_segment& m, body_builder b) {
   auto r = b.initBcastSegment();
   r.setOrigin(m.op.origin);
-  r.setSeq(m.op.seq);
+  r.setSeq(wire_seq(m.op));
   r.setKind(to_capnp(m.kind));
   write_vnodes(m.vnodes, [&](unsigned n) { return r.initVnodes(n); });
   r.setDirect(m.direct);
@@ -74,7 +85,7 @@ void write(const wire::reduce_handoff& m, body_builder b) {
 void write(const wire::bcast_offer& m, body_builder b) {
   auto r = b.initBcastOffer();
   r.setOrigin(m.op.origin);
-  r.setSeq(m.op.seq);
+  r.setSeq(wire_seq(m.op));
   write_vnodes(m.vnodes, [&](unsigned n) { return r.initVnodes(n); });
   r.setTag(m.tag);
   r.setHops(m.hops);
@@ -83,7 +94,7 @@ void write(const wire::bcast_offer& m, body_builder b) {
 void write(const wire::bcast_answer& m, body_builder b) {
   auto r = b.initBcastAnswer();
   r.setOrigin(m.op.origin);
-  r.setSeq(m.op.seq);
+  r.setSeq(wire_seq(m.op));
   r.setTag(m.tag);
   r.setAccepted(m.accepted);
 }
@@ -123,7 +134,7 @@ element_type from_capnp(cs::ElementType t) {
 
 wire::bcast_segment read(cs::BcastSegment::Reader r) {
   wire::bcast_segment m;
-  m.op = wire::collective_id{r.getOrigin(), r.getSeq()};
+  m.op = collective_id_of(r.getOrigin(), r.getSeq(), collective_kind::none);
   m.kind = from_capnp(r.getKind());
   m.vnodes = read_vnodes(r.getVnodes());
   m.direct = r.getDirect();
@@ -155,12 +166,12 @@ wire::reduce_handoff read(cs::ReduceHandoff::Reader r) {
 }
 
 wire::bcast_offer read(cs::BcastOffer::Reader r) {
-  return wire::bcast_offer{wire::collective_id{r.getOrigin(), r.getSeq()},
+  return wire::bcast_offer{collective_id_of(r.getOrigin(), r.getSeq(), collective_kind::none),
                            read_vnodes(r.getVnodes()), r.getTag(), r.getHops()};
 }
 
 wire::bcast_answer read(cs::BcastAnswer::Reader r) {
-  return wire::bcast_answer{wire::collective_id{r.getOrigin(), r.getSeq()}, r.getTag(),
+  return wire::bcast_answer{collective_id_of(r.getOrigin(), r.getSeq(), collective_kind::none), r.getTag(),
                             r.getAccepted()};
 }
 

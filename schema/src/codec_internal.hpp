@@ -135,6 +135,11 @@ struct external_payload {
 };
 extern thread_local external_payload* t_external;
 
+/// An operation's life and number as the frame's one 64-bit `seq` (life in the high 32
+/// bits, docs/wire-protocol.md), and back.
+std::uint64_t wire_seq(const wire::collective_id& id);
+wire::collective_id collective_id_of(proc_id origin, std::uint64_t seq, collective_kind kind);
+
 // A Data field that `encode_frame` may reference in place (see `external_payload`).
 template <class Init, class Adopt>
 void write_data(const shared_bytes& bytes, Init&& init, Adopt&& adopt) {

@@ -170,6 +170,14 @@ public:
     return e;
   }
 
+  /// Gives reduction `op` up here (as a runtime's timeout or a cancel does).
+  reduce_abandoned abandon(timestamp now, std::uint64_t op, outbox& out) {
+    reduce_outbox ro;
+    auto r = reduce_->abandon(now, op, ro);
+    take(ro, out);
+    return r;
+  }
+
   bool on_message(timestamp now, proc_id from, const wire::message& m, outbox& out) override {
     if (broadcast_engine::handles(m)) {
       broadcast_outbox bo;

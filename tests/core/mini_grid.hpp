@@ -177,6 +177,8 @@ public:
   /// Crash-related supervisor events (crash_detected, adopted, disowned), with the
   /// processor that reported each, in order.
   const std::vector<std::pair<proc_id, tree_event>>& crash_events() const { return crash_events_; }
+  /// Handover events (gained, released), with the processor that reported each, in order.
+  const std::vector<std::pair<proc_id, tree_event>>& handover_events() const { return handover_events_; }
 
   /// Runs until nothing is left to do or `limit` events were processed.
   std::size_t run(std::size_t limit = 10'000'000) {
@@ -382,6 +384,8 @@ private:
       if (ev.what == tree_event::kind::crash_detected || ev.what == tree_event::kind::adopted ||
           ev.what == tree_event::kind::disowned)
         crash_events_.emplace_back(p, ev);
+      else if (ev.what == tree_event::kind::gained || ev.what == tree_event::kind::released)
+        handover_events_.emplace_back(p, ev);
     // A timer belongs to the incarnation that set it (as a delayed message belongs
     // to its actor): it is dropped if the processor has been replaced meanwhile.
     for (auto& t : out.timers)
@@ -523,6 +527,7 @@ private:
   std::map<std::pair<vnode_id, std::uint64_t>, proc_id> ledger_;
   std::vector<std::string> conflicts_;
   std::vector<std::pair<proc_id, tree_event>> crash_events_;
+  std::vector<std::pair<proc_id, tree_event>> handover_events_;
   std::map<proc_id, timestamp> frozen_; ///< freeze(): until when
   std::function<bool(const wire::envelope&)> slow_; ///< slow(): which messages
   duration slow_extra_{0};

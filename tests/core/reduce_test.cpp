@@ -558,3 +558,165 @@ BOOST_AUTO_TEST_CASE(starting_out_of_order_or_with_unknown_operators_fails) {
   BOOST_REQUIRE(gone.has_value());
   BOOST_TEST((gone->code == errc::stopped));
 }
+
+// A start the engine refuses (a contribution of the wrong size, a root vnode outside the
+// namespace) changes nothing: nothing is counted, the number is still free, and the same
+// reduction started right then completes exactly once everywhere.
+BOOST_AUTO_TEST_CASE(a_refused_start_changes_nothing) {
+  fixture f;
+  mini_grid g{tiny(), 3};
+  f.install(g);
+  g.start();
+  g.run();
+  auto& r = rider(g, 2).reducer();
+  BOOST_TEST(r.next_op() == 1u);
+  const reduce_spec spec{1, 5, {reduce_kind::sum, element_type::int32, 0}, 2};
+  int calls = 0;
+  reduce_outbox out;
+  auto short_one = r.start(g.now(), spec, [&](vnode_id) { ++calls; return bytes(5); }, out);
+  BOOST_REQUIRE(short_one.has_value());
+  BOOST_TEST((short_one->code == errc::invalid_argument));
+  BOOST_TEST(short_one->message.find("5 bytes, not 8") != std::string::npos, short_one->message);
+  BOOST_TEST(calls == 1);
+  auto nowhere = r.start(g.now(), {1, 100, spec.fn, 2}, [](vnode_id) { return bytes(8); }, out);
+  BOOST_REQUIRE(nowhere.has_value());
+  BOOST_TEST((nowhere->code == errc::invalid_argument));
+  BOOST_TEST(nowhere->message.find("root vnode 100 does not exist") != std::string::npos);
+  BOOST_TEST(out.sends.empty());
+  BOOST_TEST(out.timers.empty());
+  BOOST_TEST(r.last_started() == 0u);
+  BOOST_TEST(r.next_op() == 1u);
+  BOOST_TEST(r.stats().contributed == 0u);
+  for (proc_id p = 0; p < 8; ++p)
+    start(g, p, spec);
+  g.run();
+  BOOST_TEST(f.reductions.check(8) == "");
+  BOOST_TEST(r.next_op() == 2u);
+}
+
+// A reduction one processor never starts cannot complete. Given up at the root's owner
+// (a runtime's timeout), the report names the vnodes that never arrived and their owner;
+// the late partial that comes afterwards is dropped, not gathered again; and the next
+// reduction counts every vnode exactly once.
+BOOST_AUTO_TEST_CASE(an_abandoned_reduction_names_what_is_missing_and_the_next_counts_once) {
+  fixture f;
+  mini_grid g{tiny(), 9};
+  f.install(g);
+  g.start();
+  g.run();
+  auto t = g.tree_of({0, tree_kind::latency});
+  auto depths = t.depths();
+  const auto late = static_cast<proc_id>(std::max_element(depths.begin(), depths.end()) - depths.begin());
+  BOOST_REQUIRE(late != 0);
+  const reduce_spec one{1, 0, {reduce_kind::sum, element_type::int64, 0}, 3};
+  for (proc_id p = 0; p < 8; ++p)
+    if (p != late)
+      start(g, p, one);
+  g.run_for(std::chrono::milliseconds(100)); // far beyond every timeout
+  BOOST_TEST(f.reductions.results.empty());
+  reduce_abandoned rep;
+  g.with_rider(0, [&](mini_grid::rider& rd, timestamp now, outbox& out) {
+    rep = dynamic_cast<collective_rider&>(rd).abandon(now, 1, out);
+  });
+  BOOST_TEST(rep.known);
+  BOOST_TEST(rep.at_root);
+  BOOST_TEST(rep.root == 0u);
+  BOOST_TEST((rep.missing == vnode_set{late}));
+  BOOST_TEST((rep.gathered == vnode_set::range(0, 8) - vnode_set{late}));
+  BOOST_REQUIRE_EQUAL(rep.missing_owners.size(), 1u);
+  BOOST_TEST(rep.missing_owners.begin()->first == late);
+  BOOST_TEST(describe_owners(rep.missing_owners)
+             == "{" + std::to_string(late) + "} (processor " + std::to_string(late) + ")");
+  // Elsewhere the part had gone up long ago.
+  g.with_rider(1, [&](mini_grid::rider& rd, timestamp now, outbox& out) {
+    auto other = dynamic_cast<collective_rider&>(rd).abandon(now, 1, out);
+    BOOST_TEST(!other.at_root);
+    BOOST_TEST(other.part_sent);
+  });
+  start(g, late, one); // too late: its partial reaches the root's owner, which drops it
+  g.run();
+  BOOST_TEST(f.reductions.results.empty());
+  BOOST_TEST(rider(g, 0).reducer().stats().dropped == 1u);
+  BOOST_TEST(rider(g, 0).reducer().stats().abandoned == 1u);
+  // Reduction 1 is over; reduction 2 counts every vnode once, with the right value.
+  f.reductions.specs.erase(1);
+  for (vnode_id v = 0; v < 8; ++v)
+    f.reductions.calls.erase({1, v});
+  const reduce_spec two{2, 0, {reduce_kind::sum, element_type::int64, 0}, 3};
+  for (proc_id p = 0; p < 8; ++p)
+    start(g, p, two);
+  g.run();
+  BOOST_TEST(f.reductions.check(8) == "");
+}
+
+// The number a processor should start next follows what it started and the histories it
+// holds: a joiner's is one above its vnodes' last reduction once their history arrived.
+BOOST_AUTO_TEST_CASE(next_op_follows_starts_and_histories) {
+  fixture f;
+  mini_grid g{tiny(), 4};
+  f.install(g);
+  g.start(6); // processors 6 and 7 join later
+  g.run();
+  const reduce_spec one{1, 0, {reduce_kind::sum, element_type::int32, 0}, 1};
+  for (proc_id p = 0; p < 6; ++p)
+    start(g, p, one);
+  g.run();
+  BOOST_TEST(rider(g, 3).reducer().next_op() == 2u);
+  // A joiner asking for vnode 4 (settled at 4's owner with reduction 1 done): its first
+  // is 2 once the history arrived; one that received nothing starts where it is told.
+  g.join(6, 0, vnode_set{4});
+  g.join(7, 0, vnode_set{});
+  g.run();
+  BOOST_TEST((g.sup(6)->own_vnodes() == vnode_set{4}));
+  BOOST_TEST((rider(g, 6).reducer().settled() == vnode_set{4}));
+  BOOST_TEST(rider(g, 6).reducer().next_op() == 2u);
+  BOOST_TEST(g.sup(7)->own_vnodes().empty());
+  BOOST_TEST(rider(g, 7).reducer().next_op() == 1u);
+}
+
+// A processor whose application skips a reduction: the partials its children sent it for
+// that one go on up when it starts the next (they would wait there for good, and keep it
+// holding), and its skipped vnodes are reported lost.
+BOOST_AUTO_TEST_CASE(partials_held_for_a_skipped_reduction_go_on_at_the_next_start) {
+  fixture f;
+  mini_grid g{tiny(), 9};
+  f.install(g);
+  g.start();
+  g.run();
+  auto t = g.tree_of({0, tree_kind::latency});
+  auto kids = t.children();
+  proc_id skipper = no_proc;
+  for (proc_id p = 1; p < 8; ++p)
+    if (!kids[p].empty() && (skipper == no_proc || t.descendants(p) > t.descendants(skipper)))
+      skipper = p;
+  BOOST_REQUIRE(skipper != no_proc);
+  const reduce_spec one{1, 0, {reduce_kind::sum, element_type::int32, 0}, 1};
+  for (proc_id p = 0; p < 8; ++p)
+    if (p != skipper)
+      start(g, p, one);
+  g.run_for(std::chrono::milliseconds(100));
+  auto& r = rider(g, skipper).reducer();
+  BOOST_TEST(r.holding()); // its children's partial, waiting for a start that never comes
+  const reduce_spec two{2, 0, {reduce_kind::sum, element_type::int32, 0}, 1};
+  start(g, skipper, two);
+  g.run_for(std::chrono::milliseconds(100));
+  // At the root: everything of reduction 1 but the skipper's own vnode arrived.
+  reduce_abandoned rep;
+  g.with_rider(0, [&](mini_grid::rider& rd, timestamp now, outbox& out) {
+    rep = dynamic_cast<collective_rider&>(rd).abandon(now, 1, out);
+  });
+  BOOST_TEST(rep.at_root);
+  BOOST_TEST((rep.missing == vnode_set{skipper}));
+  BOOST_REQUIRE_EQUAL(f.reductions.problems.size(), 1u);
+  BOOST_TEST(f.reductions.problems[0].find("skipped") != std::string::npos, f.reductions.problems[0]);
+  f.reductions.problems.clear();
+  for (proc_id p = 0; p < 8; ++p)
+    if (p != skipper)
+      start(g, p, two);
+  g.run();
+  BOOST_TEST(!r.holding());
+  BOOST_TEST(f.reductions.results.count(1) == 0u);
+  BOOST_REQUIRE_EQUAL(f.reductions.results.count(2), 1u);
+  BOOST_TEST((f.reductions.results[2].front().vnodes == vnode_set::range(0, 8)));
+  BOOST_TEST(f.reductions.problems.empty());
+}

@@ -239,6 +239,71 @@ BOOST_AUTO_TEST_CASE(join_takes_wanted_vnodes_and_new_trees_form) {
   BOOST_TEST(g.sup(4)->own_vnodes().empty());
 }
 
+namespace {
+
+/// The handover event of kind `k` processor `at` reported about `peer` (none: empty).
+std::optional<tree_event> handover(const mini_grid& g, proc_id at, tree_event::kind k, proc_id peer) {
+  std::optional<tree_event> found;
+  for (auto& [p, e] : g.handover_events())
+    if (p == at && e.what == k && e.peer == peer) {
+      BOOST_TEST(!found.has_value(), "two such events at " << at);
+      found = e;
+    }
+  return found;
+}
+
+} // namespace
+
+// Vnodes that move by handover are reported on both sides: a joiner's share (gained by
+// the joiner, released by its giver), and a leaver's vnodes (released by the leaver,
+// gained by the member that took them). A joiner whose contact has nothing to give
+// (fewer than two vnodes) waits for its share only `probe_timeout`.
+BOOST_AUTO_TEST_CASE(handovers_are_reported_on_both_sides) {
+  mini_grid g{tiny(), 6};
+  g.start(2, 4); // 0 owns 0-3, 1 owns 4-7
+  g.run();
+  BOOST_TEST(g.handover_events().empty());
+  g.join(2, 0, {});          // a share of 0's: the upper half
+  g.join(3, 1, vnode_set{7}); // asked for by name
+  g.run();
+  for (auto [joiner, giver, vs] : {std::tuple{proc_id{2}, proc_id{0}, vnode_set{2, 3}},
+                                   std::tuple{proc_id{3}, proc_id{1}, vnode_set{7}}}) {
+    BOOST_TEST_CONTEXT("joiner " << joiner) {
+      BOOST_TEST((g.sup(joiner)->own_vnodes() == vs));
+      auto got = handover(g, joiner, tree_event::kind::gained, giver);
+      BOOST_REQUIRE(got.has_value());
+      BOOST_TEST((got->vnodes == vs));
+      auto gave = handover(g, giver, tree_event::kind::released, joiner);
+      BOOST_REQUIRE(gave.has_value());
+      BOOST_TEST((gave->vnodes == vs));
+      BOOST_TEST(!g.sup(joiner)->awaiting_vnodes());
+    }
+  }
+  BOOST_TEST(g.handover_events().size() == 4u);
+
+  // Processor 3 owns one vnode: it gives none to a joiner, which stops waiting for it
+  // after probe_timeout (1 s), owning nothing.
+  g.join(4, 3, {});
+  g.run_for(std::chrono::milliseconds(300));
+  BOOST_TEST_REQUIRE((g.sup(4)->state() == supervisor::status::member));
+  BOOST_TEST(g.sup(4)->awaiting_vnodes());
+  g.run();
+  BOOST_TEST(!g.sup(4)->awaiting_vnodes());
+  BOOST_TEST(g.sup(4)->own_vnodes().empty());
+  BOOST_TEST(g.handover_events().size() == 4u);
+
+  g.leave(2);
+  g.run();
+  const auto took = g.sup(2)->farewell_routes().at(0).owner;
+  auto gave = handover(g, 2, tree_event::kind::released, took);
+  BOOST_REQUIRE(gave.has_value());
+  BOOST_TEST((gave->vnodes == vnode_set{2, 3}));
+  auto got = handover(g, took, tree_event::kind::gained, 2);
+  BOOST_REQUIRE(got.has_value());
+  BOOST_TEST((got->vnodes == vnode_set{2, 3}));
+  BOOST_TEST(g.sup(took)->own_vnodes().includes(vnode_set{2, 3}));
+}
+
 BOOST_AUTO_TEST_CASE(leaving_the_last_member_is_refused) {
   mini_grid g{tiny(), 1};
   g.start(1);

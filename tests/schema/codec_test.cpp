@@ -114,9 +114,11 @@ struct gen {
   banyan::collective_kind collective() {
     return static_cast<banyan::collective_kind>(upto(banyan::collective_kind_count - 1));
   }
+  /// An operation's name as a frame can carry it: a 32-bit number and a 32-bit life.
+  wire::collective_id op() { return {proc(), u32(), collective(), u32()}; }
   wire::bcast_segment segment() {
     wire::bcast_segment m;
-    m.op = {proc(), u64(), collective()};
+    m.op = op();
     m.kind = coin() ? tree_kind::latency : tree_kind::bandwidth;
     m.vnodes = vnodes();
     m.direct = coin();
@@ -174,8 +176,8 @@ struct gen {
       case 18: return segment();
       case 19: return partial();
       case 20: return wire::reduce_handoff{collective(), list([&] { return record(); }), u32()};
-      case 21: return wire::bcast_offer{{proc(), u64(), collective()}, vnodes(), u64(), u32()};
-      case 22: return wire::bcast_answer{{proc(), u64(), collective()}, u64(), coin()};
+      case 21: return wire::bcast_offer{op(), vnodes(), u64(), u32()};
+      case 22: return wire::bcast_answer{op(), u64(), coin()};
     }
     BOOST_FAIL("no such message type");
     return wire::ping{};
@@ -322,7 +324,7 @@ BOOST_AUTO_TEST_CASE(wire_size_equals_encoding_at_rounding_edges) {
   ms.push_back(wire::reduce_handoff{banyan::collective_kind::reduce,
                                     {{vnode_set{}, 0}, {vnode_set{1, 5}, 3}}, 2});
   ms.push_back(wire::bcast_offer{});
-  ms.push_back(wire::bcast_offer{{3, ~std::uint64_t{0}, banyan::collective_kind::scatter_allgather},
+  ms.push_back(wire::bcast_offer{{3, 0xffffffffu, banyan::collective_kind::scatter_allgather, ~0u},
                                  vnode_set{1, 5, 9}, 7, 2});
   ms.push_back(wire::bcast_answer{});
   ms.push_back(wire::bcast_answer{{3, 4, banyan::collective_kind::message}, 5, true});

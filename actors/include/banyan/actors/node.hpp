@@ -127,6 +127,10 @@ struct node_config {
   /// connections close, and reconnecting is refused. Keep it well above the longest a
   /// live node can go unheard (its pings queue behind the frames sent to us).
   duration crash_timeout = std::chrono::seconds(10);
+  /// How long a reduction (`node_reduction::timeout` overrides it), or a `found` or
+  /// `join` (waiting for the previous membership's engines, trying contacts, waiting for
+  /// its share), may take before its future fails with `timeout`; at least 1 ms.
+  duration op_timeout = std::chrono::seconds(60);
 };
 
 /// A message delivered to vnodes of this node.
@@ -135,7 +139,10 @@ struct node_delivery {
     broadcast, ///< `node::broadcast` of some member
     message,   ///< `node::send` of some member, to one vnode
   } what = kind::broadcast;
-  wire::collective_id op; ///< (origin processor, sequence number)
+  /// (origin processor, number there): numbers count 1, 2, 3, ... per origin process,
+  /// broadcasts and messages alike; `op.life` tells a restarted origin's apart. Use the
+  /// whole id as a key; `to_string(op)` prints "origin:seq", e.g. "2:17".
+  wire::collective_id op;
   vnode_set vnodes;       ///< this node's vnodes it was delivered to (one event may cover several)
   shared_bytes payload;
 };
@@ -150,6 +157,8 @@ struct node_reduction {
   /// Over banyan's adaptive trees (`reduce`), or over the static tree installed with
   /// `install_static_tree` (`static_reduce`; numbered 1, 2, ... from each install).
   collective_kind over = collective_kind::reduce;
+  /// How long it may take here before it fails with `timeout`; 0: `node_config::op_timeout`.
+  duration timeout{0};
 };
 
 /// Something that happened to a node; one log line each (`to_string`).
@@ -163,6 +172,8 @@ struct node_event {
     member_crashed, ///< `peer` was taken to have crashed (unreachable, or silent for `crash_timeout`)
     vnodes_adopted, ///< this node now owns `vnodes`, adopted from the crashed `peer`
     vnodes_disowned, ///< `peer` took this node for crashed: `vnodes` are no longer its own
+    vnodes_gained,   ///< `peer` handed `vnodes` to this node (its join share, or `peer` left)
+    vnodes_released, ///< this node handed `vnodes` to `peer` (a newcomer's share, or its leave)
     parent_changed, ///< in `tree`, from `old_parent` to `new_parent`
     cycle_broken,   ///< left `old_parent` in `tree` to break a cycle
     busy,           ///< started measuring, joining or leaving
@@ -176,7 +187,7 @@ struct node_event {
   proc_id new_parent = no_proc;
   proc_id peer = no_proc;
   std::string detail;
-  vnode_set vnodes; ///< vnodes_adopted, vnodes_disowned
+  vnode_set vnodes; ///< vnodes_adopted, vnodes_disowned, vnodes_gained, vnodes_released
   /// transport: about input from a connection that had not proved the secret, or broke
   /// the protocol (malformed, forged): the transport rate-limits these per address.
   bool hostile = false;
@@ -298,18 +309,32 @@ public:
   /// Binds, listens and starts the actor. Returns the port listened on. The transport
   /// sets SIGPIPE to be ignored if it has its default disposition (a write to a peer that
   /// just died would otherwise kill the process; see net/tcp_transport.hpp). Errors:
-  /// `invalid_argument` (bad id or listen address, started twice), `io_error` (bind).
+  /// `invalid_argument` (bad id, listen or advertised address, `op_timeout` below 1 ms,
+  /// started twice), `io_error` (bind).
   expected<std::uint16_t> start();
 
-  /// Founds the computation as its only member, owning `vnodes`.
+  /// Founds the computation as its only member, owning `vnodes`. Errors:
+  /// `invalid_argument` (no vnodes, already a member or joining), `timeout` (the engines
+  /// of the previous membership did not drain within `op_timeout`), `cancelled`.
   std::future<result> found(vnode_set vnodes, completion done = {});
   /// Joins through the first of `contacts` that lets it in, asking for `wanted` vnodes
   /// (empty: a share of the contact's). A contact that cannot be reached, refuses the
-  /// handshake or does not answer is skipped. Errors: `auth_failed` (a contact refused
-  /// our secret), `timeout`, `unknown_peer` (no contact reachable), `invalid_argument`
-  /// (already a member or joining).
+  /// handshake or does not answer is skipped. Resolves once the vnodes asked for have
+  /// arrived with their reduction histories (the node owns them: `own_vnodes()`,
+  /// `next_reduction_seq()` are then known); an owner with nothing to give (a contact
+  /// owning fewer than two vnodes) does not answer, and the join then resolves
+  /// `sup.probe_timeout` after the contact let it in, owning what arrived by then
+  /// (possibly nothing); at most twice that after being let in. Errors: `auth_failed` (a
+  /// contact refused our secret), `timeout` (a contact never answered, or
+  /// `op_timeout`), `unknown_peer` (no contact reachable), `invalid_argument` (already a
+  /// member or joining, no contact, a malformed contact address), `cancelled`.
   std::future<result> join(std::vector<node_contact> contacts, vnode_set wanted = {},
                            completion done = {});
+  /// Gives up the `found` or `join` still pending: its future fails with `cancelled`.
+  /// A join a contact has not answered yet tries no further contact (should the contact
+  /// let it in after all, it leaves at once); one already let in and waiting for its
+  /// vnodes leaves again (handing back what arrived). Returns whether one was pending.
+  bool cancel_join();
   /// Hands every vnode to another member, tells everyone, and leaves. Errors:
   /// `invalid_argument` (not a member, or the last one), `timeout` (every member refused).
   std::future<result> leave(completion done = {});
@@ -320,7 +345,8 @@ public:
 
   /// Broadcasts `message` to every vnode, this node's own included (each exactly once,
   /// wherever it lives when the message reaches it). Resolves once started, with the
-  /// broadcast's name. Errors: `invalid_argument` (not a member), `stopped`.
+  /// broadcast's name ("origin:seq", see `node_delivery::op`). Errors: `invalid_argument`
+  /// (not a member), `stopped`.
   /// `over` picks the algorithm: banyan's adaptive trees (`broadcast`), or a baseline
   /// whose plan is installed: the static tree (`static_broadcast`, `install_static_tree`)
   /// or MPICH's scatter-allgather (`scatter_allgather`, `install_scatter_allgather`).
@@ -333,21 +359,36 @@ public:
   std::future<expected<wire::collective_id>> send(vnode_id to, shared_bytes message);
   /// Starts reduction `r.seq` (every member starts every reduction, in order). Resolves
   /// at the root vnode's owner with the result, once it covers every vnode; at the other
-  /// members once this node's part is sent (`value` empty). Errors as in
-  /// `reduce_engine::start` (`stopped` when not taking part, `invalid_argument`,
-  /// `not_found`), or `stopped` when the node stops first.
+  /// members once this node's part is sent (`value` empty). Errors, at once:
+  /// `invalid_argument` (not a member, a number not above the last one started here, a
+  /// root vnode outside the namespace, count 0 or one the operator cannot take, no
+  /// `values`, a contribution of the wrong size: nothing is started, the same number may
+  /// be started again), `not_found` (a user operator nobody registered). Later:
+  /// `timeout` after `r.timeout` (at the root, naming the vnodes whose contributions
+  /// never arrived and their processors), `cancelled` (`cancel_reduction`), `stopped`
+  /// (the node stops first); the reduction is then dropped here, later ones go on.
   std::future<expected<reduce_result>> reduce(node_reduction r);
+  /// Gives up reduction `seq` (of `over`) started here and not answered yet: its future
+  /// fails with `cancelled`, naming what was missing, and its state here is dropped (what
+  /// it had gathered with it). Returns whether it was pending.
+  bool cancel_reduction(std::uint64_t seq, collective_kind over = collective_kind::reduce);
+  /// The number the next reduction (of `over`) started here should carry: one above the
+  /// last one started here; before any (a node that just joined), the first reduction
+  /// the vnodes it received still owe; 0 when the node runs no such engine (not a member,
+  /// no static tree installed). See `reduce_engine::next_op`.
+  std::uint64_t next_reduction_seq(collective_kind over = collective_kind::reduce) const;
   /// Baselines, to measure against banyan over the same network. Every member installs
   /// the same plan, between operations (an operation under way on the plan it replaces
   /// is cut off), and again after membership changes; a plan lasts for this membership.
   /// Installs static broadcast and reduction engines over `t` (from
   /// core/tree_builders.hpp, over processor ids 0..t.size()-1), with vnode ownership as
   /// this node's routing table says now; reductions size their timeouts for 10 ms to the
-  /// root. Errors: `invalid_argument` (not a member, a member outside the tree).
+  /// root. Completes at once. Errors: `invalid_argument` (not a member, a tree that does
+  /// not span exactly the members: one outside it, a cycle, an orphan).
   std::future<result> install_static_tree(banyan::tree t);
   /// Installs MPICH's scatter-allgather broadcast over processors 0..procs-1 (ranked by
-  /// id; it has no recovery: the members must be exactly those and stay). Errors as
-  /// `install_static_tree`.
+  /// id; it has no recovery: the members must be exactly those and stay). Completes at
+  /// once. Errors: `invalid_argument` (not a member, members other than 0..procs-1).
   std::future<result> install_scatter_allgather(std::size_t procs);
 
   /// Drains queued frames (at most `drain_timeout`), closes every connection and stops

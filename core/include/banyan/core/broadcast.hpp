@@ -134,11 +134,16 @@ struct broadcast_config {
   /// An offer taken for vnodes that moved on again is offered on; after this many such
   /// steps (stale tables passing it round) the bytes go instead.
   std::uint32_t max_offer_hops = 8;
-  /// The first broadcast number, and the first stream number. Broadcasts are named
-  /// (origin, number) and streams (sender, number): a processor that joins again must
-  /// start beyond the numbers its earlier incarnation used (for example from its
-  /// incarnation times 2^32).
+  /// The first broadcast number (broadcasts and messages share one count), and the
+  /// origin's life (`collective_id::life`). Broadcasts are named (origin, kind, life,
+  /// number): a processor that joins again must name its operations apart from those of
+  /// its earlier incarnation, by numbering on (`number_from`) or by another life, or
+  /// (life 0) from beyond the numbers the earlier one used, e.g. its incarnation times 2^32.
   std::uint64_t first_seq = 1;
+  std::uint32_t life = 0;
+  /// The first stream (and offer) number; streams are named (sender, number). 0: the
+  /// same as `first_seq`. A later incarnation starts beyond the earlier one's.
+  std::uint64_t first_tag = 0;
   /// The kinds this engine's broadcasts and point-to-point messages carry
   /// (`collective_id::kind`): receivers and forwarders tell a message from a broadcast
   /// by it, and the runtime's engine host routes frames by it. Over fixed trees:
@@ -263,6 +268,11 @@ public:
   std::uint64_t frames_sent() const noexcept { return frames_sent_; }
   /// When the last frame was sent.
   timestamp last_send() const noexcept { return last_send_; }
+  /// The number the next broadcast or message started here gets.
+  std::uint64_t next_seq() const noexcept { return next_seq_; }
+  /// Numbers the next broadcast or message `seq` (and on from there): a runtime that
+  /// keeps one count for several engines, or across memberships, sets it before a start.
+  void number_from(std::uint64_t seq) noexcept { next_seq_ = seq; }
 
   const broadcast_stats& stats() const noexcept { return stats_; }
   /// The streams held, one per line, for logs and failure messages.

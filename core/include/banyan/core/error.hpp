@@ -21,6 +21,7 @@ enum class errc {
   timeout,              ///< a wait ran out
   io_error,             ///< a system call failed
   stopped,              ///< the processor or system is shutting down
+  cancelled,            ///< the caller gave the operation up (`node::cancel_reduction`, ...)
 };
 
 const char* to_string(errc e);

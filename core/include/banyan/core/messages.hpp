@@ -224,22 +224,34 @@ struct vnode_handover_ack {
 
 // --- collectives (docs/collectives.md) -------------------------------------------
 /// Names one broadcast or point-to-point message: the processor that started it, its
-/// number there, and its kind (the engine it belongs to; engines number their
-/// operations independently). Ordered by origin, kind, number.
+/// number there, its kind (the engine it belongs to), and the origin's life (a number
+/// that differs from one run of the origin's process to the next, so that a restarted
+/// processor with the same id names its operations apart from its earlier life's; 0
+/// where the runtime numbers lives into `seq` instead, as the emulation does). Ordered by
+/// origin, kind, life, number. Printed as "origin:seq" (`to_string`).
+///
+/// On the wire life and number share one 64-bit field, life in the high 32 bits
+/// (docs/wire-protocol.md): an id that travels over TCP has `seq` below 2^32.
 struct collective_id {
   proc_id origin = no_proc;
   std::uint64_t seq = 0;
   collective_kind kind = collective_kind::none;
+  std::uint32_t life = 0;
   friend bool operator==(collective_id a, collective_id b) {
-    return a.origin == b.origin && a.seq == b.seq && a.kind == b.kind;
+    return a.origin == b.origin && a.seq == b.seq && a.kind == b.kind && a.life == b.life;
   }
   friend bool operator!=(collective_id a, collective_id b) { return !(a == b); }
   friend bool operator<(collective_id a, collective_id b) {
     if (a.origin != b.origin)
       return a.origin < b.origin;
-    return a.kind != b.kind ? a.kind < b.kind : a.seq < b.seq;
+    if (a.kind != b.kind)
+      return a.kind < b.kind;
+    return a.life != b.life ? a.life < b.life : a.seq < b.seq;
   }
 };
+
+/// "2:17": origin and number (the life and kind are not printed).
+std::string to_string(const collective_id& id);
 
 /// One segment of a broadcast, for the vnodes in `vnodes` (the paper's header): the
 /// receiver delivers to those it owns and passes the rest on. A message below the

@@ -128,6 +128,29 @@ struct reduce_problem {
   std::string detail;
 };
 
+/// What a reduction had come to at a processor that gave it up (`reduce_engine::abandon`),
+/// for the error its runtime reports.
+struct reduce_abandoned {
+  std::uint64_t op = 0;
+  vnode_id root = 0;
+  bool known = false;   ///< the engine held state for it (else the fields below are empty)
+  bool at_root = false; ///< this processor gathered the result (it owns the root vnode)
+  /// At the root: the vnodes whose contributions had arrived.
+  vnode_set gathered;
+  /// At the root: every other vnode. Elsewhere, before this processor's part went up:
+  /// what that part still waited for (its own vnodes whose history had not arrived, and
+  /// the subtrees of the children in `waiting_for`).
+  vnode_set missing;
+  /// `missing` by owner, as this processor knows the owners now (`no_proc`: unknown).
+  std::map<proc_id, vnode_set> missing_owners;
+  /// Elsewhere: the children in the root's tree whose partials had not arrived.
+  std::vector<proc_id> waiting_for;
+  bool part_sent = false; ///< elsewhere: this processor's own partial had gone up
+};
+
+/// "{512-1023} (processor 3), {7} (owner unknown)".
+std::string describe_owners(const std::map<proc_id, vnode_set>& by_owner);
+
 /// What handling one event produced.
 struct reduce_outbox : engine_outbox {
   std::vector<reduce_result> results;
@@ -151,6 +174,8 @@ struct reduce_stats {
   std::uint64_t holds = 0;       ///< frames held for `retry_delay`
   std::uint64_t bounces = 0;     ///< frames that came back undeliverable
   std::uint64_t results = 0;     ///< reductions completed here
+  std::uint64_t abandoned = 0;   ///< reductions given up here (`abandon`)
+  std::uint64_t dropped = 0;     ///< partials of reductions given up here, dropped at the root
 };
 
 class reduce_engine {
@@ -164,11 +189,30 @@ public:
   /// The application starts reduction `spec.op`; `values` gives the contribution of any
   /// vnode (called once for each vnode counted here, now or when it settles here later;
   /// kept for `op_linger` after this processor's part is done). Reductions start in
-  /// increasing order; a processor that joins starts at the first one not completed.
-  /// Errors: not taking part (`stopped`), out of order, unknown operator or a count the
-  /// operator cannot take (`invalid_argument`, `not_found`).
+  /// increasing order; a processor that joins starts at the first one not completed
+  /// (`next_op`). Errors: not taking part (`stopped`); out of order, a root vnode outside
+  /// the namespace, an operator or count the operator table refuses, or a contribution of
+  /// the wrong size (`invalid_argument`; an unknown user operator: `not_found`). A start
+  /// that fails changes nothing: the same number may be started again. Reductions before
+  /// `spec.op` that reached this processor (partials of children) but were never started
+  /// here pass what they gathered on now.
   std::optional<error> start(timestamp now, const reduce_spec& spec, contribution_fn values,
                              reduce_outbox& out);
+
+  /// Gives reduction `op` up at this processor (a runtime's timeout, or the application
+  /// cancelled it): its state here is dropped, what it had gathered with it (the root
+  /// then never completes it; elsewhere the part not yet sent never goes up), and the
+  /// report says what it had come to. Histories are not touched: the vnodes counted here
+  /// stay accounted for up to `op`, and later reductions count them as usual. Partials
+  /// of `op` that come later are dropped at the root's owner and passed on elsewhere,
+  /// as for a reduction closed here (for `op_linger`).
+  reduce_abandoned abandon(timestamp now, std::uint64_t op, reduce_outbox& out);
+
+  /// The number the next reduction started here should carry: one above the last one
+  /// started here; before any, one above the lowest history settled here (the first
+  /// reduction a vnode here still owes: a founder's `first_op`); with none settled, the
+  /// lowest reduction whose partials reached this processor, else `first_op`.
+  std::uint64_t next_op() const;
 
   /// Whether `m` is for this engine (a `reduce_partial` or `reduce_handoff`).
   static bool handles(const wire::message& m) {
@@ -236,7 +280,7 @@ private:
     bool has_acc = false;
     std::set<proc_id> reported; ///< children whose first partial arrived
   };
-  enum class timer_kind : std::uint8_t { timeout, linger, retry };
+  enum class timer_kind : std::uint8_t { timeout, linger, retry, forget };
   struct timer_entry {
     timer_kind what = timer_kind::timeout;
     std::uint64_t op = 0;
@@ -246,6 +290,12 @@ private:
   void sync(timestamp now, reduce_outbox& out);
   tree_kind kind_of(const reduce_spec& spec) const;
   bool is_root_owner(const op_state& st) const;
+  /// The contributions of `vs` to `spec`, combined, or why one cannot be taken.
+  expected<std::vector<std::uint8_t>> gather(const reduce_spec& spec,
+                                             const contribution_fn& values,
+                                             const vnode_set& vs) const;
+  /// Drops reduction `op`'s state; its late partials are dropped or passed on.
+  void forget_op(std::uint64_t op, reduce_outbox& out);
   bool is_child(const op_state& st, proc_id p) const;
   /// Takes in a contribution or partial covering `vs`: accumulated at the root's owner,
   /// combined into this processor's pending partial when `combine`, else passed on.
@@ -279,6 +329,9 @@ private:
   /// after all) is reconciled, not reported as a double history.
   vnode_set adopted_;
   std::map<std::uint64_t, op_state> ops_;
+  /// Reductions given up here (`abandon`, or never started and rooted here), for
+  /// `op_linger`: their late partials are not gathered again.
+  std::set<std::uint64_t> abandoned_;
   std::uint64_t last_started_ = 0;
   std::uint64_t next_token_ = 1;
   std::map<std::uint64_t, timer_entry> timers_;

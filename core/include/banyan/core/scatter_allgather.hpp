@@ -39,8 +39,9 @@ struct scatter_allgather_config {
   /// Below this, the whole message goes down the binomial tree (MPICH's threshold for
   /// the scatter-allgather algorithm is of the same order).
   std::size_t long_threshold = 256 * 1024;
-  /// The first broadcast number.
+  /// The first broadcast number, and the origin's life (`collective_id::life`).
   std::uint64_t first_seq = 1;
+  std::uint32_t life = 0;
 };
 
 struct scatter_allgather_stats {
@@ -68,6 +69,10 @@ public:
 
   /// Broadcasts whose chunks are still expected here.
   std::size_t in_progress() const noexcept { return ops_.size(); }
+  /// The number the next broadcast started here gets; `number_from` sets it (a runtime
+  /// that keeps one count for several engines).
+  std::uint64_t next_seq() const noexcept { return next_seq_; }
+  void number_from(std::uint64_t seq) noexcept { next_seq_ = seq; }
   const scatter_allgather_stats& stats() const noexcept { return stats_; }
 
 private:

@@ -129,14 +129,16 @@ struct tree_event {
     crash_detected,    ///< peer: taken to have crashed (unreachable, silent, strikes)
     adopted,           ///< vnodes: now owned here, adopted from the crashed `peer`
     disowned,          ///< vnodes: no longer ours, `peer` took us for crashed
+    gained,            ///< vnodes: handed to us by `peer` (our join share, or its leave)
+    released,          ///< vnodes: handed over to `peer` (a newcomer's share, or our leave)
   };
   kind what = kind::parent_changed;
   tree_key tree;
   proc_id old_parent = no_proc;
   proc_id new_parent = no_proc;
   timestamp at{0};
-  proc_id peer = no_proc; ///< crash_detected, adopted, disowned
-  vnode_set vnodes;       ///< adopted, disowned
+  proc_id peer = no_proc; ///< crash_detected, adopted, disowned, gained, released
+  vnode_set vnodes;       ///< adopted, disowned, gained, released
 };
 
 struct timer_request {
@@ -226,6 +228,11 @@ public:
   /// seeded, lending vnodes, joining or leaving.
   bool busy() const noexcept;
   const vnode_set& own_vnodes() const noexcept;
+  /// Joined, and an owner asked for vnodes (the contact, for a share of its own) has not
+  /// handed them over yet; false once every one has, or `probe_timeout` after the join
+  /// was accepted (an owner with nothing to give, e.g. a contact owning fewer than two
+  /// vnodes, does not answer).
+  bool awaiting_vnodes() const noexcept;
   const routing_table& routes() const noexcept;
   /// Where this processor's vnodes went when it last left (the accepted handover;
   /// empty if it owned none or never left). Kept after leaving, when `routes()` is
