@@ -97,6 +97,8 @@ log_record record_of(const node_event& e) {
     break;
   case k::vnodes_adopted:
   case k::vnodes_disowned:
+  case k::vnodes_gained:
+  case k::vnodes_released:
     f["vnodes"] = e.vnodes.to_string();
     f["vnode_count"] = e.vnodes.size();
     break;
