@@ -10,9 +10,14 @@
 //              a link slower than the cipher, as most wide-area links are
 //
 // The modes alternate run by run, so that drift in the machine's load hits both alike;
-// medians and their ratio (encrypted / plaintext) are printed.
+// medians and their ratio (encrypted / plaintext) are printed, with the bandwidth case's
+// CPU split between the sender's loop thread, the receiver's, and the rest (the thread
+// that sends). `--only plaintext|encrypted` runs that mode's bandwidth case alone, over
+// and over, for a profiler.
 //
-//   bench_tcp_crypto [--runs 7] [--messages 4] [--round-trips 2000]
+//   bench_tcp_crypto [--runs 7] [--messages 4] [--round-trips 2000] [--shaped 1] [--only MODE]
+//
+// `--shaped 0` leaves the shaped case out.
 
 #include <algorithm>
 #include <chrono>
@@ -20,12 +25,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include <dirent.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "banyan/core/buffer_pool.hpp"
 #include "banyan/core/segment_placement.hpp"
@@ -47,6 +55,37 @@ double cpu_seconds() {
          + static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
+// The threads of this process.
+std::vector<long> thread_ids() {
+  std::vector<long> out;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (const dirent* e = readdir(d))
+      if (e->d_name[0] != '.')
+        out.push_back(std::atol(e->d_name));
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The one thread in `after` that is not in `before` (0 if not exactly one).
+long new_thread(const std::vector<long>& before, const std::vector<long>& after) {
+  std::vector<long> added;
+  std::set_difference(after.begin(), after.end(), before.begin(), before.end(),
+                      std::back_inserter(added));
+  return added.size() == 1 ? added[0] : 0;
+}
+
+// CPU seconds (user + system) of thread `tid` of this process, in nanoseconds' resolution:
+// Linux's clock of a thread given by its id, as glibc's pthread_getcpuclockid builds it.
+double thread_cpu_seconds(long tid) {
+  const clockid_t clk = static_cast<clockid_t>((~static_cast<unsigned long>(tid) << 3) | 6);
+  timespec ts{};
+  if (tid == 0 || clock_gettime(clk, &ts) != 0)
+    return 0;
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
 // A receiver that counts what arrived; the test thread waits on it.
 struct inbox {
   std::mutex m;
@@ -66,6 +105,8 @@ struct pair_of_transports {
   inbox at_a;
   std::unique_ptr<net::tcp_transport> a;
   std::unique_ptr<net::tcp_transport> b;
+  long a_thread = 0; ///< the sender's loop thread
+  long b_thread = 0; ///< the receiver's loop thread
 
   explicit pair_of_transports(bool plaintext, double link_rate = 0) {
     net::tcp_config cb;
@@ -106,8 +147,12 @@ struct pair_of_transports {
           at_a.cv.notify_all();
         },
         net::tcp_transport::event_fn{});
+    const auto t0 = thread_ids();
     const auto pb = b->start();
+    const auto t1 = thread_ids();
     const auto pa = a->start();
+    b_thread = new_thread(t0, t1);
+    a_thread = new_thread(t1, thread_ids());
     if (!pb || !pa) {
       std::fprintf(stderr, "cannot start the transports\n");
       std::exit(1);
@@ -176,6 +221,8 @@ int main(int argc, char** argv) {
   int runs = 7;
   int messages = 4;
   int trips = 2000;
+  std::string only;
+  bool with_shaped = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--runs"))
       runs = std::atoi(argv[i + 1]);
@@ -183,12 +230,32 @@ int main(int argc, char** argv) {
       messages = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--round-trips"))
       trips = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--shaped"))
+      with_shaped = std::atoi(argv[i + 1]) != 0;
+    else if (!std::strcmp(argv[i], "--only"))
+      only = argv[i + 1];
   }
   std::vector<std::uint8_t> bytes(message_bytes);
   for (std::size_t i = 0; i < bytes.size(); ++i)
     bytes[i] = static_cast<std::uint8_t>(i * 131 + (i >> 12));
   const banyan::shared_bytes message(std::move(bytes));
 
+  if (!only.empty()) {
+    if (only != "plaintext" && only != "encrypted") {
+      std::fprintf(stderr, "bench_tcp_crypto: --only takes plaintext or encrypted\n");
+      return 2;
+    }
+    pair_of_transports t(only == "plaintext");
+    std::uint64_t seq = 0;
+    t.bandwidth(message, 1, seq);
+    std::vector<double> bw;
+    for (int r = 0; r < runs; ++r)
+      bw.push_back(static_cast<double>(message_bytes >> 20) * messages
+                   / t.bandwidth(message, messages, seq));
+    std::printf("%s, 64 MiB in 1 MiB segments, %d runs: median %.0f MiB/s\n", only.c_str(), runs,
+                median(bw));
+    return 0;
+  }
   constexpr double link_rate = 4e9 / 8; // 4 Gbit/s
   pair_of_transports plain(true);
   pair_of_transports sealed(false);
@@ -197,19 +264,25 @@ int main(int argc, char** argv) {
   std::uint64_t seq = 0;
   for (auto* t : {&plain, &sealed, &plain_shaped, &sealed_shaped})
     t->bandwidth(message, 1, seq); // warm-up: buffers, pages, connections
-  std::vector<double> bw[2], cpu[2], rtt[2], shaped[2];
+  std::vector<double> bw[2], cpu[2], rtt[2], shaped[2], cpu_a[2], cpu_b[2];
   const double mib = static_cast<double>(message_bytes >> 20) * messages;
   for (int r = 0; r < runs; ++r) {
     for (int mode = 0; mode < 2; ++mode) {
       auto& t = mode == 0 ? plain : sealed;
       const double c0 = cpu_seconds();
+      const double a0 = thread_cpu_seconds(t.a_thread), b0 = thread_cpu_seconds(t.b_thread);
       const double s = t.bandwidth(message, messages, seq);
       const double c1 = cpu_seconds();
+      const double a1 = thread_cpu_seconds(t.a_thread), b1 = thread_cpu_seconds(t.b_thread);
       bw[mode].push_back(mib / s);
       cpu[mode].push_back((c1 - c0) / messages);
+      cpu_a[mode].push_back((a1 - a0) / messages);
+      cpu_b[mode].push_back((b1 - b0) / messages);
       rtt[mode].push_back(t.round_trips(trips) * 1e6);
-      auto& u = mode == 0 ? plain_shaped : sealed_shaped;
-      shaped[mode].push_back(mib / u.bandwidth(message, messages, seq));
+      if (with_shaped) {
+        auto& u = mode == 0 ? plain_shaped : sealed_shaped;
+        shaped[mode].push_back(mib / u.bandwidth(message, messages, seq));
+      }
     }
   }
   std::printf("TCP transport on 127.0.0.1, %d runs (modes alternating), medians\n", runs);
@@ -219,7 +292,13 @@ int main(int argc, char** argv) {
   const double r0 = median(rtt[0]), r1 = median(rtt[1]);
   std::printf("%-34s %12.0f %12.0f %9.3f\n", "64 MiB in 1 MiB segments, MiB/s", b0, b1, b1 / b0);
   std::printf("%-34s %12.3f %12.3f %9.3f\n", "  CPU s per 64 MiB (both sides)", c0, c1, c1 / c0);
+  const double a0 = median(cpu_a[0]), a1 = median(cpu_a[1]);
+  const double d0 = median(cpu_b[0]), d1 = median(cpu_b[1]);
+  std::printf("%-34s %12.3f %12.3f %9.3f\n", "    sender's loop thread", a0, a1, a1 / a0);
+  std::printf("%-34s %12.3f %12.3f %9.3f\n", "    receiver's loop thread", d0, d1, d1 / d0);
   std::printf("%-34s %12.1f %12.1f %9.3f\n", "1-byte round trip, us", r0, r1, r1 / r0);
+  if (!with_shaped)
+    return 0;
   const double s0 = median(shaped[0]), s1 = median(shaped[1]);
   std::printf("%-34s %12.0f %12.0f %9.3f\n", "64 MiB, link shaped to 4 Gbit/s, MiB/s", s0, s1,
               s1 / s0);
