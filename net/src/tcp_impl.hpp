@@ -60,7 +60,7 @@ inline constexpr int listen_backlog = 1024;
 /// Plaintext bytes per record the sender seals at most: as many as a receiver accepts, a
 /// 1 MiB broadcast segment's payload in one record. The receiver reads a record's
 /// ciphertext straight into place in reads of up to the whole record; smaller records
-/// (256 KiB) kept more of it in cache but cost more reads, and window updates that each
+/// (256 KiB) keep more of it in cache but cost more reads, and window updates that each
 /// push the sender's next packets on the receiver's CPU (on loopback): 4-8 % more CPU
 /// (docs/decisions.md).
 inline constexpr std::size_t sealed_record = max_record;
