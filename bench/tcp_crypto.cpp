@@ -13,12 +13,13 @@
 // medians and their ratio (encrypted / plaintext) are printed, with the bandwidth case's
 // CPU split between the sender's loop thread, the receiver's, and the rest (the thread
 // that sends); "the cipher alone" is the CPU that sealing and opening 64 MiB takes on one
-// thread with no transport around it, and its ratio is to the plaintext transport's CPU. `--only plaintext|encrypted` runs that mode's bandwidth case alone, over
-// and over, for a profiler.
+// thread with no transport around it, and its ratio is to the plaintext transport's CPU.
 //
-//   bench_tcp_crypto [--runs 7] [--messages 4] [--round-trips 2000] [--shaped 1] [--only MODE]
+//   bench_tcp_crypto [--runs 7] [--messages 4] [--round-trips 2000] [--shaped 1]
+//                    [--only plaintext|encrypted]
 //
-// `--shaped 0` leaves the shaped case out.
+// `--shaped 0` leaves the shaped case out; `--only MODE` runs that mode's bandwidth case
+// alone, over and over, for a profiler.
 
 #include <algorithm>
 #include <chrono>

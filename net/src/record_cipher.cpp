@@ -50,7 +50,9 @@ std::array<std::uint8_t, 12> nonce_of(const std::array<std::uint8_t, 12>& iv, st
 // Failure here means the cipher library itself is unusable (older at run time than at
 // build time, no memory, no AES-GCM): a process that cannot encrypt must not talk.
 [[noreturn]] void no_cipher() {
-  std::fputs("banyan: libgcrypt cannot set up AES-256-GCM\n", stderr);
+  std::fputs("banyan: libgcrypt's AES-256-GCM failed; a processor that cannot encrypt "
+             "stops\n",
+             stderr);
   std::abort();
 }
 
@@ -123,15 +125,16 @@ void record_sealer::seal(const std::uint8_t* in, std::size_t n, std::uint8_t* ou
   std::uint8_t* body = out + record_header_bytes;
   // A key set once; each record sets its nonce, then the length (associated data), then
   // the body (one call: GCM's last call may end off a 16-byte boundary), then the tag.
-  // GCM cannot fail on valid sizes.
-  [[maybe_unused]] const bool ok =
-      gcry_cipher_setiv(hd_, nonce.data(), nonce.size()) == 0
-      && gcry_cipher_authenticate(hd_, out, record_header_bytes) == 0
-      && (in == body ? gcry_cipher_encrypt(hd_, body, n, nullptr, 0)
-                     : gcry_cipher_encrypt(hd_, body, n, in, n))
-             == 0
-      && gcry_cipher_gettag(hd_, body + n, record_tag_bytes) == 0;
-  assert(ok);
+  // GCM cannot fail on valid sizes; if the library does, nothing half-sealed (or, sealed
+  // in place, still plain) may leave.
+  const bool ok = gcry_cipher_setiv(hd_, nonce.data(), nonce.size()) == 0
+                  && gcry_cipher_authenticate(hd_, out, record_header_bytes) == 0
+                  && (in == body ? gcry_cipher_encrypt(hd_, body, n, nullptr, 0)
+                                 : gcry_cipher_encrypt(hd_, body, n, in, n))
+                         == 0
+                  && gcry_cipher_gettag(hd_, body + n, record_tag_bytes) == 0;
+  if (!ok)
+    no_cipher();
 }
 
 bool record_opener::open(const std::uint8_t* header, std::uint8_t* p, std::size_t n,

@@ -73,8 +73,8 @@ std::optional<bytes> opened(net::record_opener& o, bytes record) {
 }
 
 // Sizes across GCM's block and the implementations' bulk boundaries, up to max_record.
-const std::vector<std::size_t> sizes{1, 15, 16, 17, 95, 96, 97, 255, 4096, 65537, 262144,
-                                     net::max_record};
+const std::vector<std::size_t> sizes{
+    1, 15, 16, 17, 95, 96, 97, 255, 4096, 65537, 262144, net::max_record};
 
 } // namespace
 
