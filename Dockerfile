@@ -42,7 +42,7 @@ RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBANYAN_BUILD_TESTS=OFF \
 FROM debian:12 AS library
 ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends \
-      g++ cmake make pkg-config libcaf-dev libcapnp-dev capnproto libuv1-dev libssl-dev \
+      g++ cmake make pkg-config libcaf-dev libcapnp-dev capnproto libuv1-dev libssl-dev libgcrypt20-dev \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/library/ /
 
@@ -50,7 +50,7 @@ COPY --from=build /out/library/ /
 FROM debian:12-slim AS runtime-base
 ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends \
-      libcaf-core0.17 libcaf-io0.17 libcapnp-0.9.2 libuv1 libssl3 \
+      libcaf-core0.17 libcaf-io0.17 libcapnp-0.9.2 libuv1 libssl3 libgcrypt20 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --no-create-home --home-dir /nonexistent banyan \
  && install -d -o banyan -g banyan -m 0755 /run/banyan

@@ -5,14 +5,21 @@
 //              segment size for long broadcasts), received in place through a payload
 //              sink as a node does; time from the first send to the last delivery
 //   latency    1-byte round trips: a ping, answered from the receiver's callback with a
-//              pong; the time per round trip
+//              pong; the median round trip
 //   shaped     the bandwidth case over a link shaped to 4 Gbit/s (tcp_config::shaper):
 //              a link slower than the cipher, as most wide-area links are
 //
 // The modes alternate run by run, so that drift in the machine's load hits both alike;
-// medians and their ratio (encrypted / plaintext) are printed.
+// medians and their ratio (encrypted / plaintext) are printed, with the bandwidth case's
+// CPU split between the sender's loop thread, the receiver's, and the rest (the thread
+// that sends); "the cipher alone" is the CPU that sealing and opening 64 MiB takes on one
+// thread with no transport around it, and its ratio is to the plaintext transport's CPU.
 //
-//   bench_tcp_crypto [--runs 7] [--messages 4] [--round-trips 2000]
+//   bench_tcp_crypto [--runs 7] [--messages 4] [--round-trips 2000] [--shaped 1]
+//                    [--only plaintext|encrypted]
+//
+// `--shaped 0` leaves the shaped case out; `--only MODE` runs that mode's bandwidth case
+// alone, over and over, for a profiler.
 
 #include <algorithm>
 #include <chrono>
@@ -20,15 +27,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include <dirent.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "banyan/core/buffer_pool.hpp"
 #include "banyan/core/segment_placement.hpp"
+#include "banyan/net/record_cipher.hpp"
 #include "banyan/net/tcp_transport.hpp"
 
 namespace net = banyan::net;
@@ -45,6 +56,37 @@ double cpu_seconds() {
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec)
          + static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// The threads of this process.
+std::vector<long> thread_ids() {
+  std::vector<long> out;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (const dirent* e = readdir(d))
+      if (e->d_name[0] != '.')
+        out.push_back(std::atol(e->d_name));
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The one thread in `after` that is not in `before` (0 if not exactly one).
+long new_thread(const std::vector<long>& before, const std::vector<long>& after) {
+  std::vector<long> added;
+  std::set_difference(after.begin(), after.end(), before.begin(), before.end(),
+                      std::back_inserter(added));
+  return added.size() == 1 ? added[0] : 0;
+}
+
+// CPU seconds (user + system) of thread `tid` of this process, in nanoseconds' resolution:
+// Linux's clock of a thread given by its id, as glibc's pthread_getcpuclockid builds it.
+double thread_cpu_seconds(long tid) {
+  const clockid_t clk = static_cast<clockid_t>((~static_cast<unsigned long>(tid) << 3) | 6);
+  timespec ts{};
+  if (tid == 0 || clock_gettime(clk, &ts) != 0)
+    return 0;
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
 // A receiver that counts what arrived; the test thread waits on it.
@@ -66,6 +108,8 @@ struct pair_of_transports {
   inbox at_a;
   std::unique_ptr<net::tcp_transport> a;
   std::unique_ptr<net::tcp_transport> b;
+  long a_thread = 0; ///< the sender's loop thread
+  long b_thread = 0; ///< the receiver's loop thread
 
   explicit pair_of_transports(bool plaintext, double link_rate = 0) {
     net::tcp_config cb;
@@ -106,8 +150,12 @@ struct pair_of_transports {
           at_a.cv.notify_all();
         },
         net::tcp_transport::event_fn{});
+    const auto t0 = thread_ids();
     const auto pb = b->start();
+    const auto t1 = thread_ids();
     const auto pa = a->start();
+    b_thread = new_thread(t0, t1);
+    a_thread = new_thread(t1, thread_ids());
     if (!pb || !pa) {
       std::fprintf(stderr, "cannot start the transports\n");
       std::exit(1);
@@ -146,24 +194,59 @@ struct pair_of_transports {
     return std::chrono::duration<double>(steady::now() - t0).count();
   }
 
-  // Seconds per 1-byte round trip, over `n`.
+  // Seconds per 1-byte round trip: the median of `n` (a round trip whose thread the
+  // scheduler put off counts once, not by its length).
   double round_trips(int n) {
-    const auto t0 = steady::now();
+    std::vector<double> each;
+    each.reserve(static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) {
       std::size_t want;
       {
         std::lock_guard<std::mutex> lk(at_a.m);
         want = at_a.pongs + 1;
       }
+      const auto t0 = steady::now();
       a->send({1, 2, wire::ping{static_cast<std::uint64_t>(i)}});
       if (!at_a.wait([&] { return at_a.pongs >= want; })) {
         std::fprintf(stderr, "round trip lost\n");
         std::exit(1);
       }
+      each.push_back(std::chrono::duration<double>(steady::now() - t0).count());
     }
-    return std::chrono::duration<double>(steady::now() - t0).count() / n;
+    std::sort(each.begin(), each.end());
+    return each[each.size() / 2];
   }
 };
+
+// CPU seconds of this thread.
+double own_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+// The cipher alone, on this thread: CPU seconds to seal `message` in records of 1 MiB
+// (the transport's record size) into one buffer and open each again in place, as the
+// sender and the receiver of one hop do.
+double cipher_seconds(const banyan::shared_bytes& message) {
+  constexpr std::size_t record = net::max_record;
+  net::record_key k;
+  k.key[0] = 1;
+  net::record_sealer sealer(k);
+  net::record_opener opener(k);
+  std::vector<std::uint8_t> buf(record + net::record_overhead);
+  const double t0 = own_cpu_seconds();
+  for (std::size_t at = 0; at < message.size(); at += record) {
+    const std::size_t n = std::min(record, message.size() - at);
+    sealer.seal(message.data() + at, n, buf.data());
+    if (!opener.open(buf.data(), buf.data() + net::record_header_bytes, n,
+                     buf.data() + net::record_header_bytes + n)) {
+      std::fprintf(stderr, "a record failed to open\n");
+      std::exit(1);
+    }
+  }
+  return own_cpu_seconds() - t0;
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -176,6 +259,8 @@ int main(int argc, char** argv) {
   int runs = 7;
   int messages = 4;
   int trips = 2000;
+  std::string only;
+  bool with_shaped = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--runs"))
       runs = std::atoi(argv[i + 1]);
@@ -183,12 +268,32 @@ int main(int argc, char** argv) {
       messages = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--round-trips"))
       trips = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--shaped"))
+      with_shaped = std::atoi(argv[i + 1]) != 0;
+    else if (!std::strcmp(argv[i], "--only"))
+      only = argv[i + 1];
   }
   std::vector<std::uint8_t> bytes(message_bytes);
   for (std::size_t i = 0; i < bytes.size(); ++i)
     bytes[i] = static_cast<std::uint8_t>(i * 131 + (i >> 12));
   const banyan::shared_bytes message(std::move(bytes));
 
+  if (!only.empty()) {
+    if (only != "plaintext" && only != "encrypted") {
+      std::fprintf(stderr, "bench_tcp_crypto: --only takes plaintext or encrypted\n");
+      return 2;
+    }
+    pair_of_transports t(only == "plaintext");
+    std::uint64_t seq = 0;
+    t.bandwidth(message, 1, seq);
+    std::vector<double> bw;
+    for (int r = 0; r < runs; ++r)
+      bw.push_back(static_cast<double>(message_bytes >> 20) * messages
+                   / t.bandwidth(message, messages, seq));
+    std::printf("%s, 64 MiB in 1 MiB segments, %d runs: median %.0f MiB/s\n", only.c_str(), runs,
+                median(bw));
+    return 0;
+  }
   constexpr double link_rate = 4e9 / 8; // 4 Gbit/s
   pair_of_transports plain(true);
   pair_of_transports sealed(false);
@@ -197,19 +302,26 @@ int main(int argc, char** argv) {
   std::uint64_t seq = 0;
   for (auto* t : {&plain, &sealed, &plain_shaped, &sealed_shaped})
     t->bandwidth(message, 1, seq); // warm-up: buffers, pages, connections
-  std::vector<double> bw[2], cpu[2], rtt[2], shaped[2];
+  std::vector<double> bw[2], cpu[2], rtt[2], shaped[2], cpu_a[2], cpu_b[2], cipher;
   const double mib = static_cast<double>(message_bytes >> 20) * messages;
   for (int r = 0; r < runs; ++r) {
+    cipher.push_back(cipher_seconds(message));
     for (int mode = 0; mode < 2; ++mode) {
       auto& t = mode == 0 ? plain : sealed;
       const double c0 = cpu_seconds();
+      const double a0 = thread_cpu_seconds(t.a_thread), b0 = thread_cpu_seconds(t.b_thread);
       const double s = t.bandwidth(message, messages, seq);
       const double c1 = cpu_seconds();
+      const double a1 = thread_cpu_seconds(t.a_thread), b1 = thread_cpu_seconds(t.b_thread);
       bw[mode].push_back(mib / s);
       cpu[mode].push_back((c1 - c0) / messages);
+      cpu_a[mode].push_back((a1 - a0) / messages);
+      cpu_b[mode].push_back((b1 - b0) / messages);
       rtt[mode].push_back(t.round_trips(trips) * 1e6);
-      auto& u = mode == 0 ? plain_shaped : sealed_shaped;
-      shaped[mode].push_back(mib / u.bandwidth(message, messages, seq));
+      if (with_shaped) {
+        auto& u = mode == 0 ? plain_shaped : sealed_shaped;
+        shaped[mode].push_back(mib / u.bandwidth(message, messages, seq));
+      }
     }
   }
   std::printf("TCP transport on 127.0.0.1, %d runs (modes alternating), medians\n", runs);
@@ -219,7 +331,15 @@ int main(int argc, char** argv) {
   const double r0 = median(rtt[0]), r1 = median(rtt[1]);
   std::printf("%-34s %12.0f %12.0f %9.3f\n", "64 MiB in 1 MiB segments, MiB/s", b0, b1, b1 / b0);
   std::printf("%-34s %12.3f %12.3f %9.3f\n", "  CPU s per 64 MiB (both sides)", c0, c1, c1 / c0);
+  const double a0 = median(cpu_a[0]), a1 = median(cpu_a[1]);
+  const double d0 = median(cpu_b[0]), d1 = median(cpu_b[1]);
+  std::printf("%-34s %12.3f %12.3f %9.3f\n", "    sender's loop thread", a0, a1, a1 / a0);
+  std::printf("%-34s %12.3f %12.3f %9.3f\n", "    receiver's loop thread", d0, d1, d1 / d0);
+  const double k1 = median(cipher);
+  std::printf("%-34s %12s %12.3f %9.3f\n", "  the cipher alone (seal + open)", "", k1, k1 / c0);
   std::printf("%-34s %12.1f %12.1f %9.3f\n", "1-byte round trip, us", r0, r1, r1 / r0);
+  if (!with_shaped)
+    return 0;
   const double s0 = median(shaped[0]), s1 = median(shaped[1]);
   std::printf("%-34s %12.0f %12.0f %9.3f\n", "64 MiB, link shaped to 4 Gbit/s, MiB/s", s0, s1,
               s1 / s0);

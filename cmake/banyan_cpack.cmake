@@ -17,13 +17,13 @@ set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "${PROJECT_HOMEPAGE_URL}")
 set(CPACK_COMPONENTS_ALL lib dev cli)
 set(CPACK_DEBIAN_LIB_PACKAGE_NAME libbanyan)
 set(CPACK_DEBIAN_LIB_PACKAGE_DEPENDS
-    "libcaf-core0.17, libcaf-io0.17, libcapnp-0.9.2, libuv1 (>= 1.40), libssl3")
+    "libcaf-core0.17, libcaf-io0.17, libcapnp-0.9.2, libuv1 (>= 1.40), libssl3, libgcrypt20")
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libbanyan-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-    "libbanyan (= ${PROJECT_VERSION}), libcaf-dev, libcapnp-dev, capnproto, libuv1-dev, libssl-dev, pkg-config")
+    "libbanyan (= ${PROJECT_VERSION}), libcaf-dev, libcapnp-dev, capnproto, libuv1-dev, libssl-dev, libgcrypt20-dev, pkg-config")
 set(CPACK_DEBIAN_CLI_PACKAGE_NAME banyan)
 set(CPACK_DEBIAN_CLI_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_CLI_PACKAGE_DEPENDS
-    "libcaf-core0.17, libcaf-io0.17, libcapnp-0.9.2, libuv1 (>= 1.40), libssl3")
+    "libcaf-core0.17, libcaf-io0.17, libcapnp-0.9.2, libuv1 (>= 1.40), libssl3, libgcrypt20")
 include(CPack)

@@ -8,6 +8,9 @@
 #
 #   scripts/bench_ab.sh [--procs 4] [--pairs 6] [--workload latency|bandwidth]
 #                       [--reps 300] [--size 67108864] [--node-args "ARGS"] BINARY...
+#
+# A BINARY written BINARY::ARGS runs with ARGS added to its nodes' arguments, so that one
+# binary can be compared with itself in two settings (e.g. "banyan::--plaintext" banyan).
 set -euo pipefail
 
 procs=4
@@ -39,9 +42,12 @@ esac
 declare -A runs
 for _ in $(seq "$pairs"); do
   for b in "${bins[@]}"; do
+    exe=${b%%::*}
+    args=$node_args
+    [ "$exe" = "$b" ] || args="$node_args ${b#*::}"
     # The CLI's summary line: "bcast ... acked X ms".
-    v=$("$b" cluster --procs "$procs" --workload "$workload" --reps "$reps" "${extra[@]}" \
-          --node-args "$node_args" 2>&1 | sed -n 's/^bcast .*acked \([0-9.]*\) ms.*/\1/p' | tail -1)
+    v=$("$exe" cluster --procs "$procs" --workload "$workload" --reps "$reps" "${extra[@]}" \
+          --node-args "$args" 2>&1 | sed -n 's/^bcast .*acked \([0-9.]*\) ms.*/\1/p' | tail -1)
     [ -n "$v" ] || { echo "bench_ab.sh: no result from $b" >&2; exit 1; }
     runs[$b]="${runs[$b]:-} $v"
   done

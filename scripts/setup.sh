@@ -4,6 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libcaf-dev libuv1-dev libcapnp-dev capnproto
       libboost-test-dev libcli11-dev nlohmann-json3-dev graphviz libssl-dev
+      libgcrypt20-dev
       python3-yaml curl) # python3-yaml: the deployment files' offline check (tests/deploy);
                          # curl: reading a node's metrics (README)
 missing=()

@@ -1,5 +1,9 @@
-// Record sealing and opening with OpenSSL's EVP AES-256-GCM; the key schedule (HKDF with
-// HMAC-SHA256). See record_cipher.hpp and docs/transport.md, "Security".
+// Record sealing and opening with libgcrypt's AES-256-GCM; the key schedule (HKDF with
+// OpenSSL's HMAC-SHA256). See record_cipher.hpp and docs/transport.md, "Security".
+//
+// libgcrypt rather than OpenSSL's EVP for the records: on this project's machines (OpenSSL
+// 3.0, libgcrypt 1.10, a CPU with VAES) it seals and opens large records some 1.2x as fast
+// and a small record in half the time (docs/decisions.md).
 
 #include "banyan/net/record_cipher.hpp"
 
@@ -9,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <gcrypt.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
@@ -42,17 +47,26 @@ std::array<std::uint8_t, 12> nonce_of(const std::array<std::uint8_t, 12>& iv, st
   return n;
 }
 
-evp_cipher_ctx_st* new_ctx(const record_key& k, bool encrypt) {
-  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
-  // Failure here means OpenSSL itself is unusable (no memory, no AES-GCM): a process
-  // that cannot encrypt must not talk.
-  if (ctx == nullptr
-      || EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), nullptr, k.key.data(), nullptr, encrypt ? 1 : 0)
-             != 1) {
-    std::fputs("banyan: OpenSSL cannot set up AES-256-GCM\n", stderr);
-    std::abort();
+// Failure here means the cipher library itself is unusable (older at run time than at
+// build time, no memory, no AES-GCM): a process that cannot encrypt must not talk.
+[[noreturn]] void no_cipher() {
+  std::fputs("banyan: libgcrypt's AES-256-GCM failed; a processor that cannot encrypt "
+             "stops\n",
+             stderr);
+  std::abort();
+}
+
+gcry_cipher_handle* new_handle(const record_key& k) {
+  // libgcrypt initializes itself on its first version check; a library calls it too.
+  static const bool ready = gcry_check_version(GCRYPT_VERSION) != nullptr;
+  gcry_cipher_hd_t h = nullptr;
+  if (!ready || gcry_cipher_open(&h, GCRY_CIPHER_AES256, GCRY_CIPHER_MODE_GCM, 0) != 0)
+    no_cipher();
+  if (gcry_cipher_setkey(h, k.key.data(), k.key.size()) != 0) {
+    gcry_cipher_close(h);
+    no_cipher();
   }
-  return ctx;
+  return h;
 }
 
 } // namespace
@@ -90,14 +104,13 @@ std::optional<std::size_t> record_length(const std::uint8_t* header) {
   return n;
 }
 
-record_cipher::record_cipher(const record_key& k, bool encrypt)
-    : ctx_(new_ctx(k, encrypt)), iv_(k.iv) {}
+record_cipher::record_cipher(const record_key& k) : hd_(new_handle(k)), iv_(k.iv) {}
 record_cipher::~record_cipher() {
-  EVP_CIPHER_CTX_free(ctx_);
+  if (hd_ != nullptr)
+    gcry_cipher_close(hd_);
 }
-record_cipher::record_cipher(record_cipher&& o) noexcept
-    : ctx_(o.ctx_), iv_(o.iv_), next_(o.next_) {
-  o.ctx_ = nullptr;
+record_cipher::record_cipher(record_cipher&& o) noexcept : hd_(o.hd_), iv_(o.iv_), next_(o.next_) {
+  o.hd_ = nullptr;
 }
 
 std::array<std::uint8_t, 12> record_cipher::next_nonce() {
@@ -109,31 +122,29 @@ void record_sealer::seal(const std::uint8_t* in, std::size_t n, std::uint8_t* ou
   for (int i = 0; i < 4; ++i)
     out[i] = static_cast<std::uint8_t>(n >> (8 * i));
   const auto nonce = next_nonce();
-  int len = 0;
-  // A key set once; each record only sets its nonce. GCM cannot fail on valid sizes.
-  [[maybe_unused]] bool ok =
-      EVP_EncryptInit_ex(ctx_, nullptr, nullptr, nullptr, nonce.data()) == 1
-      && EVP_EncryptUpdate(ctx_, nullptr, &len, out, static_cast<int>(record_header_bytes)) == 1
-      && EVP_EncryptUpdate(ctx_, out + record_header_bytes, &len, in, static_cast<int>(n)) == 1
-      && EVP_EncryptFinal_ex(ctx_, out + record_header_bytes + n, &len) == 1
-      && EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_GET_TAG, static_cast<int>(record_tag_bytes),
-                             out + record_header_bytes + n)
-             == 1;
-  assert(ok);
+  std::uint8_t* body = out + record_header_bytes;
+  // A key set once; each record sets its nonce, then the length (associated data), then
+  // the body (one call: GCM's last call may end off a 16-byte boundary), then the tag.
+  // GCM cannot fail on valid sizes; if the library does, nothing half-sealed (or, sealed
+  // in place, still plain) may leave.
+  const bool ok = gcry_cipher_setiv(hd_, nonce.data(), nonce.size()) == 0
+                  && gcry_cipher_authenticate(hd_, out, record_header_bytes) == 0
+                  && (in == body ? gcry_cipher_encrypt(hd_, body, n, nullptr, 0)
+                                 : gcry_cipher_encrypt(hd_, body, n, in, n))
+                         == 0
+                  && gcry_cipher_gettag(hd_, body + n, record_tag_bytes) == 0;
+  if (!ok)
+    no_cipher();
 }
 
 bool record_opener::open(const std::uint8_t* header, std::uint8_t* p, std::size_t n,
                          const std::uint8_t* tag) {
   const auto nonce = next_nonce();
-  int len = 0;
-  return EVP_DecryptInit_ex(ctx_, nullptr, nullptr, nullptr, nonce.data()) == 1
-         && EVP_DecryptUpdate(ctx_, nullptr, &len, header, static_cast<int>(record_header_bytes))
-                == 1
-         && EVP_DecryptUpdate(ctx_, p, &len, p, static_cast<int>(n)) == 1
-         && EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_SET_TAG, static_cast<int>(record_tag_bytes),
-                                const_cast<std::uint8_t*>(tag))
-                == 1
-         && EVP_DecryptFinal_ex(ctx_, p + n, &len) == 1;
+  // checktag compares in constant time; GPG_ERR_CHECKSUM when the record is not authentic.
+  return gcry_cipher_setiv(hd_, nonce.data(), nonce.size()) == 0
+         && gcry_cipher_authenticate(hd_, header, record_header_bytes) == 0
+         && gcry_cipher_decrypt(hd_, p, n, nullptr, 0) == 0
+         && gcry_cipher_checktag(hd_, tag, record_tag_bytes) == 0;
 }
 
 } // namespace banyan::net

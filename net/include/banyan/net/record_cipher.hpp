@@ -14,6 +14,7 @@
 /// as in TLS 1.3) and the length as associated data. So a record that is altered,
 /// forged, replayed, dropped or moved fails authentication at the receiver.
 ///
+/// The cipher is libgcrypt's AES-256-GCM; the key schedule uses OpenSSL's HMAC-SHA256.
 /// No sockets here: the transport hands bytes to a sealer and an opener.
 
 #include <array>
@@ -25,7 +26,7 @@
 #include "banyan/core/types.hpp"
 #include "banyan/schema/handshake.hpp"
 
-struct evp_cipher_ctx_st; // OpenSSL's EVP_CIPHER_CTX
+struct gcry_cipher_handle; // libgcrypt's cipher handle (gcry_cipher_hd_t)
 
 namespace banyan::net {
 
@@ -57,7 +58,7 @@ record_key derive_record_key(std::string_view secret, const schema::hello& h, pr
 /// The length a record header announces, or nothing when it is 0 or above `max_record`.
 std::optional<std::size_t> record_length(const std::uint8_t* header);
 
-/// What a sealer and an opener of one direction share: its AES-256-GCM context, its IV
+/// What a sealer and an opener of one direction share: its AES-256-GCM handle, its IV
 /// and the number of the next record. Not thread-safe; movable.
 class record_cipher {
 public:
@@ -70,11 +71,11 @@ public:
   std::uint64_t count() const noexcept { return next_; }
 
 protected:
-  record_cipher(const record_key& k, bool encrypt);
+  explicit record_cipher(const record_key& k);
   /// The nonce of the next record, which it counts.
   std::array<std::uint8_t, 12> next_nonce();
 
-  evp_cipher_ctx_st* ctx_ = nullptr;
+  gcry_cipher_handle* hd_ = nullptr;
 
 private:
   std::array<std::uint8_t, 12> iv_{};
@@ -84,7 +85,7 @@ private:
 /// Seals one direction's records, in order.
 class record_sealer : public record_cipher {
 public:
-  explicit record_sealer(const record_key& k) : record_cipher(k, true) {}
+  explicit record_sealer(const record_key& k) : record_cipher(k) {}
 
   /// Seals `n` (1..max_record) bytes at `in` into `out`, which must hold
   /// `n + record_overhead` bytes: header, ciphertext, tag. `in` may be
@@ -95,7 +96,7 @@ public:
 /// Opens one direction's records, in order.
 class record_opener : public record_cipher {
 public:
-  explicit record_opener(const record_key& k) : record_cipher(k, false) {}
+  explicit record_opener(const record_key& k) : record_cipher(k) {}
 
   /// Decrypts the record with header `header` (as received), ciphertext `p` (`n` bytes,
   /// decrypted in place) and tag `tag`, as the next record of the stream. False when it
