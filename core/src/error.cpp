@@ -15,6 +15,7 @@ const char* to_string(errc e) {
     case errc::timeout: return "timeout";
     case errc::io_error: return "io_error";
     case errc::stopped: return "stopped";
+    case errc::id_in_use: return "id_in_use";
   }
   return "unknown_error";
 }

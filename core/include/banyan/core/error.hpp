@@ -21,6 +21,7 @@ enum class errc {
   timeout,              ///< a wait ran out
   io_error,             ///< a system call failed
   stopped,              ///< the processor or system is shutting down
+  id_in_use,            ///< another process runs under this processor id
 };
 
 const char* to_string(errc e);
