@@ -316,14 +316,15 @@ struct BcastAnswer {
   accepted @3 :Bool;
 }
 
-# --- connection handshake (issue 4; not carried yet) -------------------------
+# --- connection handshake ------------------------------------------------------
 #
-# Proposed flow (issue 4 settles it): challenge-response on a fresh TCP connection,
-# before any Frame. Both sides send a Hello at once; each answers the peer's Hello with a
-# HelloAck whose proof is a MAC, under the cluster's shared secret, of the peer's nonce
-# and both processor ids. A side sends Frames only after it has verified the peer's
-# HelloAck. A wrong version gives
-# `version_mismatch`, a wrong proof `auth_failed`; either closes the connection.
+# Challenge-response on every fresh TCP connection, before any Frame (docs/transport.md,
+# "Handshake"): the initiator sends a Hello; the acceptor answers with a HelloAck holding
+# its nonce and its proof, a MAC under the cluster's shared secret of both nonces, both
+# processor ids, both sessions and the refusal; the initiator checks it and sends its own
+# HelloAck (its proof), then its Frames. A wrong version or mode is answered without a
+# proof; a wrong proof closes the connection. An acceptor may refuse an initiator that
+# claims a processor id another process holds (`refusal`).
 #
 # These are deliberately not members of `Frame.body`: they precede the point where a
 # connection is known to speak this version and to belong to the cluster, they have no
@@ -333,26 +334,41 @@ struct BcastAnswer {
 # knows from the connection's state which root type to expect.
 
 struct Hello {
-  # Initiator -> acceptor, the first message on every connection (issue 4 flow, see
-  # docs/transport.md): Hello, then the acceptor's HelloAck (with its nonce and proof),
-  # then the initiator's HelloAck (proof only), then the initiator's Frames.
+  # Initiator -> acceptor, the first message on every connection (docs/transport.md):
+  # Hello, then the acceptor's HelloAck (with its nonce and proof), then the initiator's
+  # HelloAck (proof only), then the initiator's Frames.
   version @0 :UInt16;       # the sender's protocol version (Frame.version)
   procId @1 :UInt32;        # the sender's processor id
   nonce @2 :Data;           # fresh random challenge, 32 bytes
   listenPort @3 :UInt16;    # where the sender accepts connections; 0: nowhere
   plaintext @4 :Bool;       # the sender sends Frames unencrypted (docs/transport.md, "Security")
+  session @5 :UInt64;       # the sending process, random per transport: tells two processes
+                            # that claim one procId apart (docs/transport.md, "One process per id")
+}
+
+enum Refusal {
+  # Why an acceptor refuses a connection whose initiator holds the secret.
+  none @0;
+  idInUse @1;               # another process runs under the initiator's procId
 }
 
 struct HelloAck {
   # Acceptor -> initiator: version, procId, nonce and proof. Initiator -> acceptor:
   # version, procId and proof (nonce null). A version-mismatch answer has neither.
   # proof = HMAC-SHA256(secret, schema::proof_transcript(...)): both nonces, both ids,
-  # the initiator's listenPort and the prover's role; the secret never travels.
+  # the initiator's listenPort, both sessions, the refusal and the prover's role; the
+  # secret never travels.
   version @0 :UInt16;
   procId @1 :UInt32;
   proof @2 :Data;           # 32 bytes, or null
   nonce @3 :Data;           # acceptor's fresh random challenge, 32 bytes, or null
   plaintext @4 :Bool;       # the sender's mode; a mode-mismatch answer has no nonce or proof
+  session @5 :UInt64;       # acceptor -> initiator: the acceptor's process (see Hello.session)
+  refusal @6 :Refusal;      # acceptor -> initiator: none, or why the connection is refused.
+                            # In the first HelloAck (the Hello claims the acceptor's own id),
+                            # covered by the acceptor's proof; or as a further HelloAck after
+                            # the initiator's proof (procId, proof with role 'R', session,
+                            # refusal; no nonce), after which the acceptor closes
 }
 
 # --- the frame ---------------------------------------------------------------

@@ -229,6 +229,8 @@ void on_join_deadline(node_ptr self, std::uint64_t serial);
 void on_settle_timer(node_ptr self, std::uint64_t serial);
 void begin_join(node_ptr self, proc_id contact);
 void try_next_contact(node_ptr self);
+/// Our contact refused us because another process runs under our id: the join fails.
+void refused_id(node_ptr self, const net::transport_event& ev);
 std::string gist(const std::string& detail, const std::string& address);
 void forget_peer(node_ptr self, proc_id p);
 void sync_members(node_ptr self);

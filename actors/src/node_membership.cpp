@@ -153,6 +153,25 @@ std::string gist(const std::string& detail, const std::string& address) {
   return detail.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
 }
 
+void refused_id(node_ptr self, const net::transport_event& ev) {
+  auto& st = self->state;
+  auto& j = *st.joining;
+  j.reasons.push_back(j.current.address
+                      + (j.discovering ? std::string()
+                                       : " (processor " + std::to_string(j.current.id) + ")")
+                      + ": " + gist(ev.detail, j.current.address));
+  if (j.discovering) {
+    st.tp->remove_peer(discovery_id);
+  } else {
+    st.sup->abandon_join(now_of(), st.out);
+    if (st.peers.erase(j.current.id) != 0)
+      st.tp->remove_peer(j.current.id);
+  }
+  auto err = make_error(errc::id_in_use, join_error(j.reasons).message);
+  emit(self, {node_event::kind::join_failed, {}, no_proc, no_proc, no_proc, err.message, {}});
+  finish_join(self, err);
+}
+
 // --- membership and sending -------------------------------------------------------------
 
 /// Forgets the address of a member that left (`remove_peer`), unless it is a member

@@ -44,6 +44,14 @@ void on_net_event(node_ptr self, const net::transport_event& ev) {
   } else {
     emit(self, transport_line(ev, ev.peer, net::to_string(ev)));
   }
+  if (ev.id_in_use && st.joining
+      && ev.peer == (st.joining->discovering ? discovery_id : st.joining->current.id)) {
+    // The contact refused us: another process runs under our id. No contact will
+    // take us while it does: the join fails now.
+    refused_id(self, ev);
+    after(self);
+    return;
+  }
   if (st.joining && st.joining->discovering && ev.peer == discovery_id) {
     if (failed) {
       auto& j = *st.joining;

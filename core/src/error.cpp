@@ -16,6 +16,7 @@ const char* to_string(errc e) {
     case errc::io_error: return "io_error";
     case errc::stopped: return "stopped";
     case errc::cancelled: return "cancelled";
+    case errc::id_in_use: return "id_in_use";
   }
   return "unknown_error";
 }

@@ -56,11 +56,17 @@ void join_leave::on_join_timer(timestamp now, std::uint64_t n, outbox& out) {
     s_.send(out, contact_, wire::join_request{s_.members.me(), wanted_});
     s_.start_timer(out, s_.cfg.probe_timeout, timer_token::join_attempt(join_attempts_));
   } else {
-    s_.status = supervisor::status::idle;
-    s_.members.reset();
-    s_.trees.reset();
+    abandon_join();
     s_.event(out, tree_event::kind::join_failed, now);
   }
+}
+
+void join_leave::abandon_join() {
+  if (s_.status != supervisor::status::joining)
+    return;
+  s_.status = supervisor::status::idle;
+  s_.members.reset();
+  s_.trees.reset();
 }
 
 void join_leave::on_giver_timer(timestamp now, outbox& out) {

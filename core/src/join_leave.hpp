@@ -27,6 +27,8 @@ public:
   void on(timestamp now, proc_id from, const wire::join_request& m, outbox& out);
   void on(timestamp now, proc_id from, const wire::join_accept& m, outbox& out);
   void on(timestamp now, proc_id from, const wire::vnode_handover& m, outbox& out);
+  /// Gives the join under way up (supervisor::abandon_join).
+  void abandon_join();
   /// Join attempt n was not answered.
   void on_join_timer(timestamp now, std::uint64_t n, outbox& out);
   /// No giver placed us in time: measure.

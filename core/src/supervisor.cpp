@@ -174,6 +174,11 @@ void supervisor::join(timestamp now, proc_id contact, const vnode_set& wanted, o
   after_event(*p_, now, out);
 }
 
+void supervisor::abandon_join(timestamp now, outbox& out) {
+  p_->life.abandon_join();
+  after_event(*p_, now, out);
+}
+
 std::optional<error> supervisor::leave(timestamp now, proc_id recipient, outbox& out) {
   auto result = p_->life.leave(now, recipient, out);
   after_event(*p_, now, out);

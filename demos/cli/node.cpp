@@ -167,7 +167,7 @@ std::string with_prefix(const std::string& prefix, const std::string& message) {
 
 /// Joins through `contacts`, resolving their names again before every attempt, until a
 /// join succeeds, `deadline` passes (0: one attempt), a retry cannot help (wrong secret,
-/// bad arguments, stopped) or `give_up` is set. Runs on a thread of its own.
+/// bad arguments, stopped, our id in use) or `give_up` is set. Runs on a thread of its own.
 std::future<banyan::node::result> join_with_retries(banyan::node& n,
                                                     std::vector<node_contact> contacts,
                                                     vnode_set wanted,
@@ -189,7 +189,7 @@ std::future<banyan::node::result> join_with_retries(banyan::node& n,
       else
         res = n.join(now, wanted).get();
       if (!res || res->code == errc::auth_failed || res->code == errc::invalid_argument
-          || res->code == errc::stopped)
+          || res->code == errc::stopped || res->code == errc::id_in_use)
         return res;
       for (auto waited = std::chrono::milliseconds(0); waited < pause;
            waited += std::chrono::milliseconds(50)) {
@@ -222,6 +222,10 @@ nlohmann::json status_json(const banyan::node& n, const std::string& metrics,
   auto& runs = j["own_vnode_intervals"] = nlohmann::json::array();
   for (auto iv : s.own_vnodes.intervals())
     runs.push_back({iv.lo, iv.hi});
+  auto& routes = j["routes"] = nlohmann::json::array();
+  for (auto& r : s.routes.snapshot())
+    for (auto iv : r.vnodes.intervals())
+      routes.push_back({{"lo", iv.lo}, {"hi", iv.hi}, {"owner", r.owner}, {"epoch", r.epoch}});
   j["all_parented"] = s.all_parented;
   j["busy"] = s.busy;
   auto& trees = j["trees"] = nlohmann::json::array();

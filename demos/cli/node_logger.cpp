@@ -126,6 +126,9 @@ log_record record_of(const node_event& e) {
                || e.failure == net::connection_failure::mode_mismatch) {
       r.level = log_level::warn;
       r.event = "misconfigured_peer";
+    } else if (e.failure == net::connection_failure::id_in_use) {
+      r.level = log_level::warn; // a second process under a member's id (rate-limited)
+      r.event = "id_in_use";
     } else {
       r.level = log_level::debug;
     }

@@ -4,8 +4,11 @@
 //   initiator (sends)                                   acceptor (receives)
 //   connecting --connect ok--> hello                    accept --> hello
 //        hello --HelloAck ok--> established             hello --Hello ok--> proof
-//                                                       proof --HelloAck ok--> established
-//   any phase --error/EOF/timeout--> closing            hello --wrong version/mode--> draining
+//   established --refusal--> closing                    proof --HelloAck ok, id free--> established
+//                                                       proof --id to check--> claiming
+//                                                       claiming --judged--> established / draining
+//   any phase --error/EOF/timeout--> closing            hello --wrong version/mode, our id--> draining
+//                                                       proof --id in use--> draining
 //                                                       draining --answer written--> closing
 //
 // Encrypted mode (docs/transport.md, "Security"): once established, the initiator seals
@@ -46,6 +49,22 @@ std::optional<schema::nonce> random_nonce() {
   if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1)
     return std::nullopt;
   return n;
+}
+
+std::uint64_t random_session() {
+  std::uint64_t v = 0;
+  while (v == 0) {
+    std::uint8_t b[8] = {};
+    if (RAND_bytes(b, sizeof b) == 1) {
+      for (auto x : b)
+        v = v << 8 | x;
+    } else {
+      int local = 0;
+      v = static_cast<std::uint64_t>(clock::now().time_since_epoch().count())
+          ^ reinterpret_cast<std::uintptr_t>(&local) * 0x9e3779b97f4a7c15ull;
+    }
+  }
+  return v;
 }
 
 bool proofs_equal(const schema::proof& a, const schema::proof& b) {
@@ -209,7 +228,8 @@ void tcp_impl::on_connect(connection* c, int status) {
                connection_failure::other);
     return;
   }
-  c->hello_msg = schema::hello{schema::protocol_version, cfg_.self, *n, port_, cfg_.plaintext};
+  c->hello_msg =
+      schema::hello{schema::protocol_version, cfg_.self, *n, port_, cfg_.plaintext, session_};
   c->state = connection::phase::hello;
   uv_tcp_keepalive(&c->tcp, 1, 60);
   uv_read_start(stream_of(c), on_alloc, on_read_cb);
@@ -333,6 +353,11 @@ void tcp_impl::on_timeout(connection* c) {
   case connection::phase::draining:
     close_conn(c, transport_event::kind::rejected, "");
     break;
+  case connection::phase::claiming:
+    // Our connection to the holder's address got no answer in time: nobody holds the id.
+    unpark(c);
+    judge(c, true);
+    break;
   case connection::phase::established:
   case connection::phase::closing:
     break;
@@ -405,12 +430,14 @@ void tcp_impl::on_bytes(connection* c, const std::uint8_t* p, std::size_t n) {
       on_initiator_ack(c);
     c->handshake.reset();
   }
+  if (n > 0 && c->state == connection::phase::claiming) {
+    c->held.insert(c->held.end(), p, p + n); // delivered once the claim is accepted
+    return;
+  }
   if (n == 0 || c->state != connection::phase::established)
     return; // nothing left, or the connection is going away
   if (c->side == connection::role::initiator) {
-    close_conn(c, transport_event::kind::error,
-               "protocol error: " + std::to_string(n) + " unexpected bytes from the acceptor",
-               connection_failure::malformed_input);
+    on_refusal(c, p, n);
     return;
   }
   if (c->opener)
@@ -445,7 +472,7 @@ void tcp_impl::on_hello(connection* c) {
               true);
     return;
   }
-  if (h->id == no_proc || h->id == cfg_.self) {
+  if (h->id == no_proc) {
     reject(c, "claims processor id " + std::to_string(h->id),
            connection_failure::malformed_handshake);
     return;
@@ -457,12 +484,16 @@ void tcp_impl::on_hello(connection* c) {
   }
   c->hello_msg = *h;
   c->acceptor_nonce = *n;
-  const auto mac = hmac_sha256(
-      cfg_.secret, schema::proof_transcript(schema::proof_role::acceptor, *h, cfg_.self, *n));
+  if (h->id == cfg_.self) {
+    refuse_id(c, false); // this process holds our id
+    return;
+  }
+  const auto mac = hmac_sha256(cfg_.secret, schema::proof_transcript(schema::proof_role::acceptor,
+                                                                     *h, cfg_.self, *n, session_));
   c->state = connection::phase::proof;
   write_raw(c,
-            schema::encode(
-                schema::hello_ack{schema::protocol_version, cfg_.self, *n, mac, cfg_.plaintext}),
+            schema::encode(schema::hello_ack{schema::protocol_version, cfg_.self, *n, mac,
+                                             cfg_.plaintext, session_}),
             false);
 }
 
@@ -478,18 +509,87 @@ void tcp_impl::on_initiator_ack(connection* c) {
            connection_failure::malformed_handshake);
     return;
   }
-  const auto expected =
-      hmac_sha256(cfg_.secret, schema::proof_transcript(schema::proof_role::initiator, c->hello_msg,
-                                                        cfg_.self, c->acceptor_nonce));
+  const auto expected = hmac_sha256(
+      cfg_.secret, schema::proof_transcript(schema::proof_role::initiator, c->hello_msg, cfg_.self,
+                                            c->acceptor_nonce, session_));
   if (!proofs_equal(expected, *a->mac)) {
     reject(c, "wrong shared secret", connection_failure::wrong_secret);
     return;
   }
   uv_timer_stop(&c->timer);
+  leave_budget(c);
+  judge(c, false);
+}
+
+// Acceptor: whether the authenticated initiator may use the id it claims (id_claim.hpp).
+void tcp_impl::judge(connection* c, bool unanswered) {
+  const id_holder holder =
+      unanswered ? id_holder{id_holder::kind::unanswered, 0} : holder_of(c->peer);
+  switch (judge_claim(cfg_.self, c->peer, c->hello_msg.session, holder)) {
+  case claim_verdict::accept:
+    establish_inbound(c);
+    return;
+  case claim_verdict::refuse:
+    refuse_id(c, true);
+    return;
+  case claim_verdict::wait:
+  case claim_verdict::connect:
+    break;
+  }
+  // Wait for our connection to the address we have for the id, reading nothing meanwhile;
+  // its own timeouts end it, and this timer (the longest it may take) backs them up.
+  if (c->state != connection::phase::claiming) {
+    c->state = connection::phase::claiming;
+    uv_read_stop(stream_of(c));
+    uv_timer_start(&c->timer, on_timer,
+                   ms_of(cfg_.connect_timeout + cfg_.handshake_timeout) + 1000, 0);
+    claims_[c->peer].push_back(c);
+  }
+  if (auto* p = find_peer(c->peer); p != nullptr && p->out == nullptr && !p->resolving)
+    maybe_connect(*p, true); // may judge `c` at once, if the connection cannot even begin
+}
+
+id_holder tcp_impl::holder_of(proc_id id) const {
+  auto it = peers_.find(id);
+  if (it == peers_.end())
+    return {id_holder::kind::none, 0};
+  const peer_state& p = *it->second;
+  if (p.out != nullptr && p.out->up)
+    return {id_holder::kind::answered, p.out->peer_session};
+  if (p.out != nullptr || p.resolving)
+    return {id_holder::kind::pending, 0};
+  return {id_holder::kind::idle, 0};
+}
+
+void tcp_impl::settle_claims(proc_id id, bool unanswered) {
+  if (shutting_down_)
+    return;
+  auto it = claims_.find(id);
+  if (it == claims_.end())
+    return;
+  auto waiting = std::move(it->second);
+  claims_.erase(it);
+  for (auto* c : waiting)
+    if (c->state == connection::phase::claiming)
+      judge(c, unanswered);
+}
+
+void tcp_impl::unpark(connection* c) {
+  auto it = claims_.find(c->peer);
+  if (it == claims_.end())
+    return;
+  auto& v = it->second;
+  v.erase(std::remove(v.begin(), v.end(), c), v.end());
+  if (v.empty())
+    claims_.erase(it);
+}
+
+void tcp_impl::establish_inbound(connection* c) {
+  const bool resumed = c->state == connection::phase::claiming;
+  uv_timer_stop(&c->timer);
   c->state = connection::phase::established;
   c->up = true;
   stats_.accepted.fetch_add(1, std::memory_order_relaxed);
-  leave_budget(c);
   if (!cfg_.plaintext)
     c->opener = std::make_unique<record_opener>(
         derive_record_key(cfg_.secret, c->hello_msg, cfg_.self, c->acceptor_nonce,
@@ -505,6 +605,96 @@ void tcp_impl::on_initiator_ack(connection* c) {
   emit(transport_event::kind::peer_up, c->peer, describe(c) + ": accepted");
   if (c->hello_msg.listen_port != 0 && !c->remote_ip.empty())
     learn_peer(c->peer, c->remote_ip + ":" + std::to_string(c->hello_msg.listen_port));
+  if (!resumed)
+    return; // on_bytes goes on with what followed the proof
+  auto held = std::move(c->held);
+  c->held.clear();
+  if (!held.empty()) {
+    if (c->opener)
+      on_records(c, held.data(), held.size());
+    else
+      on_frames(c, held.data(), held.size());
+  }
+  if (c->state == connection::phase::established)
+    uv_read_start(stream_of(c), on_alloc, on_read_cb);
+}
+
+// Acceptor: "id N is in use". Answered with a HelloAck that says so under our proof (role
+// acceptor in the answer to a Hello, role refusal after the initiator's proof), then closed.
+void tcp_impl::refuse_id(connection* c, bool after_proof) {
+  const auto& h = c->hello_msg;
+  const auto role = after_proof ? schema::proof_role::refusal : schema::proof_role::acceptor;
+  const auto mac =
+      hmac_sha256(cfg_.secret, schema::proof_transcript(role, h, cfg_.self, c->acceptor_nonce,
+                                                        session_, schema::refusal::id_in_use));
+  schema::hello_ack answer{schema::protocol_version,
+                           cfg_.self,
+                           after_proof ? std::nullopt : std::optional<schema::nonce>(c->acceptor_nonce),
+                           mac,
+                           cfg_.plaintext,
+                           session_,
+                           schema::refusal::id_in_use};
+  std::string why = "id " + std::to_string(h.id) + " is in use: ";
+  if (h.id == cfg_.self) {
+    why += "it is this processor's";
+  } else {
+    auto* p = find_peer(h.id);
+    why += "processor " + std::to_string(h.id) + " answers at "
+           + (p != nullptr ? p->address : std::string("its address")) + " as another process";
+  }
+  uv_timer_stop(&c->timer);
+  c->held.clear();
+  c->state = connection::phase::draining;
+  uv_read_stop(stream_of(c));
+  uv_timer_start(&c->timer, on_timer, ms_of(cfg_.handshake_timeout), 0);
+  transport_event ev{transport_event::kind::rejected, h.id, describe(c) + ": " + why + " (refused)"};
+  ev.failure = connection_failure::id_in_use;
+  count_failure(c->side, ev.failure);
+  emit_refusal(c, std::move(ev));
+  write_raw(c, schema::encode(answer), true);
+}
+
+// Initiator, established: the acceptor sends nothing after the handshake but a refusal
+// (a further HelloAck, refusal::id_in_use, proof of role refusal).
+void tcp_impl::on_refusal(connection* c, const std::uint8_t* p, std::size_t n) {
+  while (n > 0 && c->state == connection::phase::established) {
+    const auto used = c->handshake.feed(p, n);
+    if (!used) {
+      close_conn(c, transport_event::kind::error,
+                 "protocol error: unexpected bytes from the acceptor (" + used.err().message + ")",
+                 connection_failure::malformed_input);
+      return;
+    }
+    p += *used;
+    n -= *used;
+    if (!c->handshake.complete())
+      return;
+    auto a = schema::decode_hello_ack(c->handshake.body(), c->handshake.body_size());
+    c->handshake.reset();
+    if (!a || a->verdict == schema::refusal::none || !a->mac || a->challenge || a->id != c->peer
+        || a->session != c->peer_session) {
+      close_conn(c, transport_event::kind::error,
+                 "protocol error: unexpected message from the acceptor"
+                     + (a ? std::string() : " (" + a.err().message + ")"),
+                 connection_failure::malformed_input);
+      return;
+    }
+    const auto expected = hmac_sha256(
+        cfg_.secret, schema::proof_transcript(schema::proof_role::refusal, c->hello_msg, c->peer,
+                                              c->acceptor_nonce, c->peer_session, a->verdict));
+    if (!proofs_equal(expected, *a->mac)) {
+      close_conn(c, transport_event::kind::error,
+                 "protocol error: a refusal without a valid proof from the acceptor",
+                 connection_failure::malformed_input);
+      return;
+    }
+    c->refused_id = true;
+    close_conn(c, transport_event::kind::rejected,
+               "id " + std::to_string(cfg_.self) + " is in use: processor "
+                   + std::to_string(c->peer)
+                   + " refused it (another process runs under this id)",
+               connection_failure::id_in_use);
+  }
 }
 
 // Initiator: the acceptor's answer to our Hello.
@@ -516,6 +706,27 @@ void tcp_impl::on_acceptor_ack(connection* c) {
   }
   if (a->version != schema::protocol_version) {
     reject(c, version_mismatch(a->version), connection_failure::version_mismatch);
+    return;
+  }
+  if (a->verdict != schema::refusal::none) {
+    // The acceptor runs under our id (it may not be the one we meant: a contact whose id
+    // we are learning). Believed only under its proof.
+    if (!a->challenge || !a->mac) {
+      reject(c, "malformed HelloAck: a refusal without nonce or proof",
+             connection_failure::malformed_handshake);
+      return;
+    }
+    const auto expected = hmac_sha256(
+        cfg_.secret, schema::proof_transcript(schema::proof_role::acceptor, c->hello_msg, a->id,
+                                              *a->challenge, a->session, a->verdict));
+    if (!proofs_equal(expected, *a->mac)) {
+      reject(c, "wrong shared secret", connection_failure::wrong_secret);
+      return;
+    }
+    c->refused_id = true;
+    reject(c, "id " + std::to_string(cfg_.self) + " is in use: processor " + std::to_string(a->id)
+                  + " answers at " + c->remote + " (another process runs under this id)",
+           connection_failure::id_in_use);
     return;
   }
   if (a->id != c->peer) {
@@ -536,14 +747,16 @@ void tcp_impl::on_acceptor_ack(connection* c) {
   }
   const auto expected =
       hmac_sha256(cfg_.secret, schema::proof_transcript(schema::proof_role::acceptor, c->hello_msg,
-                                                        c->peer, *a->challenge));
+                                                        c->peer, *a->challenge, a->session));
   if (!proofs_equal(expected, *a->mac)) {
     reject(c, "wrong shared secret", connection_failure::wrong_secret);
     return;
   }
+  c->acceptor_nonce = *a->challenge;
+  c->peer_session = a->session;
   const auto mine =
       hmac_sha256(cfg_.secret, schema::proof_transcript(schema::proof_role::initiator, c->hello_msg,
-                                                        c->peer, *a->challenge));
+                                                        c->peer, *a->challenge, a->session));
   if (!write_raw(c,
                  schema::encode(schema::hello_ack{
                      schema::protocol_version, cfg_.self, {}, mine, cfg_.plaintext}),
@@ -563,6 +776,9 @@ void tcp_impl::on_acceptor_ack(connection* c) {
   p->backoff = cfg_.backoff_initial;
   pump(c, *p);
   update_direct(*p);
+  // The process at the peer's address answered: claims to its id can be judged.
+  if (c->state == connection::phase::established)
+    settle_claims(c->peer, false);
 }
 
 // Acceptor: Frames after the handshake.
@@ -901,6 +1117,8 @@ void tcp_impl::close_conn(connection* c, transport_event::kind kind, const std::
     return;
   count_failure(c->side, f);
   const bool was_up = c->up;
+  if (c->state == connection::phase::claiming)
+    unpark(c);
   c->state = connection::phase::closing;
   c->up = false;
   leave_budget(c);
@@ -918,16 +1136,19 @@ void tcp_impl::close_conn(connection* c, transport_event::kind kind, const std::
   uv_close(reinterpret_cast<uv_handle_t*>(&c->timer), on_handle_close);
 
   std::string note;
+  bool judged_by_it = false; // our connection to the peer's address, made or being made
   if (c->side == connection::role::initiator) {
     auto* p = find_peer(c->peer);
     if (p != nullptr && p->out == c) {
+      judged_by_it = true;
       p->out = nullptr;
       // A frame partly written on this connection cannot be finished on another.
       if (!p->ready.empty() && (p->ready.front().sent > 0 || p->ready.front().partial_on != 0)) {
         release(p->queued, p->ready.front().charged());
         p->ready.pop_front();
       }
-      const duration delay = after_outbound_closed(*p, was_up);
+      // A refused id is no connection that worked: back off as after a failed attempt.
+      const duration delay = after_outbound_closed(*p, was_up && !c->refused_id);
       if (!p->ready.empty() || !p->delay_line.empty())
         note = "; retrying in " + std::to_string(ms_of(delay)) + " ms";
     }
@@ -941,6 +1162,7 @@ void tcp_impl::close_conn(connection* c, transport_event::kind kind, const std::
     ev.failure = f;
     ev.unreachable = c->unreachable;
     ev.reached = c->reached;
+    ev.id_in_use = c->refused_id;
     if (c->side == connection::role::acceptor && kind != transport_event::kind::peer_down)
       emit_hostile(c, std::move(ev));
     else
@@ -953,6 +1175,9 @@ void tcp_impl::close_conn(connection* c, transport_event::kind kind, const std::
                             : "cannot connect");
   if (was_up && kind != transport_event::kind::peer_down)
     emit(transport_event::kind::peer_down, c->peer, describe(c) + ": closed" + note);
+  // Our connection to the peer's address never came up: nobody there holds its id.
+  if (judged_by_it && !was_up)
+    settle_claims(c->peer, true);
 }
 
 void tcp_impl::emit_hostile(const connection* c, transport_event ev) {
@@ -970,6 +1195,17 @@ void tcp_impl::emit_hostile(const connection* c, transport_event ev) {
     ev.detail += "; " + std::to_string(*held) + " more such line" + (*held == 1 ? "" : "s")
                  + " from " + c->remote_ip + " held back since the last one";
   ev.detail += ")";
+  emit(std::move(ev));
+}
+
+void tcp_impl::emit_refusal(const connection* c, transport_event ev) {
+  const std::string key = c->remote_ip + " " + std::to_string(ev.peer);
+  const auto held = refusal_log_.admit(key, clock::now());
+  if (!held)
+    return;
+  if (*held > 0)
+    ev.detail += "; " + std::to_string(*held) + " more such line" + (*held == 1 ? "" : "s")
+                 + " from " + c->remote_ip + " held back since the last one";
   emit(std::move(ev));
 }
 

@@ -35,6 +35,7 @@
 
 #include <uv.h>
 
+#include "banyan/net/id_claim.hpp"
 #include "banyan/net/log_limiter.hpp"
 #include "banyan/net/record_cipher.hpp"
 #include "banyan/net/tcp_transport.hpp"
@@ -182,6 +183,8 @@ struct connection {
     connecting,  ///< initiator: TCP connect under way
     hello,       ///< initiator: awaiting HelloAck; acceptor: awaiting Hello
     proof,       ///< acceptor: awaiting the initiator's HelloAck
+    claiming,    ///< acceptor: authenticated; its claim to `peer` waits for our connection
+                 ///< to `peer`'s address (id_claim.hpp); not reading meanwhile
     established, ///< initiator: sending Frames; acceptor: receiving them
     draining,    ///< a last handshake message is being written, then close
     closing,     ///< handles are closing
@@ -201,6 +204,14 @@ struct connection {
   std::string remote;      ///< the address, for log lines
   schema::hello hello_msg; ///< the Hello of this connection (ours or the initiator's)
   schema::nonce acceptor_nonce{};
+  /// Initiator: the acceptor's session, from its HelloAck (the initiator's own is in
+  /// `hello_msg`, as is an acceptor's peer's).
+  std::uint64_t peer_session = 0;
+  /// Acceptor, `claiming`: bytes that came behind the initiator's proof, fed to the
+  /// decoder once the claim is accepted.
+  std::vector<std::uint8_t> held;
+  /// Initiator: the acceptor refused our processor id (`refusal::id_in_use`).
+  bool refused_id = false;
   schema::handshake_reader handshake;
   schema::frame_decoder decoder;
   std::vector<char> read_buf;
@@ -284,14 +295,17 @@ public:
   /// connection is established and idle and no frame is on its way to the loop; closes
   /// it otherwise. Call whenever one of those changes.
   void update_direct(peer_state& p);
-  void maybe_connect(peer_state& p);
+  /// Connects to `p` if frames wait for it, or at once when `judging` (a claim to `p`'s id
+  /// waits for the answer), even within a backoff.
+  void maybe_connect(peer_state& p, bool judging = false);
   void on_resolved(resolve_req* r, int status, addrinfo* res);
   /// Arms the reconnect timer after an outbound connection closed or could not be made;
   /// returns the delay.
   duration after_outbound_closed(peer_state& p, bool was_up);
   peer_state* find_peer(proc_id id);
   peer_state& create_peer(proc_id id, std::string address, counter_ptr counter);
-  void erase_peer(proc_id id);
+  /// Forgets peer `id`; `settle`: judges the claims to its id that wait (see `judge`).
+  void erase_peer(proc_id id, bool settle = true);
   void drop_frames(peer_state& p);
   /// Takes the frames to be returned (`out_frame::keep`) out of `p`'s queues and reports
   /// them in an `undeliverable` event; the others stay queued.
@@ -303,6 +317,9 @@ public:
   void emit(transport_event ev);
   /// A line about hostile input from `c` (inbound): rate-limited per remote address.
   void emit_hostile(const connection* c, transport_event ev);
+  /// A line about a refused id claim from `c` (inbound): rate-limited per remote address
+  /// and claimed id.
+  void emit_refusal(const connection* c, transport_event ev);
   void deliver(wire::envelope&& e);
 
   // --- loop thread only (tcp_connection.cpp) ------------------------------------------
@@ -320,6 +337,23 @@ public:
   void on_acceptor_ack(connection* c);
   void on_initiator_ack(connection* c);
   void on_frames(connection* c, const std::uint8_t* p, std::size_t n);
+  /// Initiator, established: a further HelloAck from the acceptor (a refusal).
+  void on_refusal(connection* c, const std::uint8_t* p, std::size_t n);
+  /// Acceptor, authenticated: judges `c`'s claim to its processor id (id_claim.hpp);
+  /// `unanswered`: the connection opened to judge it failed.
+  void judge(connection* c, bool unanswered);
+  /// What we know of the process at the address we have for `id`.
+  id_holder holder_of(proc_id id) const;
+  /// Judges again the claims to `id` that wait (see `judge`).
+  void settle_claims(proc_id id, bool unanswered);
+  /// Takes `c` out of the claims that wait.
+  void unpark(connection* c);
+  /// Acceptor: `c`'s handshake is complete and its claim accepted: frames flow.
+  void establish_inbound(connection* c);
+  /// Acceptor: refuses `c`, whose initiator claims an id another process holds; `after_proof`:
+  /// the initiator proved the secret (the refusal is a further HelloAck), else it is the
+  /// answer to its Hello.
+  void refuse_id(connection* c, bool after_proof);
   /// Acceptor, encrypted mode: record bytes after the handshake.
   void on_records(connection* c, const std::uint8_t* p, std::size_t n);
   /// The header of `c`'s next record is in: where its ciphertext goes. False: closed.
@@ -356,6 +390,8 @@ public:
 
   // --- configuration and callbacks (immutable after construction) ---------------------
   const tcp_config cfg_;
+  /// This process, in Hello and HelloAck: random, never 0.
+  const std::uint64_t session_;
   const tcp_transport::deliver_fn deliver_;
   const tcp_transport::event_fn events_;
 
@@ -415,6 +451,9 @@ public:
   };
   counters stats_;
   transport_stats stats() const;
+  log_limiter refusal_log_{cfg_.hostile_log_interval};
+  /// Inbound connections whose claim to a processor id waits (phase `claiming`), by id.
+  std::unordered_map<proc_id, std::vector<connection*>> claims_;
   std::unordered_set<resolve_req*> resolving_;
 };
 
@@ -426,6 +465,10 @@ std::string format_address(const sockaddr* addr);
 
 /// A fresh nonce from the system's CSPRNG; nothing if it fails.
 std::optional<schema::nonce> random_nonce();
+
+/// A session number for this process (`hello::session`): random and never 0. From the
+/// system's CSPRNG, else (it failed) from the clock and the address of a local.
+std::uint64_t random_session();
 
 /// Encrypted mode: `f` sealed into one buffer of records (its head, then its payload, each
 /// cut at max_record), as a direct write sends it.

@@ -79,6 +79,8 @@ const char* to_string(connection_failure f) {
     return "closed_mid_frame";
   case connection_failure::io_error:
     return "io_error";
+  case connection_failure::id_in_use:
+    return "id_in_use";
   case connection_failure::other:
     return "other";
   }
@@ -118,6 +120,9 @@ void tcp_transport::stop() {
 }
 std::uint16_t tcp_transport::port() const {
   return impl_->port();
+}
+std::uint64_t tcp_transport::session() const {
+  return impl_->session_;
 }
 bool tcp_transport::post(std::function<void()> fn) {
   return impl_->post(std::move(fn));
@@ -258,7 +263,8 @@ void loop_timer::close() {
 
 tcp_impl::tcp_impl(tcp_config cfg, tcp_transport::deliver_fn deliver,
                    tcp_transport::event_fn events)
-    : cfg_(std::move(cfg)), deliver_(std::move(deliver)), events_(std::move(events)) {}
+    : cfg_(std::move(cfg)), session_(random_session()), deliver_(std::move(deliver)),
+      events_(std::move(events)) {}
 
 tcp_impl::~tcp_impl() {
   stop();
@@ -661,8 +667,9 @@ void tcp_impl::process(command& c) {
     if (auto* p = find_peer(c.peer); p != nullptr && p->queued == c.counter)
       p->address = std::move(c.address);
     else {
-      erase_peer(c.peer); // a stale incarnation, if any
+      erase_peer(c.peer, false); // a stale incarnation, if any
       create_peer(c.peer, std::move(c.address), std::move(c.counter));
+      settle_claims(c.peer, false);
     }
     break;
   case command::kind::remove_peer:
@@ -767,7 +774,7 @@ void tcp_impl::return_frames(peer_state& p, const std::string& why) {
   emit(std::move(ev));
 }
 
-void tcp_impl::erase_peer(proc_id id) {
+void tcp_impl::erase_peer(proc_id id, bool settle) {
   auto it = peers_.find(id);
   if (it == peers_.end())
     return;
@@ -781,6 +788,8 @@ void tcp_impl::erase_peer(proc_id id) {
   p.reset(); // closes its timers
   if (out != nullptr)
     close_conn(out, transport_event::kind::peer_down, "processor removed");
+  if (settle)
+    settle_claims(id, false); // no address for it now: claims to its id are free
 }
 
 void tcp_impl::learn_peer(proc_id id, const std::string& address) {
@@ -865,10 +874,10 @@ void tcp_impl::update_direct(peer_state& p) {
   p.queued->serial = open ? c->serial : 0;
 }
 
-void tcp_impl::maybe_connect(peer_state& p) {
-  if (shutting_down_ || p.out != nullptr || p.resolving || p.retry.active())
+void tcp_impl::maybe_connect(peer_state& p, bool judging) {
+  if (shutting_down_ || p.out != nullptr || p.resolving || (p.retry.active() && !judging))
     return;
-  if (p.ready.empty() && p.delay_line.empty())
+  if (p.ready.empty() && p.delay_line.empty() && !judging)
     return; // connections are opened on first use
   const auto hp = split_host_port(p.address);
   if (!hp) {
@@ -881,6 +890,7 @@ void tcp_impl::maybe_connect(peer_state& p) {
     emit(std::move(ev));
     after_outbound_closed(p, false);
     return_frames(p, "bad address");
+    settle_claims(p.id, true);
     return;
   }
   sockaddr_storage addr{};
@@ -916,6 +926,7 @@ void tcp_impl::maybe_connect(peer_state& p) {
     emit(std::move(ev));
     after_outbound_closed(p, false);
     return_frames(p, "cannot resolve");
+    settle_claims(p.id, true);
     return;
   }
   p.resolving = true;
@@ -938,6 +949,7 @@ void tcp_impl::on_resolved(resolve_req* r, int status, addrinfo* res) {
       emit(std::move(ev));
       after_outbound_closed(*p, false);
       return_frames(*p, "cannot resolve");
+      settle_claims(p->id, true);
     } else {
       connect_to(*p, res->ai_addr);
     }

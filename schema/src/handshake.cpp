@@ -92,6 +92,7 @@ std::vector<std::uint8_t> encode(const hello& h) {
   root.setNonce(data_of(h.challenge.data(), h.challenge.size()));
   root.setListenPort(h.listen_port);
   root.setPlaintext(h.plaintext);
+  root.setSession(h.session);
   return frame_of(builder);
 }
 
@@ -101,6 +102,8 @@ std::vector<std::uint8_t> encode(const hello_ack& a) {
   root.setVersion(a.version);
   root.setProcId(a.id);
   root.setPlaintext(a.plaintext);
+  root.setSession(a.session);
+  root.setRefusal(static_cast<cs::Refusal>(a.verdict));
   if (a.mac)
     root.setProof(data_of(a.mac->data(), a.mac->size()));
   if (a.challenge)
@@ -116,6 +119,7 @@ expected<hello> decode_hello(const std::uint8_t* p, std::size_t n) {
     h.id = root.getProcId();
     h.listen_port = root.getListenPort();
     h.plaintext = root.getPlaintext();
+    h.session = root.getSession();
     if (!copy_exact(root.getNonce(), h.challenge))
       problem = "nonce of " + std::to_string(root.getNonce().size()) + " bytes, expected "
                 + std::to_string(nonce_bytes);
@@ -131,6 +135,18 @@ expected<hello_ack> decode_hello_ack(const std::uint8_t* p, std::size_t n) {
                              a.version = root.getVersion();
                              a.id = root.getProcId();
                              a.plaintext = root.getPlaintext();
+                             a.session = root.getSession();
+                             switch (root.getRefusal()) {
+                             case cs::Refusal::NONE:
+                               a.verdict = refusal::none;
+                               break;
+                             case cs::Refusal::ID_IN_USE:
+                               a.verdict = refusal::id_in_use;
+                               break;
+                             default:
+                               problem = "unknown refusal "
+                                         + std::to_string(static_cast<unsigned>(root.getRefusal()));
+                             }
                              if (root.hasNonce()) {
                                a.challenge.emplace();
                                if (!copy_exact(root.getNonce(), *a.challenge))
@@ -147,11 +163,22 @@ expected<hello_ack> decode_hello_ack(const std::uint8_t* p, std::size_t n) {
                            });
 }
 
+const char* to_string(refusal r) {
+  switch (r) {
+  case refusal::none:
+    return "none";
+  case refusal::id_in_use:
+    return "id in use";
+  }
+  return "?";
+}
+
 std::vector<std::uint8_t> proof_transcript(proof_role role, const hello& h, proc_id acceptor,
-                                           const nonce& acceptor_challenge) {
+                                           const nonce& acceptor_challenge,
+                                           std::uint64_t acceptor_session, refusal verdict) {
   static constexpr char label[] = "banyan-v1";
   std::vector<std::uint8_t> out;
-  out.reserve(sizeof label + 2 + 2 * nonce_bytes + 11);
+  out.reserve(sizeof label + 2 + 2 * nonce_bytes + 28);
   out.insert(out.end(), label, label + sizeof label - 1);
   out.push_back(static_cast<std::uint8_t>(role));
   put_le(out, h.version, 2);
@@ -161,6 +188,9 @@ std::vector<std::uint8_t> proof_transcript(proof_role role, const hello& h, proc
   put_le(out, acceptor, 4);
   put_le(out, h.listen_port, 2);
   out.push_back(h.plaintext ? 1 : 0);
+  put_le(out, h.session, 8);
+  put_le(out, acceptor_session, 8);
+  out.push_back(static_cast<std::uint8_t>(verdict));
   return out;
 }
 

@@ -272,6 +272,59 @@ BOOST_AUTO_TEST_CASE(joins_that_cannot_succeed_fail_with_a_reason) {
   BOOST_TEST((lonely.state() == supervisor::status::idle));
 }
 
+// A second node under a live member's id: its join fails with id_in_use ("id 1 is in
+// use"), through another member and through the member itself, and nothing of the live
+// member changes: its vnodes, incarnation, routes, and no crash is seen anywhere.
+BOOST_AUTO_TEST_CASE(a_second_node_under_a_live_members_id_is_refused) {
+  const auto all = vnode_set::range(0, 64);
+  node a(config(0));
+  node b(config(1));
+  recorder ra, rb;
+  a.on_event(ra.handler());
+  b.on_event(rb.handler());
+  BOOST_REQUIRE(a.start().has_value());
+  BOOST_REQUIRE(b.start().has_value());
+  auto f = a.found(all);
+  BOOST_REQUIRE(!wait(f, 5s));
+  auto jb = b.join({{a.address()}});
+  BOOST_REQUIRE(!wait(jb, 10s).has_value());
+  require_converged({&a, &b}, &all, 15s);
+  const auto before_a = a.status();
+  const auto before_b = b.status();
+
+  node impostor(config(1));
+  BOOST_REQUIRE(impostor.start().has_value());
+  for (const auto& contact : {node_contact{a.address()}, node_contact{a.address(), a.id()},
+                              node_contact{b.address()}}) {
+    BOOST_TEST_CONTEXT("through " << contact.address) {
+      auto j = impostor.join({contact});
+      auto r = wait(j, 10s);
+      BOOST_REQUIRE(r.has_value());
+      BOOST_TEST(static_cast<int>(r->code) == static_cast<int>(errc::id_in_use), r->to_string());
+      BOOST_TEST(r->message.find("id 1 is in use") != std::string::npos, r->message);
+      BOOST_TEST((impostor.state() == supervisor::status::idle));
+    }
+  }
+  impostor.stop();
+
+  const auto after_a = a.status();
+  const auto after_b = b.status();
+  BOOST_TEST(after_b.own_vnodes.to_string() == before_b.own_vnodes.to_string());
+  for (auto [s, was] : {std::pair{&after_a, &before_a}, std::pair{&after_b, &before_b}}) {
+    BOOST_TEST((s->state == supervisor::status::member));
+    BOOST_REQUIRE(s->members.size() == 2u);
+    BOOST_TEST(s->members[1].id == 1u);
+    BOOST_TEST(s->members[1].incarnation == before_b.members[1].incarnation);
+    BOOST_TEST(s->members[1].address == b.address());
+    BOOST_TEST((s->routes.snapshot() == was->routes.snapshot()));
+  }
+  for (auto* r : {&ra, &rb})
+    for (auto k : {node_event::kind::member_crashed, node_event::kind::vnodes_adopted,
+                   node_event::kind::vnodes_disowned, node_event::kind::member_left})
+      BOOST_TEST(r->count(k) == 0u);
+  BOOST_TEST(ra.count(node_event::kind::member_joined) == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(bad_configuration_is_refused_by_start) {
   auto cfg = config(1);
   cfg.listen = "nonsense";

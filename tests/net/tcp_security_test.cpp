@@ -351,7 +351,8 @@ BOOST_AUTO_TEST_CASE(records_sealed_by_hand_follow_the_documented_key_schedule) 
     BOOST_TEST_REQUIRE((ack && ack->challenge));
     BOOST_TEST(!ack->plaintext);
     const auto mine = net::hmac_sha256(
-        secret, bs::proof_transcript(bs::proof_role::initiator, h, 2, *ack->challenge));
+        secret,
+        bs::proof_transcript(bs::proof_role::initiator, h, 2, *ack->challenge, ack->session));
     BOOST_TEST_REQUIRE(
         s.write_all(bs::encode(bs::hello_ack{bs::protocol_version, id, std::nullopt, mine})));
     return net::record_sealer(net::derive_record_key(secret, h, 2, *ack->challenge,

@@ -371,19 +371,20 @@ bool handshake_as_initiator(raw_socket& s, proc_id id, proc_id acceptor,
   if (!a || a->id != acceptor || !a->challenge || !a->mac)
     return false;
   const auto expected = net::hmac_sha256(
-      key, bs::proof_transcript(bs::proof_role::acceptor, h, acceptor, *a->challenge));
+      key, bs::proof_transcript(bs::proof_role::acceptor, h, acceptor, *a->challenge, a->session));
   if (key == secret)
     BOOST_TEST((expected == *a->mac));
   const auto mine = net::hmac_sha256(
-      key, bs::proof_transcript(bs::proof_role::initiator, h, acceptor, *a->challenge));
+      key, bs::proof_transcript(bs::proof_role::initiator, h, acceptor, *a->challenge, a->session));
   return s.write_all(
       bs::encode(bs::hello_ack{bs::protocol_version, id, std::nullopt, mine, plaintext}));
 }
 
-// Answers a transport's Hello as acceptor `self`, in the initiator's mode; returns the
-// initiator's Hello.
+// Answers a transport's Hello as acceptor `self` (session `session`), in the initiator's
+// mode; returns the initiator's Hello.
 std::optional<bs::hello> handshake_as_acceptor(raw_socket& s, proc_id self,
-                                               std::uint16_t version = bs::protocol_version) {
+                                               std::uint16_t version = bs::protocol_version,
+                                               std::uint64_t session = 0x5e55) {
   auto body = s.read_message();
   if (!body)
     return std::nullopt;
@@ -391,9 +392,9 @@ std::optional<bs::hello> handshake_as_acceptor(raw_socket& s, proc_id self,
   if (!h)
     return std::nullopt;
   const auto n = test_nonce(77);
-  const auto mac =
-      net::hmac_sha256(secret, bs::proof_transcript(bs::proof_role::acceptor, *h, self, n));
-  if (!s.write_all(bs::encode(bs::hello_ack{version, self, n, mac, h->plaintext})))
+  const auto mac = net::hmac_sha256(
+      secret, bs::proof_transcript(bs::proof_role::acceptor, *h, self, n, session));
+  if (!s.write_all(bs::encode(bs::hello_ack{version, self, n, mac, h->plaintext, session})))
     return std::nullopt;
   if (version != bs::protocol_version)
     return *h;
@@ -403,8 +404,8 @@ std::optional<bs::hello> handshake_as_acceptor(raw_socket& s, proc_id self,
   auto ack = bs::decode_hello_ack(ack_body->data(), ack_body->size());
   if (!ack || !ack->mac)
     return std::nullopt;
-  const auto expected =
-      net::hmac_sha256(secret, bs::proof_transcript(bs::proof_role::initiator, *h, self, n));
+  const auto expected = net::hmac_sha256(
+      secret, bs::proof_transcript(bs::proof_role::initiator, *h, self, n, session));
   BOOST_TEST((expected == *ack->mac));
   return *h;
 }

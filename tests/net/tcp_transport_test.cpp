@@ -790,3 +790,57 @@ BOOST_AUTO_TEST_CASE(off_loop_sends_from_several_threads_arrive_whole_and_in_ord
   BOOST_TEST(a->t().drain(patience));
   BOOST_TEST(a->t().queued_bytes(2) == 0u);
 }
+
+// One process per id (docs/transport.md): a second transport under processor 1's id is
+// refused by a peer that reaches the live one at 1's address, and by processor 1 itself;
+// the live one keeps its connection; once it is gone, its successor gets the id.
+BOOST_AUTO_TEST_CASE(a_second_process_under_a_live_id_is_refused_until_the_first_is_gone) {
+  auto b = make_node(2);
+  auto live = make_node(1);
+  live->t().add_peer(2, b->address());
+  b->t().add_peer(1, live->address()); // b knows 1's address; no connection to it yet
+  BOOST_TEST(live->t().send(ping_to(2, 1)) == net::send_status::queued);
+  BOOST_TEST_REQUIRE(b->wait_received(1));
+
+  auto impostor = make_node(1);
+  BOOST_TEST(impostor->t().session() != live->t().session());
+  auto refused = [](const net::transport_event& e) {
+    return e.what == kind::rejected && e.id_in_use
+           && e.detail.find("id 1 is in use") != std::string::npos;
+  };
+  { // through b, which first connects to 1's address to see who answers there
+    impostor->t().add_peer(2, b->address());
+    BOOST_TEST(impostor->t().send(ping_to(2, 100)) == net::send_status::queued);
+    BOOST_TEST_REQUIRE(impostor->wait_events(refused));
+    BOOST_TEST_REQUIRE(b->wait_event(kind::rejected, "(processor 1): id 1 is in use: processor 1 "
+                                                     "answers at " + live->address()));
+    BOOST_TEST(b->count_events(kind::peer_up, "to 1 at " + live->address()) == 1u);
+  }
+  { // through processor 1 itself (the impostor does not know whom it reaches)
+    impostor->t().add_peer(7, live->address());
+    BOOST_TEST(impostor->t().send(ping_to(7, 0)) == net::send_status::queued);
+    BOOST_TEST_REQUIRE(impostor->wait_events(
+        [](const net::transport_event& e) { return e.id_in_use && e.peer == 7; }));
+    BOOST_TEST_REQUIRE(live->wait_event(kind::rejected, "id 1 is in use: it is this processor's"));
+    impostor->t().remove_peer(7);
+  }
+  // Nothing of the impostor's was delivered, and the live connection was never replaced.
+  BOOST_TEST(b->received() == 1u);
+  BOOST_TEST(b->count_events(kind::peer_down, "") == 0u);
+  BOOST_TEST(live->count_events(kind::peer_down, "") == 0u);
+  BOOST_TEST(live->t().send(ping_to(2, 2)) == net::send_status::queued);
+  BOOST_TEST_REQUIRE(b->wait_received(2));
+  BOOST_TEST(b->inbox()[1].from == 1u);
+  BOOST_TEST(seq_of(b->inbox()[1]) == 2u);
+
+  // The live process stops: nobody answers at 1's address, so the next claim is accepted
+  // and its frames flow (those of the refused attempts were lost with their connections).
+  const auto gone = live->address();
+  live.reset();
+  BOOST_TEST_REQUIRE(b->wait_event(kind::peer_down, "to 1 at " + gone));
+  BOOST_TEST(impostor->t().send(ping_to(2, 101)) == net::send_status::queued);
+  BOOST_TEST_REQUIRE(b->wait_received(3));
+  BOOST_TEST(b->inbox()[2].from == 1u);
+  BOOST_TEST(seq_of(b->inbox()[2]) == 101u);
+  BOOST_TEST(b->count_events(kind::peer_up, "(processor 1): accepted") == 2u);
+}

@@ -1,5 +1,6 @@
-// libFuzzer entry point for the frame decoder; not built by default.
-// How to build and run it: docs/wire-protocol.md, "Fuzzing".
+// libFuzzer entry point for the frame decoder. Built with clang's libFuzzer when clang is
+// found, and replayed over its seed corpus (tests/schema/fuzz_corpus) in every build
+// (tests/fuzz/fuzz.cmake; docs/wire-protocol.md, "Fuzzing").
 //
 // The input is a byte stream. It is decoded twice, whole by `decode_body` (as one frame
 // body) and in chunks by `frame_decoder` (chunk size taken from the first byte). Every

@@ -33,7 +33,7 @@ bs::nonce filled(std::uint8_t seed) {
 }
 
 bs::hello sample_hello() {
-  return bs::hello{bs::protocol_version, 7, filled(1), 40123};
+  return bs::hello{bs::protocol_version, 7, filled(1), 40123, false, 0xabcdef0123u};
 }
 
 // The body of a whole message (the bytes after the 4-byte prefix).
@@ -79,12 +79,34 @@ BOOST_AUTO_TEST_CASE(hello_ack_round_trips_in_all_three_shapes) {
   const bs::hello_ack initiator{bs::protocol_version, 7, std::nullopt, mac};
   const bs::hello_ack refusal{5, 3, std::nullopt, std::nullopt}; // a version-mismatch answer
   const bs::hello_ack plain{bs::protocol_version, 3, std::nullopt, std::nullopt, true}; // mode
-  for (const auto& a : {acceptor, initiator, refusal, plain}) {
+  // An acceptor's answer with its session; a refusal of the initiator's id, in the answer
+  // (with a nonce) and after the initiator's proof (without).
+  const bs::hello_ack with_session{bs::protocol_version, 3, filled(9), mac, false, 0xfeedu};
+  const bs::hello_ack in_use{bs::protocol_version, 3,     filled(9),
+                             mac,                  false, 0xfeedu,
+                             bs::refusal::id_in_use};
+  const bs::hello_ack in_use_later{bs::protocol_version, 3,     std::nullopt,
+                                   mac,                  false, 0xfeedu,
+                                   bs::refusal::id_in_use};
+  for (const auto& a : {acceptor, initiator, refusal, plain, with_session, in_use, in_use_later}) {
     const auto b = body_of(bs::encode(a));
     auto back = bs::decode_hello_ack(b.data(), b.size());
     BOOST_TEST_REQUIRE(back.has_value());
     BOOST_TEST((*back == a));
   }
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_refusal_is_malformed) {
+  capnp::MallocMessageBuilder b;
+  auto root = b.initRoot<cs::HelloAck>();
+  root.setVersion(1);
+  root.setProcId(3);
+  root.setRefusal(static_cast<cs::Refusal>(9));
+  const auto body = body_of(frame_of(b));
+  auto r = bs::decode_hello_ack(body.data(), body.size());
+  BOOST_TEST_REQUIRE(!r.has_value());
+  BOOST_TEST(r.err().code == errc::malformed_frame);
+  BOOST_TEST(r.err().message.find("unknown refusal 9") != std::string::npos, r.err().message);
 }
 
 BOOST_AUTO_TEST_CASE(decode_reports_a_foreign_version_instead_of_failing) {
@@ -185,11 +207,11 @@ BOOST_AUTO_TEST_CASE(reader_refuses_huge_and_empty_prefixes_for_good) {
   BOOST_TEST(e2.err().code == errc::malformed_frame);
 }
 
-BOOST_AUTO_TEST_CASE(transcript_binds_role_nonces_ids_port_and_mode) {
+BOOST_AUTO_TEST_CASE(transcript_binds_role_nonces_ids_port_mode_sessions_and_refusal) {
   const auto h = sample_hello();
   const auto n = filled(100);
   const auto base = bs::proof_transcript(bs::proof_role::acceptor, h, 3, n);
-  BOOST_TEST(base.size() == 9u + 1 + 2 + 32 + 32 + 4 + 4 + 2 + 1);
+  BOOST_TEST(base.size() == 9u + 1 + 2 + 32 + 32 + 4 + 4 + 2 + 1 + 8 + 8 + 1);
   BOOST_TEST(std::string(base.begin(), base.begin() + 9) == "banyan-v1");
   BOOST_TEST((bs::proof_transcript(bs::proof_role::acceptor, h, 3, n) == base));
   BOOST_TEST((bs::proof_transcript(bs::proof_role::initiator, h, 3, n) != base));
@@ -207,6 +229,13 @@ BOOST_AUTO_TEST_CASE(transcript_binds_role_nonces_ids_port_and_mode) {
   h2 = h;
   h2.plaintext = !h.plaintext;
   BOOST_TEST((bs::proof_transcript(bs::proof_role::acceptor, h2, 3, n) != base));
+  h2 = h;
+  h2.session = 0x1234;
+  BOOST_TEST((bs::proof_transcript(bs::proof_role::acceptor, h2, 3, n) != base));
+  BOOST_TEST((bs::proof_transcript(bs::proof_role::acceptor, h, 3, n, 0x1234) != base));
+  BOOST_TEST((bs::proof_transcript(bs::proof_role::acceptor, h, 3, n, 0, bs::refusal::id_in_use)
+              != base));
+  BOOST_TEST((bs::proof_transcript(bs::proof_role::refusal, h, 3, n) != base));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -22,6 +22,7 @@ enum class errc {
   io_error,             ///< a system call failed
   stopped,              ///< the processor or system is shutting down
   cancelled,            ///< the caller gave the operation up (`node::cancel_reduction`, ...)
+  id_in_use,            ///< another process runs under this processor id
 };
 
 const char* to_string(errc e);

@@ -186,6 +186,10 @@ public:
   /// contact's own vnodes). Asks again after `probe_timeout`, three times in all;
   /// then gives up with a `join_failed` event.
   void join(timestamp now, proc_id contact, const vnode_set& wanted, outbox& out);
+  /// Gives a join under way up at once, without a `join_failed` event: the runtime
+  /// learned that it cannot succeed (the contact refused us because another process
+  /// runs under our id). Nothing happens unless joining.
+  void abandon_join(timestamp now, outbox& out);
   /// Takes over what an earlier incarnation of this processor, one that left, had
   /// measured: its memory of paths and its sender capacity. A processor that leaves and
   /// joins again keeps its supervisor, and so both (banyan::node); a harness that makes a

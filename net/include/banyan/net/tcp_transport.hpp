@@ -130,9 +130,10 @@ enum class connection_failure : std::uint8_t {
                        ///< authentication, frames naming other processors, stray bytes
   closed_mid_frame,    ///< established: the peer closed in the middle of a frame
   io_error,            ///< accept, read or write failed
+  id_in_use,           ///< a process claimed a live member's processor id (refused), or ours was
   other,               ///< anything else (no random numbers for a nonce)
 };
-inline constexpr std::size_t connection_failure_count = 14;
+inline constexpr std::size_t connection_failure_count = 15;
 /// "wrong_secret", "stranger_budget", ...
 const char* to_string(connection_failure f);
 
@@ -179,6 +180,11 @@ struct transport_event {
   /// `rejected` because another processor answered at `peer`'s address: its id, as the
   /// acceptor named itself in its HelloAck (before anything was authenticated).
   proc_id reached = no_proc;
+  /// `rejected` by `peer` because another process runs under our processor id
+  /// (docs/transport.md, "One process per id"): no retry helps while that process runs.
+  /// (When this transport refuses an inbound connection for that reason, the `rejected`
+  /// line says "id N is in use", rate-limited per address and id, without this flag.)
+  bool id_in_use = false;
   /// `undeliverable`: frames sent with `send_options::return_undeliverable` that will not
   /// reach `peer`, in the order they were sent, as they were given to `send` (`to` is
   /// `peer`). Either the peer was found unreachable (the event follows the `error` or
@@ -264,6 +270,11 @@ public:
 
   /// The port listened on (0 before `start`).
   std::uint16_t port() const;
+
+  /// This process's session (`schema::hello::session`): random, fixed for the
+  /// transport's life; it tells this process from another that claims the same id
+  /// (docs/transport.md, "One process per id").
+  std::uint64_t session() const;
 
   /// Runs `fn` on the loop thread, after the commands (`send`, `add_peer`, ...) given
   /// before it, like a callback: never concurrently with one, never after `stop`

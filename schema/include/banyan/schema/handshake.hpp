@@ -8,10 +8,16 @@
 /// side that sends Frames on it; see docs/transport.md):
 ///
 ///     initiator                                           acceptor
-///       | Hello{version, id_i, nonce_i, listen_port} ------> |
-///       | <---- HelloAck{version, id_a, nonce_a, proof_a}    |  proof_a: role acceptor
-///       | HelloAck{version, id_i, proof_i} ----------------> |  proof_i: role initiator
-///       | Frame, Frame, ... -------------------------------> |
+///       | Hello{version, id_i, nonce_i, listen_port, session_i} ---> |
+///       | <-- HelloAck{version, id_a, nonce_a, proof_a, session_a}   |  proof_a: role acceptor
+///       | HelloAck{version, id_i, proof_i} ------------------------> |  proof_i: role initiator
+///       | Frame, Frame, ... ---------------------------------------> |
+///
+/// An acceptor refuses an initiator that claims a processor id another process holds
+/// (docs/transport.md, "One process per id"): in its HelloAck (`refusal` set, covered by
+/// proof_a) when the claimed id is its own, or, after checking proof_i, with a further
+/// HelloAck{version, id_a, proof_r, session_a, refusal} (proof_r: role refusal); then it
+/// closes.
 ///
 /// Each message travels in the frame layout of codec.hpp (4-byte little-endian length,
 /// then one unpacked Cap'n Proto message), with `Hello` or `HelloAck` as root; the
@@ -40,6 +46,12 @@ inline constexpr std::size_t max_handshake_bytes = 1024;
 using nonce = std::array<std::uint8_t, nonce_bytes>;
 using proof = std::array<std::uint8_t, proof_bytes>;
 
+/// Why an acceptor refuses an initiator that proved the secret (`HelloAck.refusal`).
+enum class refusal : std::uint8_t {
+  none = 0,
+  id_in_use = 1, ///< another process runs under the initiator's processor id
+};
+
 /// Initiator -> acceptor: who I am, and a fresh challenge.
 struct hello {
   std::uint16_t version = protocol_version;
@@ -48,27 +60,38 @@ struct hello {
   std::uint16_t listen_port = 0; ///< where the initiator accepts connections; 0: nowhere
   /// The initiator sends its Frames unencrypted; both sides must run the same mode.
   bool plaintext = false;
+  /// The initiator's process: random per transport, so that two processes claiming one
+  /// id are told apart.
+  std::uint64_t session = 0;
   friend bool operator==(const hello& a, const hello& b) {
     return a.version == b.version && a.id == b.id && a.challenge == b.challenge
-           && a.listen_port == b.listen_port && a.plaintext == b.plaintext;
+           && a.listen_port == b.listen_port && a.plaintext == b.plaintext
+           && a.session == b.session;
   }
 };
 
-/// The answer to a `hello` (acceptor -> initiator: `challenge` and `mac` set) and the
-/// initiator's proof (`mac` only). An acceptor that does not speak the initiator's
-/// version, or runs the other mode (`plaintext`), answers with neither, so the initiator
-/// can report the mismatch.
+/// The answer to a `hello` (acceptor -> initiator: `challenge`, `mac` and `session`
+/// set) and the initiator's proof (`mac` only). An acceptor that does not speak the
+/// initiator's version, or runs the other mode (`plaintext`), answers with neither, so
+/// the initiator can report the mismatch. A refusal (`verdict` set) comes in the answer
+/// itself or in a further message after the initiator's proof (`mac` and `session`, no
+/// `challenge`).
 struct hello_ack {
   std::uint16_t version = protocol_version;
   proc_id id = no_proc;
   std::optional<nonce> challenge;
   std::optional<proof> mac;
-  bool plaintext = false; ///< the sender's mode
+  bool plaintext = false;    ///< the sender's mode
+  std::uint64_t session = 0; ///< acceptor: its process (see `hello::session`)
+  refusal verdict = refusal::none;
   friend bool operator==(const hello_ack& a, const hello_ack& b) {
     return a.version == b.version && a.id == b.id && a.challenge == b.challenge && a.mac == b.mac
-           && a.plaintext == b.plaintext;
+           && a.plaintext == b.plaintext && a.session == b.session && a.verdict == b.verdict;
   }
 };
+
+/// "id in use", "none"
+const char* to_string(refusal r);
 
 /// The whole message (length prefix included), ready for the socket.
 std::vector<std::uint8_t> encode(const hello& h);
@@ -77,26 +100,32 @@ std::vector<std::uint8_t> encode(const hello_ack& a);
 /// Decode one message body (the bytes after the prefix). Never throws. The version is
 /// reported, not checked (the transport decides what to answer). Errors:
 /// `oversized_frame` above `max_handshake_bytes`; `malformed_frame` for anything that is
-/// not exactly one valid message of that root type, or a nonce or proof of the wrong
-/// length.
+/// not exactly one valid message of that root type, a nonce or proof of the wrong
+/// length, or an unknown refusal.
 expected<hello> decode_hello(const std::uint8_t* p, std::size_t n);
 expected<hello_ack> decode_hello_ack(const std::uint8_t* p, std::size_t n);
 
 /// Which side a proof speaks for. Part of the MACed bytes, so that a proof one side
-/// produced can never be replayed as the other side's.
-enum class proof_role : std::uint8_t { acceptor = 'A', initiator = 'I' };
+/// produced can never be replayed as the other side's. `refusal`: the acceptor's further
+/// HelloAck that refuses an initiator after its proof.
+enum class proof_role : std::uint8_t { acceptor = 'A', initiator = 'I', refusal = 'R' };
 
 /// The bytes a proof is the MAC of:
 ///
 ///     "banyan-v1" | role (1 byte) | version (LE16) | h.challenge (32) |
 ///     acceptor_challenge (32) | h.id (LE32) | acceptor (LE32) | h.listen_port (LE16) |
-///     h.plaintext (1 byte: 1 plaintext, 0 encrypted)
+///     h.plaintext (1 byte: 1 plaintext, 0 encrypted) | h.session (LE64) |
+///     acceptor_session (LE64) | verdict (1 byte)
 ///
 /// Both nonces make a proof fresh and bound to this connection; both ids bind it to the
 /// pair; the listen port is covered because the acceptor may remember it as the
-/// initiator's address; the mode, so that nobody on the path can turn encryption off.
+/// initiator's address; the mode, so that nobody on the path can turn encryption off;
+/// the sessions and the verdict, so that nobody on the path can forge a refusal or the
+/// session that decides one.
 std::vector<std::uint8_t> proof_transcript(proof_role role, const hello& h, proc_id acceptor,
-                                           const nonce& acceptor_challenge);
+                                           const nonce& acceptor_challenge,
+                                           std::uint64_t acceptor_session = 0,
+                                           refusal verdict = refusal::none);
 
 /// Splits one handshake message off a byte stream, whatever the chunking.
 /// Bytes after the message are not consumed: they belong to what follows (for the
