@@ -355,7 +355,7 @@ std::map<proc_id, member_view> settled_views(const std::vector<proc>& ps,
 std::uint64_t incarnation_of(const member_view& v, proc_id id) {
   for (auto& m : v.members)
     if (m.at("id").get<proc_id>() == id)
-      return m.at("incarnation").get<std::uint64_t>();
+      return std::stoull(m.at("incarnation").get<std::string>()); // 64-bit: a string
   return 0;
 }
 
@@ -388,7 +388,7 @@ BOOST_FIXTURE_TEST_CASE(a_second_process_under_a_live_members_id_is_refused, clu
       auto log = slurp(impostor.log_file);
       BOOST_REQUIRE_MESSAGE(code.has_value(), "the impostor did not give up: " << log);
       BOOST_TEST(*code == 1, log);
-      BOOST_TEST(log.find("node 1: cannot join: ") != std::string::npos, log);
+      BOOST_TEST(log.find("node 1: error: cannot join: ") != std::string::npos, log);
       BOOST_TEST(log.find("id 1 is in use") != std::string::npos, log);
       auto failed = nlohmann::json::parse(slurp(impostor.status_file), nullptr, false);
       BOOST_REQUIRE(!failed.is_discarded());
