@@ -68,8 +68,8 @@ verdict bandwidth_rule(const tree_state& self, proc_id p, proc_id cand, rate bw,
     candidate = std::min(candidate, bw / 2);
   if (candidate > current * (1.0 + ctx.bw_margin))
     return verdict::adopt;
-  if (ctx.local(rtt) && !ctx.local(self.rtt_parent()) && rtt < self.rtt_parent()
-      && candidate >= current * (1.0 - ctx.bw_margin))
+  if (ctx.inside(rtt, self.rtt_parent()) && !ctx.local(self.rtt_parent())
+      && rtt < self.rtt_parent() && candidate >= current * (1.0 - ctx.bw_margin))
     return verdict::adopt;
   return verdict::keep;
 }

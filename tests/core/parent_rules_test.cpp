@@ -152,6 +152,31 @@ BOOST_AUTO_TEST_CASE(banyan_variant_prefers_a_local_parent_at_about_the_same_rat
               == verdict::adopt));
 }
 
+BOOST_AUTO_TEST_CASE(a_candidate_inside_a_group_the_parent_is_outside_of_counts_as_near) {
+  // Three levels: our machine's RTT is 20 us (the smallest we measured: the "LAN"), a
+  // site peer is 200 us away, our parent 10 ms away across a wide-area link.
+  rule_context ctx;
+  ctx.min_rtt = 20us;
+  BOOST_TEST(!ctx.local(200us));
+  BOOST_TEST(ctx.inside(200us, 10ms));  // 50x closer than the parent: inside its group
+  BOOST_TEST(!ctx.inside(4ms, 10ms));   // 2.5x: not a group boundary
+  BOOST_TEST(ctx.inside(30us, 35us));   // local is always inside
+  tree_state t{bw, p};
+  t.set_parent(3, 10ms, 50e6, info(bw, 0ms, 100e6, 1, {0}));
+  // A site peer that would give us about the same rate: the site is entered once.
+  BOOST_TEST((bandwidth_rule(t, p, 7, 98e6, 200us, info(bw, 0ms, 49e6, 1, {0}), ctx)
+              == verdict::adopt));
+  // A candidate only 2.5x closer is not inside a group: the rates decide alone.
+  BOOST_TEST((bandwidth_rule(t, p, 7, 98e6, 4ms, info(bw, 0ms, 49e6, 1, {0}), ctx)
+              == verdict::keep));
+  // The paper's rules know no groups.
+  rule_context paper{rule_variant::paper};
+  paper.min_rtt = 20us;
+  BOOST_TEST(!paper.inside(200us, 10ms));
+  BOOST_TEST((bandwidth_rule(t, p, 7, 98e6, 200us, info(bw, 0ms, 49e6, 1, {0}), paper)
+              == verdict::keep));
+}
+
 BOOST_AUTO_TEST_CASE(fan_out_shares_the_sender_not_the_wan_path) {
   // With a sender capacity (1 Gbit NICs, 125 MB/s), a WAN candidate behind 25 MB/s
   // that already feeds one LAN child still offers 25 MB/s: min(est, bw, 125 / 2).

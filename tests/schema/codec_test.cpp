@@ -176,6 +176,7 @@ struct gen {
       case 20: return wire::reduce_handoff{collective(), list([&] { return record(); }), u32()};
       case 21: return wire::bcast_offer{{proc(), u64(), collective()}, vnodes(), u64(), u32()};
       case 22: return wire::bcast_answer{{proc(), u64(), collective()}, u64(), coin()};
+      case 23: return wire::measure_me{};
     }
     BOOST_FAIL("no such message type");
     return wire::ping{};
@@ -326,6 +327,7 @@ BOOST_AUTO_TEST_CASE(wire_size_equals_encoding_at_rounding_edges) {
                                  vnode_set{1, 5, 9}, 7, 2});
   ms.push_back(wire::bcast_answer{});
   ms.push_back(wire::bcast_answer{{3, 4, banyan::collective_kind::message}, 5, true});
+  ms.push_back(wire::measure_me{});
   for (const auto& m : ms) {
     BOOST_TEST_CONTEXT(wire::name_of(m)) {
       const wire::envelope e{1, 2, m};
