@@ -28,6 +28,16 @@ verdict latency_rule(const tree_state& self, proc_id p, proc_id cand, duration r
     auto via_parent = self.dist() + ctx.per_child * self.parent_info().children;
     return via_cand + ctx.lan_margin < via_parent ? verdict::adopt : verdict::keep;
   }
+  if (ctx.variant == rule_variant::banyan && !ctx.local(rtt)) {
+    // (III-shorter) A path much shorter than ours, whatever the hop: (I) alone would
+    // keep a processor that attached early over a slow direct link behind it for good
+    // (the processors that should relay being its descendants then, or farther than its
+    // parent).
+    auto via_cand = cand_info.dist + rtt;
+    auto gain = self.dist() - via_cand;
+    if (gain > std::max(ctx.lan_margin, std::chrono::duration_cast<duration>(self.dist() * ctx.shorter_margin)))
+      return verdict::adopt;
+  }
   if (!(rtt < self.rtt_parent())) // (I)
     return verdict::keep;
   if (ctx.variant == rule_variant::paper)

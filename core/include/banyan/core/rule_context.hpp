@@ -35,6 +35,10 @@ struct rule_context {
   duration per_child{0};
   /// How much sooner a LAN parent must deliver before the latency rule switches.
   duration lan_margin{0};
+  /// (III-shorter): a path to the root at least this much shorter, relatively, than ours
+  /// is taken even over a farther parent. Assumes the sum of measured RTTs along a path
+  /// predicts its one-way delay to within this fraction (queues, per-hop overheads).
+  double shorter_margin = 0.1;
 
   bool local(duration rtt) const noexcept {
     return min_rtt != duration::max()
