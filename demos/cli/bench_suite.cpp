@@ -26,6 +26,7 @@
 #include "bench_common.hpp"
 #include "bench_reduce.hpp"
 #include "svg_plot.hpp"
+#include "tree_report.hpp"
 
 namespace banyan::cli {
 
@@ -46,6 +47,7 @@ struct workload {
   double leave_ms = 1000, rejoin_ms = 3000, duration_ms = 5000;
   std::uint32_t min_procs = 8, max_procs = 160;
   duration formation_limit = std::chrono::seconds(120); ///< emulated time for trees to form
+  bool formation_only = false;
 };
 
 workload workload_of(bool quick) {
@@ -87,6 +89,8 @@ struct row {
   int levels = 0;
   double formed_ms = 0;
   bool settled = false;
+  double probes_per_proc = 0;
+  kind_stats lat, bw; ///< the trees as formed (entries per group among them)
   std::vector<metric> metrics;
   std::optional<double> leave_ms, rejoin_ms; ///< churn: back to steady (nothing: not back)
   std::size_t churn_lost = 0, churn_duplicates = 0;
@@ -148,6 +152,12 @@ row measure(const entry& e, const workload& w, const std::function<void(const st
       break;
   }
   r.formed_ms = to_ms(c.last_change());
+  r.probes_per_proc = static_cast<double>(c.probes()) / static_cast<double>(n);
+  r.lat = summarize(c, tree_kind::latency);
+  r.bw = summarize(c, tree_kind::bandwidth);
+  if (r.lat.invalid + r.bw.invalid > 0)
+    r.problems.push_back("invalid trees after formation: " +
+                         (r.lat.invalid ? r.lat.first_problem : r.bw.first_problem));
   if (!r.settled) {
     // Every measurement waits for a quiet cluster first: nothing to measure.
     r.problems.push_back("trees still changing after " +
@@ -163,6 +173,15 @@ row measure(const entry& e, const workload& w, const std::function<void(const st
     return r;
   }
   say("trees formed at " + std::to_string(static_cast<long>(r.formed_ms)) + " ms");
+  if (w.formation_only) {
+    for (const auto& name : metric_names) {
+      metric m;
+      m.name = name;
+      r.metrics.push_back(m);
+    }
+    r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    return r;
+  }
 
   auto bcast = [&](const std::string& what,
                    const std::function<std::optional<wire::collective_id>()>& start) {
@@ -357,6 +376,7 @@ int run_bench_suite(const suite_options& opt) {
   auto w = workload_of(opt.quick);
   w.formation_limit = std::chrono::duration_cast<duration>(
     std::chrono::duration<double>(opt.formation_limit_s));
+  w.formation_only = opt.formation_only;
   std::vector<entry> entries;
   auto names = opt.topologies;
   if (names.empty() && !opt.quick)
@@ -422,7 +442,8 @@ int run_bench_suite(const suite_options& opt) {
   std::printf("bench suite: %zu topologies, emulated network, virtual time%s; ratios are "
               "times, dynamic / best static and dynamic / oracle (above 1: banyan slower)\n",
               entries.size(), opt.quick ? " (quick)" : "");
-  std::printf("%-22s %5s %3s %9s", "topology", "procs", "lvl", "formed_ms");
+  std::printf("%-22s %5s %3s %9s %6s %9s", "topology", "procs", "lvl", "formed_ms", "probes",
+              "once_l/b");
   for (const auto& m : metric_names)
     std::printf(" %13s", m.c_str());
   std::printf(" %9s %9s\n", "leave_ms", "rejoin_ms");
@@ -434,7 +455,8 @@ int run_bench_suite(const suite_options& opt) {
       rows.push_back(std::move(*done[k]));
     }
     const auto& r = rows.back();
-    std::printf("%-22s %5zu %3d %9.0f", r.name.c_str(), r.procs, r.levels, r.formed_ms);
+    std::printf("%-22s %5zu %3d %9.0f %6.0f %4zu/%-4zu", r.name.c_str(), r.procs, r.levels,
+                r.formed_ms, r.probes_per_proc, r.lat.entry_minimal, r.bw.entry_minimal);
     for (const auto& m : r.metrics)
       std::printf(" %13s", (ratio_text(m.vs_static()) + "/" + ratio_text(m.vs_oracle())).c_str());
     auto back = [](const std::optional<double>& v) {
@@ -468,6 +490,30 @@ int run_bench_suite(const suite_options& opt) {
                                 {"median_vs_oracle", number(median(vo))},
                                 {"worst_vs_oracle", number(worst(vo))}};
   }
+  // Formation: trees entering every group at most once, probes per processor.
+  std::size_t trees = 0, lat_once = 0, bw_once = 0, settled = 0;
+  std::vector<double> probes;
+  for (const auto& r : rows) {
+    trees += r.lat.trees;
+    lat_once += r.lat.entry_minimal;
+    bw_once += r.bw.entry_minimal;
+    settled += r.settled;
+    probes.push_back(r.probes_per_proc);
+  }
+  auto share = [&](std::size_t k) {
+    return trees ? 100.0 * static_cast<double>(k) / static_cast<double>(trees) : nan;
+  };
+  std::printf("\nformation: %zu of %zu topologies settled; trees entering every group once: "
+              "latency %.1f%%, bandwidth %.1f%% (of %zu each); probes per processor median "
+              "%.0f, worst %.0f\n",
+              settled, rows.size(), share(lat_once), share(bw_once), trees, median(probes),
+              worst(probes));
+  summary["formation"] = {{"settled", settled},
+                          {"trees_per_kind", trees},
+                          {"latency_entry_minimal", lat_once},
+                          {"bandwidth_entry_minimal", bw_once},
+                          {"probes_per_proc_median", number(median(probes))},
+                          {"probes_per_proc_worst", number(worst(probes))}};
   bool ok = true;
   for (const auto& r : rows)
     ok = ok && r.problems.empty();
@@ -501,6 +547,9 @@ int run_bench_suite(const suite_options& opt) {
                      {"levels", r.levels},
                      {"trees_formed_ms", r.formed_ms},
                      {"trees_settled", r.settled},
+                     {"probes_per_proc", r.probes_per_proc},
+                     {"latency_trees", to_json(r.lat)},
+                     {"bandwidth_trees", to_json(r.bw)},
                      {"metrics", ms},
                      {"churn_leave_ms", r.leave_ms ? nlohmann::json(*r.leave_ms) : nullptr},
                      {"churn_rejoin_ms", r.rejoin_ms ? nlohmann::json(*r.rejoin_ms) : nullptr},
@@ -555,6 +604,8 @@ void add_bench_suite_command(CLI::App& bench, std::function<int()>& action) {
                   "builtins or files (default: the four paper-* grids; none: no builtin)")
     ->delimiter(',');
   cmd->add_flag("--quick", opt->quick, "small generated topologies and messages, no builtins");
+  cmd->add_flag("--formation-only", opt->formation_only,
+                "form the trees and report them (entries per group, probes), nothing else");
   cmd->add_option("--jobs", opt->jobs, "topologies at a time, one thread each (1)");
   cmd->add_option("--formation-limit", opt->formation_limit_s,
                   "emulated seconds for the trees to stop changing; a topology whose trees "

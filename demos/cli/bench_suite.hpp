@@ -3,7 +3,8 @@
 // against the oracles, over the paper's grids and generated topologies.
 //
 //   banyan bench suite [--generated G] [--seed S] [--topologies a,b,...] [--quick]
-//                      [--jobs N] [--formation-limit S] [--json F] [--plot F.svg] [-q]
+//                      [--jobs N] [--formation-limit S] [--formation-only]
+//                      [--json F] [--plot F.svg] [-q]
 //
 // Topologies: the builtins of --topologies (default the paper's paper-3c201,
 // paper-4c137, paper-3c128, paper-4c160; `--topologies none` for none), then G (20)
@@ -15,7 +16,9 @@
 //   formation   the time until the trees stopped changing (reported, no ratio); when
 //               they still change after --formation-limit (120 emulated seconds), the
 //               topology is reported as such and not measured (every measurement waits
-//               for a quiet cluster first)
+//               for a quiet cluster first); the probes per processor it took, and the
+//               latency and bandwidth trees that enter every group of the topology (at
+//               every level) at most once (core/group_entries.hpp)
 //   1B root 0   1-byte broadcast from processor 0;
 //   1B small    from the first processor of the smallest cluster (the next smallest when
 //               that is processor 0's): dynamic, and every candidate of
@@ -29,6 +32,7 @@
 //               2 in flight): the time per message before the leave (T / k for the k
 //               broadcasts complete by then, the last at T), against bytes /
 //               broadcast_ceiling; the restabilization times are reported
+// --formation-only: formation alone (fast enough for many generated topologies).
 // Every ratio is a time ratio, dynamic / reference: above 1, banyan is slower.
 // Printed per topology, then the median and the worst per metric. --json: the rows and
 // the summary; --plot: a dot per topology and metric. --jobs N: N topologies at a time
@@ -52,6 +56,7 @@ struct suite_options {
   bool quick = false;
   std::size_t jobs = 1;
   double formation_limit_s = 120; ///< emulated seconds for the trees to stop changing
+  bool formation_only = false;    ///< measure tree formation and nothing else
   std::string json_path;
   std::string plot_path;
   bool verbose = true;

@@ -106,6 +106,8 @@ int main(int argc, char** argv) {
                     "10 extra measurements after every tree has a parent")
     ->check(CLI::IsMember({"banyan", "paper"}));
   trees->add_option("--extra", st.extra, "extra measurements once every tree has a parent (10)");
+  trees->add_option("--explain-entries", st.explain_entries,
+                    "list the extra group entries of up to this many trees per kind (0)");
   trees->add_option("--local-bias", st.local_bias,
                     "chance a probe goes to a known LAN peer (0.5; 0 = the paper's uniform choice)");
   bool quiet_flag = false;

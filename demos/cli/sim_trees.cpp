@@ -43,6 +43,9 @@ void print_kind(const char* name, const kind_stats& s) {
               "%5.2f max %3d\n",
               name, s.trees, s.invalid, s.wan_edges_mean, s.wan_edges_max, s.depth_mean,
               s.depth_max);
+  std::printf("  %-9s entering every group once: %zu of %zu trees (every top-level group "
+              "once: %zu); extra entries per tree %.2f\n",
+              "", s.entry_minimal, s.trees, s.top_entry_minimal, s.excess_entries_mean);
   if (s.invalid > 0)
     std::printf("    first problem: %s\n", s.first_problem.c_str());
 }
@@ -124,6 +127,20 @@ int run_sim_trees(const sim_trees_options& opt) {
               static_cast<double>(probes_formation) / static_cast<double>(topo->proc_count()));
   print_kind("latency", lat);
   print_kind("bandwidth", bw);
+  for (auto k : {tree_kind::latency, tree_kind::bandwidth}) {
+    std::size_t shown = 0;
+    for (auto root : c.monitor().roots()) {
+      if (shown == opt.explain_entries)
+        break;
+      auto lines = explain_entries(c, {root, k});
+      if (lines.empty())
+        continue;
+      ++shown;
+      std::printf("  %s tree of %u:\n", to_string(k), static_cast<unsigned>(root));
+      for (const auto& l : lines)
+        std::printf("    %s\n", l.c_str());
+    }
+  }
 
   nlohmann::json j;
   j["topology"] = topo->name;

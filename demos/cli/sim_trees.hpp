@@ -26,6 +26,7 @@ struct sim_trees_options {
   std::string rules = "banyan"; ///< "banyan" or "paper"
   int extra = 10;               ///< extra measurements after every tree has a parent
   double local_bias = 0.5;      ///< chance a probe goes to a known LAN peer
+  std::size_t explain_entries = 0; ///< trees per kind whose extra group entries are listed
   bool verbose = true;
 };
 

@@ -1,5 +1,7 @@
 #include "tree_report.hpp"
 
+#include "banyan/core/group_entries.hpp"
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -11,7 +13,7 @@ kind_stats summarize(const actors::emulated_cluster& c, tree_kind kind) {
   kind_stats s;
   auto cluster_of = c.topo().cluster_of();
   auto live = c.monitor().live();
-  double wan_sum = 0, depth_sum = 0;
+  double wan_sum = 0, depth_sum = 0, excess_sum = 0;
   for (auto root : c.monitor().roots()) {
     auto t = c.monitor().tree_of({root, kind});
     ++s.trees;
@@ -24,19 +26,55 @@ kind_stats summarize(const actors::emulated_cluster& c, tree_kind kind) {
     wan_sum += static_cast<double>(wan);
     s.wan_edges_max = std::max(s.wan_edges_max, wan);
     depth_sum += t.depth_mean();
+    auto entries = count_group_entries(t, c.topo(), live);
+    s.entry_minimal += entries.minimal() ? 1 : 0;
+    bool top_once = true;
+    for (std::size_t g = 0; g < entries.per_group.size(); ++g) {
+      const auto& gr = c.topo().groups[g];
+      const bool holds_root = root >= gr.first_proc && root < gr.first_proc + gr.proc_count;
+      if (gr.parent < 0 && entries.per_group[g] > (holds_root ? 0u : 1u))
+        top_once = false;
+    }
+    s.top_entry_minimal += top_once ? 1 : 0;
+    excess_sum += entries.excess;
     s.depth_max = std::max(s.depth_max, t.depth_max());
   }
   if (s.trees > 0) {
     s.wan_edges_mean = wan_sum / static_cast<double>(s.trees);
     s.depth_mean = depth_sum / static_cast<double>(s.trees);
+    s.excess_entries_mean = excess_sum / static_cast<double>(s.trees);
   }
   return s;
+}
+
+std::vector<std::string> explain_entries(const actors::emulated_cluster& c, tree_key k) {
+  std::vector<std::string> out;
+  const auto& topo = c.topo();
+  auto t = c.monitor().tree_of(k);
+  auto entries = count_group_entries(t, topo, c.monitor().live());
+  for (std::size_t g = 0; g < entries.per_group.size(); ++g) {
+    const auto& gr = topo.groups[g];
+    auto in = [&](proc_id p) { return p >= gr.first_proc && p < gr.first_proc + gr.proc_count; };
+    if (entries.per_group[g] <= (in(t.root()) ? 0u : 1u))
+      continue;
+    std::string line = "group " + gr.name + " (" + std::to_string(gr.proc_count) +
+                       " procs) entered " + std::to_string(entries.per_group[g]) + "x:";
+    for (proc_id p = gr.first_proc; p < gr.first_proc + gr.proc_count; ++p) {
+      auto q = t.parent(p);
+      if (q != no_proc && !in(q))
+        line += " " + std::to_string(p) + "<-" + std::to_string(q) + " (" +
+                format_duration(topo.rtt(p, q)) + ")";
+    }
+    out.push_back(line);
+  }
+  return out;
 }
 
 nlohmann::json to_json(const kind_stats& s) {
   return {{"trees", s.trees},           {"invalid", s.invalid},
           {"wan_edges_mean", s.wan_edges_mean}, {"wan_edges_max", s.wan_edges_max},
-          {"depth_mean", s.depth_mean}, {"depth_max", s.depth_max}};
+          {"depth_mean", s.depth_mean}, {"depth_max", s.depth_max},
+          {"entry_minimal", s.entry_minimal}, {"top_entry_minimal", s.top_entry_minimal}, {"excess_entries_mean", s.excess_entries_mean}};
 }
 
 std::string progress_line(const actors::emulated_cluster& c) {

@@ -18,11 +18,20 @@ struct kind_stats {
   std::size_t wan_edges_max = 0;
   double depth_mean = 0;
   int depth_max = 0;
+  /// Trees that enter every group of the topology (every level) at most once
+  /// (core/group_entries.hpp), and the entries beyond that minimum, per tree.
+  std::size_t entry_minimal = 0;
+  std::size_t top_entry_minimal = 0; ///< the same over top-level groups only
+  double excess_entries_mean = 0;
   std::string first_problem; ///< what is wrong with the first invalid tree
 };
 
 kind_stats summarize(const actors::emulated_cluster& c, tree_kind kind);
 nlohmann::json to_json(const kind_stats& s);
+
+/// The groups tree `k` enters more often than needed, one line each: the group, and
+/// every entering edge as child<-parent with its RTT. Empty when it is entry-minimal.
+std::vector<std::string> explain_entries(const actors::emulated_cluster& c, tree_key k);
 
 /// One line of progress: time, complete trees, measuring processors, changes.
 std::string progress_line(const actors::emulated_cluster& c);
