@@ -79,6 +79,10 @@ proc_id entry_audit::next_suspect() {
 bool entry_audit::should_tell(proc_id q) {
   if (told_this_round_.count(q) || !doubled(q))
     return false;
+  const auto& now = seen_[q];
+  if (auto t = told_what_.find(q); t != told_what_.end() && t->second == now)
+    return false; // told already, and nothing changed there since
+  told_what_[q] = now;
   told_this_round_.insert(q);
   ++told_;
   return true;
@@ -91,12 +95,14 @@ void entry_audit::new_round() {
 
 void entry_audit::forget(proc_id p) {
   seen_.erase(p);
+  told_what_.erase(p);
   audited_.erase(p);
   told_this_round_.erase(p);
 }
 
 void entry_audit::reset() {
   seen_.clear();
+  told_what_.clear();
   new_round();
 }
 

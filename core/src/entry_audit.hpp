@@ -56,6 +56,9 @@ private:
   struct seen {
     tree_key tree;
     proc_id parent = no_proc; ///< q's parent in `tree`
+    friend bool operator==(const seen& a, const seen& b) {
+      return a.tree == b.tree && a.parent == b.parent;
+    }
   };
   /// Whether q's trees (as last seen) and ours show a double entry.
   bool doubled(proc_id q) const;
@@ -63,6 +66,10 @@ private:
   parts& s_;
   std::map<proc_id, std::vector<seen>> seen_;
   std::set<proc_id> audited_, told_this_round_;
+  /// What each peer told to measure us was seen doing then: it is told again only once
+  /// that has changed (a round does not reset it), so two entrants whose rules both keep
+  /// them where they are do not ask each other for ever.
+  std::map<proc_id, std::vector<seen>> told_what_;
   std::uint64_t audits_ = 0, told_ = 0;
 };
 

@@ -124,18 +124,6 @@ proc_id prober::pick_candidate(bool local_only) {
     if (!local.empty())
       return local[std::uniform_int_distribution<std::size_t>(0, local.size() - 1)(s_.rng)];
   }
-  // Members never measured first, drawn uniformly (a draw without replacement, as far
-  // as the figures go): the same number of probes then covers more of the members, so
-  // that a near processor is not missed by chance (a root in our own machine, say).
-  // Assumes nothing of the network; only the order of the draws changes.
-  if (s_.decision.entry_audit) {
-    std::vector<proc_id> unmeasured;
-    for (auto q : s_.members.list())
-      if (q != s_.self && !s_.paths.measured_rtt(q))
-        unmeasured.push_back(q);
-    if (!unmeasured.empty())
-      return unmeasured[std::uniform_int_distribution<std::size_t>(0, unmeasured.size() - 1)(s_.rng)];
-  }
   // The member list is sorted and holds us: draw among the others by skipping us.
   auto& members = s_.members.list();
   auto pick = std::uniform_int_distribution<std::size_t>(0, members.size() - 2)(s_.rng);
