@@ -384,10 +384,10 @@ BOOST_AUTO_TEST_CASE(a_reduction_whose_member_is_gone_times_out_and_the_next_is_
 // resolves after the supervisor stops waiting, owning nothing.
 BOOST_AUTO_TEST_CASE(join_resolves_owning_its_share_and_handovers_are_events) {
   const auto all = vnode_set::range(0, 64);
+  recorder ra, rb, rc; // before the nodes: they outlive them, whose handlers write to them
   node a(config(0));
   node b(config(1));
   node c(config(2));
-  recorder ra, rb, rc;
   a.on_event(ra.handler());
   b.on_event(rb.handler());
   c.on_event(rc.handler());

@@ -96,10 +96,10 @@ struct test_system {
 BOOST_AUTO_TEST_CASE(three_nodes_join_form_trees_and_one_leaves) {
   test_system ts; // outlives the nodes that borrow it
   const auto all = vnode_set::range(0, 300);
+  recorder ra, rb; // before the nodes: they outlive them, whose handlers write to them
   node a(*ts.sys, config(0));
   node b(*ts.sys, config(1));
   node c(config(2)); // owns its actor system
-  recorder ra, rb;
   a.on_event(ra.handler());
   b.on_event(rb.handler());
   for (auto* n : {&a, &b, &c}) {
@@ -277,9 +277,9 @@ BOOST_AUTO_TEST_CASE(joins_that_cannot_succeed_fail_with_a_reason) {
 // member changes: its vnodes, incarnation, routes, and no crash is seen anywhere.
 BOOST_AUTO_TEST_CASE(a_second_node_under_a_live_members_id_is_refused) {
   const auto all = vnode_set::range(0, 64);
+  recorder ra, rb; // before the nodes: they outlive them, whose handlers write to them
   node a(config(0));
   node b(config(1));
-  recorder ra, rb;
   a.on_event(ra.handler());
   b.on_event(rb.handler());
   BOOST_REQUIRE(a.start().has_value());
