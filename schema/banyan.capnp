@@ -141,11 +141,6 @@ struct AdoptReply {
   verdicts @1 :List(AdoptVerdict);
 }
 
-struct MeasureMe {
-  # A processor -> a peer close to it that, like itself, enters their group in some tree:
-  # measure me (its parent rules may prefer me). No fields.
-}
-
 struct Release {
   # Child -> old parent: I am no longer your child in these trees.
   trees @0 :List(TreeKey);
@@ -408,7 +403,6 @@ struct Frame {
     reduceHandoff @23 :ReduceHandoff;
     bcastOffer @25 :BcastOffer;     # appended after `returned` (@24)
     bcastAnswer @26 :BcastAnswer;
-    measureMe @28 :MeasureMe;       # after `collective` (@27)
   }
   returned @24 :Bool;
   # A frame handed back to the processor that sent it (`from` is the processor that

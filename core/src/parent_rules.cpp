@@ -28,18 +28,6 @@ verdict latency_rule(const tree_state& self, proc_id p, proc_id cand, duration r
     auto via_parent = self.dist() + ctx.per_child * self.parent_info().children;
     return via_cand + ctx.lan_margin < via_parent ? verdict::adopt : verdict::keep;
   }
-  if (ctx.variant == rule_variant::banyan && !ctx.local(rtt) && !ctx.local(self.rtt_parent())) {
-    // (III-shorter) For a processor whose parent is outside its LAN: a path much shorter
-    // than ours, whatever the hop. (I) alone would keep a processor that attached early
-    // over a slow direct link behind it for good (the processors that should relay being
-    // its descendants then, or farther than its parent). Not for a processor fed inside
-    // its LAN: there the LAN rule above trades depth for fan-out on purpose, and a
-    // shorter sum of RTTs through a remote parent is not a sooner arrival.
-    auto via_cand = cand_info.dist + rtt;
-    auto gain = self.dist() - via_cand;
-    if (gain > std::max(ctx.lan_margin, std::chrono::duration_cast<duration>(self.dist() * ctx.shorter_margin)))
-      return verdict::adopt;
-  }
   if (!(rtt < self.rtt_parent())) // (I)
     return verdict::keep;
   if (ctx.variant == rule_variant::paper)
@@ -80,8 +68,8 @@ verdict bandwidth_rule(const tree_state& self, proc_id p, proc_id cand, rate bw,
     candidate = std::min(candidate, bw / 2);
   if (candidate > current * (1.0 + ctx.bw_margin))
     return verdict::adopt;
-  if (ctx.inside(rtt, self.rtt_parent()) && !ctx.local(self.rtt_parent())
-      && rtt < self.rtt_parent() && candidate >= current * (1.0 - ctx.bw_margin))
+  if (ctx.local(rtt) && !ctx.local(self.rtt_parent()) && rtt < self.rtt_parent()
+      && candidate >= current * (1.0 - ctx.bw_margin))
     return verdict::adopt;
   return verdict::keep;
 }

@@ -20,10 +20,8 @@ std::string prober::describe() const {
 void prober::trigger(timestamp now, outbox& out) {
   if (s_.status != supervisor::status::member)
     return;
-  if (!schedule_.active()) {
+  if (!schedule_.active())
     round_probed_.clear(); // a new round
-    audit_.new_round();
-  }
   schedule_.trigger();
   maybe_probe(now, out);
 }
@@ -37,58 +35,35 @@ void prober::remeasure(proc_id p) {
     remeasure_.push_back(p);
 }
 
-void prober::on_measure_me(timestamp now, proc_id from, outbox& out) {
-  if (!s_.decision.entry_audit || from == s_.self || !s_.members.is_member(from)
-      || s_.status != supervisor::status::member || probing(from)
-      || std::find(asked_.begin(), asked_.end(), from) != asked_.end())
-    return;
-  asked_.push_back(from);
-  maybe_probe(now, out);
-}
-
 void prober::maybe_probe(timestamp now, outbox& out) {
   if (probe_ || s_.status != supervisor::status::member)
     return;
 
+  // Trees waiting for their seed do not keep the schedule going (they get a parent
+  // without probing, or measuring starts for them after `seed_wait`).
+  auto& trees = s_.trees.all();
+  const bool parented = std::all_of(trees.begin(), trees.end(), [&](auto& t) {
+    return !t || t->connected() || s_.seeding.waiting(t->key().root);
+  });
+  const bool was_active = schedule_.active();
+  if (!(s_.members.size() >= 2 && schedule_.next(parented))) {
+    if (was_active)
+      settling_ = repair_round_ = false;
+    if (s_.members.size() < 2)
+      schedule_ = measurement_schedule(s_.cfg.extra_measurements);
+    return;
+  }
   probe p;
-  p.cand = no_proc;
-  // A peer that asked to be measured comes first, outside the schedule's count.
-  while (!asked_.empty() && p.cand == no_proc) {
-    auto a = asked_.front();
-    asked_.erase(asked_.begin());
-    if (s_.members.is_member(a) && a != s_.self)
-      p.cand = a;
-  }
-  if (p.cand == no_proc) {
-    // Trees waiting for their seed do not keep the schedule going (they get a parent
-    // without probing, or measuring starts for them after `seed_wait`).
-    auto& trees = s_.trees.all();
-    const bool parented = std::all_of(trees.begin(), trees.end(), [&](auto& t) {
-      return !t || t->connected() || s_.seeding.waiting(t->key().root);
-    });
-    const bool was_active = schedule_.active();
-    // A round about to end first probes the peers its last figures show entering our
-    // group a second time (entry_audit.hpp): each once per round.
-    if (s_.decision.entry_audit && was_active && parented && s_.members.size() >= 2
-        && schedule_.extra_left() == 0)
-      p.cand = audit_.next_suspect();
-    if (p.cand == no_proc && !(s_.members.size() >= 2 && schedule_.next(parented))) {
-      if (was_active)
-        settling_ = repair_round_ = false;
-      if (s_.members.size() < 2)
-        schedule_ = measurement_schedule(s_.cfg.extra_measurements);
-      return;
-    }
-    while (!remeasure_.empty() && p.cand == no_proc) {
-      auto r = remeasure_.front();
-      remeasure_.erase(remeasure_.begin());
-      if (s_.members.is_member(r) && r != s_.self)
-        p.cand = r; // adopted without a measurement: measure it now
-    }
-    if (p.cand == no_proc)
-      p.cand = pick_candidate(parented && (repair_round_ || settling_));
-  }
   p.seq = s_.next_seq++;
+  p.cand = no_proc;
+  while (!remeasure_.empty() && p.cand == no_proc) {
+    auto r = remeasure_.front();
+    remeasure_.erase(remeasure_.begin());
+    if (s_.members.is_member(r) && r != s_.self)
+      p.cand = r; // adopted without a measurement: measure it now
+  }
+  if (p.cand == no_proc)
+    p.cand = pick_candidate(parented && (repair_round_ || settling_));
   round_probed_.push_back(p.cand);
   probe_ = std::move(p);
   auto pause = s_.cfg.probe_jitter.count() > 0
@@ -248,14 +223,8 @@ void prober::on(timestamp now, proc_id from, const wire::bw_reply& m, outbox& ou
   // candidate itself, which buries the one we were probing.
   if (!probe_ || probe_->seq != m.seq)
     return;
-  if (s_.decision.entry_audit)
-    audit_.note(from, m.trees);
   auto wanted = s_.parents.judge_candidate(now, from, rtt, bw, m.trees);
   if (wanted.empty()) {
-    // Our rules keep us where we are although we both enter our group: the other
-    // entrant may be the one to move, if it measures us.
-    if (s_.decision.entry_audit && audit_.should_tell(from))
-      s_.send(out, from, wire::measure_me{});
     finish_probe(now, true, out);
     return;
   }
@@ -355,8 +324,6 @@ void prober::on_reply_timer(timestamp now, std::uint64_t seq, outbox& out) {
 }
 
 void prober::forget(proc_id p) {
-  audit_.forget(p);
-  asked_.erase(std::remove(asked_.begin(), asked_.end(), p), asked_.end());
   remeasure_.erase(std::remove(remeasure_.begin(), remeasure_.end(), p), remeasure_.end());
 }
 
@@ -365,9 +332,7 @@ void prober::reset() {
   probe_.reset();
   strikes_.clear();
   remeasure_.clear();
-  asked_.clear();
   round_probed_.clear();
-  audit_.reset();
   settling_ = repair_round_ = false;
 }
 

@@ -23,7 +23,6 @@
 
 #include "banyan/core/measurement_schedule.hpp"
 #include "banyan/core/supervisor.hpp"
-#include "entry_audit.hpp"
 
 namespace banyan::sup {
 
@@ -44,14 +43,13 @@ public:
     std::vector<wire::subtree_entry> requested; // what the adopt_request offered
   };
 
-  prober(parts& s, int extra) : s_(s), schedule_(extra), audit_(s) {}
+  prober(parts& s, int extra) : s_(s), schedule_(extra) {}
 
   bool measuring() const noexcept { return schedule_.active() || probe_.has_value(); }
   bool probing(proc_id p) const noexcept { return probe_ && probe_->cand == p; }
   const std::optional<probe>& current() const noexcept { return probe_; }
   std::uint64_t completed() const noexcept { return completed_; }
   std::uint64_t abandoned() const noexcept { return abandoned_; }
-  const entry_audit& audit() const noexcept { return audit_; }
   /// The schedule and probe, for logs.
   std::string describe() const;
 
@@ -66,9 +64,6 @@ public:
   void progress();
   /// p adopted us without a measurement: probe it next.
   void remeasure(proc_id p);
-  /// A close peer asks to be measured (entry_audit.hpp): probed next, once, whether a
-  /// round is under way or not.
-  void on_measure_me(timestamp now, proc_id from, outbox& out);
   /// This round: placed by our giver (settling) or by step-parents (repair); once every
   /// tree has a parent, its probes stay in the LAN.
   void settling() noexcept { settling_ = true; }
@@ -100,13 +95,10 @@ private:
 
   parts& s_;
   measurement_schedule schedule_;
-  entry_audit audit_;
   std::optional<probe> probe_;
   std::map<proc_id, int> strikes_; ///< consecutive unanswered probes per candidate
   /// Peers adopted without a measurement: probed next, so the edge gets real figures.
   std::vector<proc_id> remeasure_;
-  /// Peers that asked to be measured (measure_me), in order.
-  std::vector<proc_id> asked_;
   /// Candidates probed in this round: a joiner's LAN round draws each once before any again.
   std::vector<proc_id> round_probed_;
   bool settling_ = false;     ///< placed by our giver: extra probes counted from parented

@@ -35,9 +35,6 @@ void handle(parts& s, timestamp now, proc_id from, const wire::adopt_reply& m, o
 void handle(parts& s, timestamp now, proc_id from, const wire::release& m, outbox& out) {
   s.parents.on(now, from, m, out);
 }
-void handle(parts& s, timestamp now, proc_id from, const wire::measure_me&, outbox& out) {
-  s.probes.on_measure_me(now, from, out);
-}
 void handle(parts& s, timestamp now, proc_id from, const wire::orphan& m, outbox& out) {
   s.repairs.on(now, from, m, out);
 }

@@ -10,13 +10,11 @@ variant_decision decide(rule_variant v, double local_bias) {
       d.local_bias = 0;
       d.extra_from_last_change = false;
       d.sender_capacity = false;
-      d.entry_audit = false;
       break;
     case rule_variant::banyan:
       d.local_bias = local_bias;
       d.extra_from_last_change = true;
       d.sender_capacity = true;
-      d.entry_audit = true;
       break;
   }
   return d;

@@ -47,7 +47,6 @@ wire::message read_body(body_reader b) {
     case W::REDUCE_HANDOFF: return read(b.getReduceHandoff());
     case W::BCAST_OFFER: return read(b.getBcastOffer());
     case W::BCAST_ANSWER: return read(b.getBcastAnswer());
-    case W::MEASURE_ME: return read(b.getMeasureMe());
   }
   reject("unknown message type " + std::to_string(static_cast<unsigned>(b.which())));
 }

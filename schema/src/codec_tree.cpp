@@ -37,8 +37,6 @@ void write(const wire::release& m, body_builder b) {
   write_list(m.trees, [&](unsigned n) { return r.initTrees(n); });
 }
 
-void write(const wire::measure_me&, body_builder b) { b.initMeasureMe(); }
-
 void write(const wire::orphan& m, body_builder b) {
   auto r = b.initOrphan();
   write_list(m.trees, [&](unsigned n) { return r.initTrees(n); });
@@ -91,8 +89,6 @@ wire::adopt_reply read(cs::AdoptReply::Reader r) {
 }
 
 wire::release read(cs::Release::Reader r) { return wire::release{read_list(r.getTrees())}; }
-wire::measure_me read(cs::MeasureMe::Reader) { return {}; }
-
 wire::orphan read(cs::Orphan::Reader r) {
   wire::orphan m{read_list(r.getTrees()), {}};
   for (auto s : r.getSteps()) {

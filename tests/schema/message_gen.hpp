@@ -162,7 +162,6 @@ struct gen {
       case 20: return wire::reduce_handoff{collective(), list([&] { return record(); }), u32()};
       case 21: return wire::bcast_offer{op(), vnodes(), u64(), u32()};
       case 22: return wire::bcast_answer{op(), u64(), coin()};
-      case 23: return wire::measure_me{};
     }
     throw std::out_of_range("no message type " + std::to_string(type));
   }

@@ -21,11 +21,6 @@
 /// link, so a cluster behind a slow direct link (paper-4c137: A->D 100 Mbit) kept it
 /// rather than a parent behind a link twice as wide (C->D 200 Mbit).
 ///
-/// "Local" in that tie-break means inside a group that the parent is outside of: in p's
-/// LAN, or `group_rtt_gap` times closer than the parent (rule_context::inside). On three
-/// levels (processes on a machine, machines on a site, sites) the LAN test alone sees
-/// only the machine, so a site entered twice over its wide-area link kept both entries.
-///
 /// A LAN already fed (banyan variant): a processor whose parent is in its LAN gets the
 /// data across a wide-area link once, for the whole LAN. Adopting a remote candidate
 /// would bring a second copy of every segment into the LAN across a wide-area link, the

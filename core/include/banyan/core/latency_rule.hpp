@@ -23,22 +23,6 @@
 /// when A->C is shorter). Every switch still needs (I), a strictly shorter RTT to
 /// the parent, so each processor changes parents finitely often.
 ///
-/// (III-shorter, banyan, when both cand and p's parent are outside p's LAN): adopt
-/// whatever the RTT to cand
-/// when the path through it is shorter by more than `shorter_margin` of dist(p) (and by
-/// more than `lan_margin`):
-///   dist(cand) + RTT(p,cand) < dist(p) - max(lan_margin, shorter_margin dist(p))
-/// Why: (I) alone keeps a processor that attached early over a slow direct link there
-/// for good when every processor that could relay it is farther than its parent (or its
-/// descendant): on a generated topology (gen-102-3l-16p) a site kept a 55 ms path where
-/// one of 39 ms existed, and the 1-byte broadcast took 1.43x the best static tree. It only ever takes a shorter path, so it cannot build the slow
-/// chains that the paper's (II) can; the margin is relative because the sums of RTTs are
-/// noisy in proportion, and it assumes they predict the one-way delay to within it. A
-/// processor fed inside its LAN is left to the LAN rule, which makes trees deeper than
-/// the shortest on purpose (fan-out costs overhead): applied there too, the two rules
-/// undid each other's moves and paper-3c201 never settled (3 million parent changes in
-/// 40 emulated seconds).
-///
 /// Without a parent, any connected candidate will do. A candidate that is p itself
 /// or one of p's descendants (p on cand's path to the root) is never adopted.
 

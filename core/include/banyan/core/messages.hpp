@@ -129,12 +129,6 @@ struct release {
   std::vector<tree_key> trees;
   friend bool operator==(const release& a, const release& b) { return a.trees == b.trees; }
 };
-/// Processor -> a peer close to it that enters their group in some tree as it does
-/// itself: measure me (the peer's rules may prefer us as its parent; see
-/// core/src/entry_audit.hpp). Carries nothing: the probe brings the figures.
-struct measure_me {
-  friend bool operator==(const measure_me&, const measure_me&) { return true; }
-};
 /// Parent -> child: I dropped you in these trees (a cycle was broken); find a parent.
 struct orphan {
   std::vector<tree_key> trees;
@@ -355,7 +349,7 @@ using message = std::variant<ping, pong, bw_request, bw_reply, adopt_request, ad
                              join_accept, member_joined, member_left, handover_request,
                              routing_update, vnode_handover, vnode_handover_ack,
                              bcast_segment, reduce_partial, reduce_handoff, bcast_offer,
-                             bcast_answer, measure_me>;
+                             bcast_answer>;
 
 /// A message with its endpoints, as the network moves it.
 struct envelope {

@@ -11,13 +11,6 @@ enum class rule_variant : std::uint8_t {
   banyan, ///< the paper's rules plus locality (see latency_rule.hpp, bandwidth_rule.hpp)
 };
 
-/// A group boundary (a machine, a LAN, a site, a region) shows from inside as a jump of
-/// at least this factor in RTT: a peer this many times closer than one's parent is inside
-/// a group that the parent is outside of. Assumes the hierarchy's levels differ in RTT by
-/// that much (a process on the same machine ~10-30 us, a LAN 0.1-0.5 ms, a wide-area
-/// link milliseconds); where they do not, the rules fall back to the flat LAN test.
-inline constexpr double group_rtt_gap = 4.0;
-
 struct rule_context {
   rule_variant variant = rule_variant::banyan;
   /// The smallest RTT this processor has measured to anyone: its LAN's RTT, once it
@@ -35,21 +28,10 @@ struct rule_context {
   duration per_child{0};
   /// How much sooner a LAN parent must deliver before the latency rule switches.
   duration lan_margin{0};
-  /// (III-shorter): a path to the root at least this much shorter, relatively, than ours
-  /// is taken even over a farther parent. Assumes the sum of measured RTTs along a path
-  /// predicts its one-way delay to within this fraction (queues, per-hop overheads).
-  double shorter_margin = 0.1;
 
   bool local(duration rtt) const noexcept {
     return min_rtt != duration::max()
            && static_cast<double>(rtt.count()) <= local_factor * static_cast<double>(min_rtt.count());
-  }
-  /// A candidate at `rtt` is inside a group that our parent, at `rtt_parent`, is outside
-  /// of: in our LAN, or `group_rtt_gap` times closer than the parent (banyan variant).
-  bool inside(duration rtt, duration rtt_parent) const noexcept {
-    return local(rtt) || (variant == rule_variant::banyan
-                          && static_cast<double>(rtt.count()) * group_rtt_gap
-                               <= static_cast<double>(rtt_parent.count()));
   }
 };
 

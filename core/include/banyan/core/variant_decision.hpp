@@ -2,10 +2,10 @@
 /// What a named rule variant implies for the supervisor, beyond the parent rules
 /// themselves (latency_rule.hpp, bandwidth_rule.hpp), decided in one function.
 ///
-///   variant | parent rules         | probe candidates       | extra measurements  | sender capacity | entry audit
-///   --------+----------------------+------------------------+---------------------+-----------------+------------
-///   paper   | IV-B, IV-C exactly   | uniform                | from all parented   | none            | no
-///   banyan  | plus locality terms  | LAN with `local_bias`  | from the last move  | widest measured | yes
+///   variant | parent rules         | probe candidates       | extra measurements  | sender capacity
+///   --------+----------------------+------------------------+---------------------+----------------
+///   paper   | IV-B, IV-C exactly   | uniform                | from all parented   | none
+///   banyan  | plus locality terms  | LAN with `local_bias`  | from the last move  | widest measured
 
 #include "banyan/core/rule_context.hpp"
 
@@ -22,10 +22,6 @@ struct variant_decision {
   /// The bandwidth rule takes the widest rate measured to anyone as what a parent can send
   /// in all (shared by its children); false: it splits the path rate, as the paper does.
   bool sender_capacity = false;
-  /// Before a measuring round ends, the peers whose last probe showed a double entry
-  /// into our group are probed again (core/src/entry_audit.hpp); false: the round ends
-  /// when its extra measurements are spent, as the paper's does.
-  bool entry_audit = false;
 };
 
 /// The decision for variant `v`; `local_bias` is the configured chance, which the paper
