@@ -1,5 +1,5 @@
 // tcp_transport's connections: connect and accept, the handshake (schema/handshake.hpp),
-// reading frames, writing from the peers' queues, and closing. Loop thread only.
+// reading, writing from the peers' queues, and closing. Loop thread only.
 //
 //   initiator (sends)                                   acceptor (receives)
 //   connecting --connect ok--> hello                    accept --> hello
@@ -11,10 +11,8 @@
 //                                                       proof --id in use--> draining
 //                                                       draining --answer written--> closing
 //
-// Encrypted mode (docs/transport.md, "Security"): once established, the initiator seals
-// what it writes into records (record_cipher.hpp) and the acceptor opens them before the
-// frame decoder sees a byte. A large payload's records are read straight into the place
-// the decoder gives (its own buffer or the payload sink's) and decrypted there.
+// The record layer and frame decoding are in tcp_records.cpp, id claims (claiming,
+// draining with a refusal) in tcp_id_claims.cpp.
 
 #include <algorithm>
 #include <cassert>
@@ -71,8 +69,6 @@ bool proofs_equal(const schema::proof& a, const schema::proof& b) {
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-namespace {
-
 connection* conn_of(const void* handle) {
   return static_cast<connection*>(static_cast<const uv_handle_t*>(handle)->data);
 }
@@ -88,6 +84,8 @@ std::uint64_t ms_of(duration d) {
 void on_timer(uv_timer_t* t) {
   conn_of(t)->owner->on_timeout(conn_of(t));
 }
+
+namespace {
 
 void on_handle_close(uv_handle_t* h) {
   conn_of(h)->owner->on_handle_closed(conn_of(h));
@@ -155,29 +153,6 @@ connection* new_connection(tcp_impl* owner, uv_loop_t* loop, connection::role r,
 }
 
 } // namespace
-
-// Seals what is left of `f` (a frame `send` writes directly: at most direct_write_max
-// bytes) into one buffer of records: the head, then the payload.
-std::vector<std::uint8_t> seal_whole(record_sealer& s, const schema::frame_bytes& f) {
-  const std::size_t n = f.size();
-  std::size_t records = 0;
-  for (std::size_t part : {f.head.size(), f.tail.size()})
-    records += (part + sealed_record - 1) / sealed_record;
-  std::vector<std::uint8_t> out(n + records * record_overhead);
-  std::uint8_t* o = out.data();
-  auto seal_part = [&](const std::uint8_t* p, std::size_t len) {
-    while (len > 0) {
-      const std::size_t k = std::min(len, sealed_record);
-      s.seal(p, k, o);
-      o += k + record_overhead;
-      p += k;
-      len -= k;
-    }
-  };
-  seal_part(f.head.data(), f.head.size());
-  seal_part(f.tail.data(), f.tail.size());
-  return out;
-}
 
 std::string tcp_impl::describe(const connection* c) const {
   if (c->side == connection::role::initiator)
@@ -521,69 +496,6 @@ void tcp_impl::on_initiator_ack(connection* c) {
   judge(c, false);
 }
 
-// Acceptor: whether the authenticated initiator may use the id it claims (id_claim.hpp).
-void tcp_impl::judge(connection* c, bool unanswered) {
-  const id_holder holder =
-      unanswered ? id_holder{id_holder::kind::unanswered, 0} : holder_of(c->peer);
-  switch (judge_claim(cfg_.self, c->peer, c->hello_msg.session, holder)) {
-  case claim_verdict::accept:
-    establish_inbound(c);
-    return;
-  case claim_verdict::refuse:
-    refuse_id(c, true);
-    return;
-  case claim_verdict::wait:
-  case claim_verdict::connect:
-    break;
-  }
-  // Wait for our connection to the address we have for the id, reading nothing meanwhile;
-  // its own timeouts end it, and this timer (the longest it may take) backs them up.
-  if (c->state != connection::phase::claiming) {
-    c->state = connection::phase::claiming;
-    uv_read_stop(stream_of(c));
-    uv_timer_start(&c->timer, on_timer,
-                   ms_of(cfg_.connect_timeout + cfg_.handshake_timeout) + 1000, 0);
-    claims_[c->peer].push_back(c);
-  }
-  if (auto* p = find_peer(c->peer); p != nullptr && p->out == nullptr && !p->resolving)
-    maybe_connect(*p, true); // may judge `c` at once, if the connection cannot even begin
-}
-
-id_holder tcp_impl::holder_of(proc_id id) const {
-  auto it = peers_.find(id);
-  if (it == peers_.end())
-    return {id_holder::kind::none, 0};
-  const peer_state& p = *it->second;
-  if (p.out != nullptr && p.out->up)
-    return {id_holder::kind::answered, p.out->peer_session};
-  if (p.out != nullptr || p.resolving)
-    return {id_holder::kind::pending, 0};
-  return {id_holder::kind::idle, 0};
-}
-
-void tcp_impl::settle_claims(proc_id id, bool unanswered) {
-  if (shutting_down_)
-    return;
-  auto it = claims_.find(id);
-  if (it == claims_.end())
-    return;
-  auto waiting = std::move(it->second);
-  claims_.erase(it);
-  for (auto* c : waiting)
-    if (c->state == connection::phase::claiming)
-      judge(c, unanswered);
-}
-
-void tcp_impl::unpark(connection* c) {
-  auto it = claims_.find(c->peer);
-  if (it == claims_.end())
-    return;
-  auto& v = it->second;
-  v.erase(std::remove(v.begin(), v.end(), c), v.end());
-  if (v.empty())
-    claims_.erase(it);
-}
-
 void tcp_impl::establish_inbound(connection* c) {
   const bool resumed = c->state == connection::phase::claiming;
   uv_timer_stop(&c->timer);
@@ -617,84 +529,6 @@ void tcp_impl::establish_inbound(connection* c) {
   }
   if (c->state == connection::phase::established)
     uv_read_start(stream_of(c), on_alloc, on_read_cb);
-}
-
-// Acceptor: "id N is in use". Answered with a HelloAck that says so under our proof (role
-// acceptor in the answer to a Hello, role refusal after the initiator's proof), then closed.
-void tcp_impl::refuse_id(connection* c, bool after_proof) {
-  const auto& h = c->hello_msg;
-  const auto role = after_proof ? schema::proof_role::refusal : schema::proof_role::acceptor;
-  const auto mac =
-      hmac_sha256(cfg_.secret, schema::proof_transcript(role, h, cfg_.self, c->acceptor_nonce,
-                                                        session_, schema::refusal::id_in_use));
-  schema::hello_ack answer{schema::protocol_version,
-                           cfg_.self,
-                           after_proof ? std::nullopt : std::optional<schema::nonce>(c->acceptor_nonce),
-                           mac,
-                           cfg_.plaintext,
-                           session_,
-                           schema::refusal::id_in_use};
-  std::string why = "id " + std::to_string(h.id) + " is in use: ";
-  if (h.id == cfg_.self) {
-    why += "it is this processor's";
-  } else {
-    auto* p = find_peer(h.id);
-    why += "processor " + std::to_string(h.id) + " answers at "
-           + (p != nullptr ? p->address : std::string("its address")) + " as another process";
-  }
-  uv_timer_stop(&c->timer);
-  c->held.clear();
-  c->state = connection::phase::draining;
-  uv_read_stop(stream_of(c));
-  uv_timer_start(&c->timer, on_timer, ms_of(cfg_.handshake_timeout), 0);
-  transport_event ev{transport_event::kind::rejected, h.id, describe(c) + ": " + why + " (refused)"};
-  ev.failure = connection_failure::id_in_use;
-  count_failure(c->side, ev.failure);
-  emit_refusal(c, std::move(ev));
-  write_raw(c, schema::encode(answer), true);
-}
-
-// Initiator, established: the acceptor sends nothing after the handshake but a refusal
-// (a further HelloAck, refusal::id_in_use, proof of role refusal).
-void tcp_impl::on_refusal(connection* c, const std::uint8_t* p, std::size_t n) {
-  while (n > 0 && c->state == connection::phase::established) {
-    const auto used = c->handshake.feed(p, n);
-    if (!used) {
-      close_conn(c, transport_event::kind::error,
-                 "protocol error: unexpected bytes from the acceptor (" + used.err().message + ")",
-                 connection_failure::malformed_input);
-      return;
-    }
-    p += *used;
-    n -= *used;
-    if (!c->handshake.complete())
-      return;
-    auto a = schema::decode_hello_ack(c->handshake.body(), c->handshake.body_size());
-    c->handshake.reset();
-    if (!a || a->verdict == schema::refusal::none || !a->mac || a->challenge || a->id != c->peer
-        || a->session != c->peer_session) {
-      close_conn(c, transport_event::kind::error,
-                 "protocol error: unexpected message from the acceptor"
-                     + (a ? std::string() : " (" + a.err().message + ")"),
-                 connection_failure::malformed_input);
-      return;
-    }
-    const auto expected = hmac_sha256(
-        cfg_.secret, schema::proof_transcript(schema::proof_role::refusal, c->hello_msg, c->peer,
-                                              c->acceptor_nonce, c->peer_session, a->verdict));
-    if (!proofs_equal(expected, *a->mac)) {
-      close_conn(c, transport_event::kind::error,
-                 "protocol error: a refusal without a valid proof from the acceptor",
-                 connection_failure::malformed_input);
-      return;
-    }
-    c->refused_id = true;
-    close_conn(c, transport_event::kind::rejected,
-               "id " + std::to_string(cfg_.self) + " is in use: processor "
-                   + std::to_string(c->peer)
-                   + " refused it (another process runs under this id)",
-               connection_failure::id_in_use);
-  }
 }
 
 // Initiator: the acceptor's answer to our Hello.
@@ -781,167 +615,6 @@ void tcp_impl::on_acceptor_ack(connection* c) {
     settle_claims(c->peer, false);
 }
 
-// Acceptor: Frames after the handshake.
-void tcp_impl::on_frames(connection* c, const std::uint8_t* p, std::size_t n) {
-  auto frames = c->decoder.feed_frames(p, n);
-  if (!frames) {
-    close_conn(c, transport_event::kind::error, frames.err().to_string(),
-               connection_failure::malformed_input);
-    return;
-  }
-  on_decoded(c, *frames);
-}
-
-// Acceptor, encrypted mode: the record layer between the socket and the frame decoder.
-//
-//   | len (4, clear) | ciphertext (len) | tag (16) |   -> open -> decoder
-//
-// A record's ciphertext goes to `staging`, or, when the decoder offers a place for the
-// whole record (the rest of a large frame's body, or a payload sink's place), straight
-// there; it is decrypted in place, and the decoder sees it only once authenticated.
-void tcp_impl::on_records(connection* c, const std::uint8_t* p, std::size_t n) {
-  auto& r = c->rec;
-  while (n > 0 && c->state == connection::phase::established) {
-    if (r.header_len < record_header_bytes) {
-      const std::size_t take = std::min(record_header_bytes - r.header_len, n);
-      std::memcpy(r.header + r.header_len, p, take);
-      r.header_len += take;
-      p += take;
-      n -= take;
-      if (r.header_len == record_header_bytes && !begin_record(c))
-        return;
-      continue;
-    }
-    if (r.got < r.len) {
-      const std::size_t take = std::min(r.len - r.got, n);
-      std::memcpy(r.dest + r.got, p, take);
-      r.got += take;
-      p += take;
-      n -= take;
-      continue;
-    }
-    const std::size_t take = std::min(record_tag_bytes - r.tag_len, n);
-    std::memcpy(r.tag + r.tag_len, p, take);
-    r.tag_len += take;
-    p += take;
-    n -= take;
-    if (r.tag_len == record_tag_bytes)
-      finish_record(c);
-  }
-}
-
-bool tcp_impl::begin_record(connection* c) {
-  auto& r = c->rec;
-  const auto len = record_length(r.header);
-  if (!len) {
-    const std::size_t said = std::size_t{r.header[0]} | std::size_t{r.header[1]} << 8
-                             | std::size_t{r.header[2]} << 16 | std::size_t{r.header[3]} << 24;
-    close_conn(c, transport_event::kind::error,
-               "bad record: length " + std::to_string(said) + " (1 to " + std::to_string(max_record)
-                   + " allowed): not from a processor holding the "
-                     "secret, or altered on the way",
-               connection_failure::malformed_input);
-    return false;
-  }
-  r.len = *len;
-  r.got = 0;
-  r.tag_len = 0;
-  const auto [dp, dn] = c->decoder.direct_buffer();
-  r.direct = r.len >= min_direct_read && dn >= r.len;
-  if (r.direct) {
-    r.dest = dp;
-  } else {
-    if (r.staging_size < r.len) {
-      r.staging_size = std::max(r.len, std::size_t{4096});
-      r.staging.reset(new std::uint8_t[r.staging_size]);
-    }
-    r.dest = r.staging.get();
-  }
-  return true;
-}
-
-void tcp_impl::finish_record(connection* c) {
-  auto& r = c->rec;
-  const bool direct = r.direct;
-  const std::size_t len = r.len;
-  std::uint8_t* dest = r.dest;
-  r.header_len = 0;
-  r.exact_tail = direct ? 2 : std::max(r.exact_tail, 1) - 1;
-  if (!c->opener->open(r.header, dest, len, r.tag)) {
-    close_conn(c, transport_event::kind::error,
-               "record " + std::to_string(c->opener->count() - 1)
-                   + " failed authentication (forged, altered, replayed or out of order)",
-               connection_failure::malformed_input);
-    return;
-  }
-  auto frames = direct ? c->decoder.commit_direct(len) : c->decoder.feed_frames(dest, len);
-  if (!frames) {
-    close_conn(c, transport_event::kind::error, frames.err().to_string(),
-               connection_failure::malformed_input);
-    return;
-  }
-  on_decoded(c, *frames);
-}
-
-bool tcp_impl::record_read_buffer(connection* c, uv_buf_t* buf) {
-  auto& r = c->rec;
-  if (c->side != connection::role::acceptor)
-    return false;
-  if (r.header_len == record_header_bytes && r.got < r.len) {
-    if (!r.direct && r.exact_tail > 0) {
-      // A frame's head between two payloads: it, its tag and the next header, no more.
-      *buf = uv_buf_init(
-          c->read_buf.data(),
-          static_cast<unsigned>(std::min(c->read_buf.size(),
-                                         r.len - r.got + record_tag_bytes + record_header_bytes)));
-      return true;
-    }
-    if (!r.direct || r.len - r.got < min_direct_read / 4)
-      return false;
-    c->direct_read = true;
-    *buf = uv_buf_init(reinterpret_cast<char*>(r.dest + r.got),
-                       static_cast<unsigned>(std::min(r.len - r.got, max_direct_read)));
-    return true;
-  }
-  if ((r.direct || r.exact_tail > 0) && r.header_len == record_header_bytes && r.got == r.len) {
-    // The tag of a record read into place, and the next record's header: alone.
-    *buf = uv_buf_init(c->read_buf.data(),
-                       static_cast<unsigned>(record_tag_bytes - r.tag_len + record_header_bytes));
-    return true;
-  }
-  if (r.exact_tail > 0 && r.header_len < record_header_bytes) {
-    *buf =
-        uv_buf_init(c->read_buf.data(), static_cast<unsigned>(record_header_bytes - r.header_len));
-    return true;
-  }
-  return false;
-}
-
-void tcp_impl::on_decoded(connection* c, std::vector<schema::frame>& frames) {
-  for (auto& f : frames) {
-    auto& e = f.envelope;
-    stats_.frames_received.fetch_add(1, std::memory_order_relaxed);
-    if (e.from != c->peer || e.to != cfg_.self) {
-      close_conn(c, transport_event::kind::error,
-                 "protocol error: frame from " + std::to_string(e.from) + " to "
-                     + std::to_string(e.to) + " on this connection",
-                 connection_failure::malformed_input);
-      return;
-    }
-    if (f.returned) {
-      // Handed back: as we sent it, to the peer that gave it back.
-      transport_event ev{transport_event::kind::undeliverable, c->peer,
-                         describe(c) + ": 1 frame handed back"};
-      ev.returned.push_back(wire::envelope{cfg_.self, c->peer, std::move(e.body)});
-      emit(std::move(ev));
-      if (c->state == connection::phase::closing)
-        return;
-      continue;
-    }
-    deliver(std::move(e));
-  }
-}
-
 // --- writing ----------------------------------------------------------------------------
 
 bool tcp_impl::write_raw(connection* c, std::vector<std::uint8_t> bytes, bool close_after) {
@@ -1025,50 +698,6 @@ void tcp_impl::pump(connection* c, peer_state& p) {
       return;
     }
   }
-}
-
-// Records cut at the head/payload boundary, at most max_record each, so that a receiver
-// can read a payload's records straight into the payload's place:
-//
-//   frame:    | prefix + head (owned) |            payload (shared, never modified)            |
-//   records:  [ head                  ][ <= 1 MiB ][ <= 1 MiB ] ... sealed while the window has
-//   room
-//
-// The payload is shared (a forwarded broadcast segment), so it is sealed into new buffers,
-// not in place; each holds at most a window's worth, so a 64 MiB frame is sealed and
-// written 1 MiB at a time and its ciphertext never exists whole.
-bool tcp_impl::seal_frame(connection* c, out_frame& f, write_req& w) {
-  const std::size_t head = f.bytes.head.size();
-  const std::size_t total = f.bytes.size();
-  const std::size_t start = f.sent;
-  std::size_t end = start;
-  std::size_t records = 0;
-  while (end < head) {
-    end += std::min(sealed_record, head - end);
-    ++records;
-  }
-  while (end < total && (end == start || c->in_flight + w.bytes + (end - start) < write_window)) {
-    end += std::min(sealed_record, total - end);
-    ++records;
-  }
-  const std::size_t size = end - start + records * record_overhead;
-  std::unique_ptr<std::uint8_t[]> buf(new std::uint8_t[size]);
-  std::uint8_t* o = buf.get();
-  for (std::size_t at = start; at < end;) {
-    const bool in_head = at < head;
-    const std::size_t k = std::min(sealed_record, (in_head ? head : end) - at);
-    const std::uint8_t* src =
-        in_head ? f.bytes.head.data() + at : f.bytes.tail.data() + (at - head);
-    c->sealer->seal(src, k, o);
-    o += k + record_overhead;
-    at += k;
-  }
-  assert(o == buf.get() + size);
-  w.bufs.push_back(uv_buf_init(reinterpret_cast<char*>(buf.get()), static_cast<unsigned>(size)));
-  w.sealed.emplace_back(std::move(buf), size);
-  w.bytes += end - start;
-  f.sent = end;
-  return end == total;
 }
 
 void tcp_impl::on_write(write_req* w, int status) {
@@ -1195,17 +824,6 @@ void tcp_impl::emit_hostile(const connection* c, transport_event ev) {
     ev.detail += "; " + std::to_string(*held) + " more such line" + (*held == 1 ? "" : "s")
                  + " from " + c->remote_ip + " held back since the last one";
   ev.detail += ")";
-  emit(std::move(ev));
-}
-
-void tcp_impl::emit_refusal(const connection* c, transport_event ev) {
-  const std::string key = c->remote_ip + " " + std::to_string(ev.peer);
-  const auto held = refusal_log_.admit(key, clock::now());
-  if (!held)
-    return;
-  if (*held > 0)
-    ev.detail += "; " + std::to_string(*held) + " more such line" + (*held == 1 ? "" : "s")
-                 + " from " + c->remote_ip + " held back since the last one";
   emit(std::move(ev));
 }
 

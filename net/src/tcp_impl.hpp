@@ -474,6 +474,13 @@ std::uint64_t random_session();
 /// cut at max_record), as a direct write sends it.
 std::vector<std::uint8_t> seal_whole(record_sealer& s, const schema::frame_bytes& f);
 
+// Shared by the connection sources (tcp_connection.cpp, tcp_id_claims.cpp,
+// tcp_records.cpp); defined in tcp_connection.cpp.
+connection* conn_of(const void* handle); ///< the connection a libuv handle belongs to
+uv_stream_t* stream_of(connection* c);
+std::uint64_t ms_of(duration d);     ///< rounded up, for libuv timers
+void on_timer(uv_timer_t* t);        ///< a connection's timer: tcp_impl::on_timeout
+
 /// Constant-time comparison of two proofs.
 bool proofs_equal(const schema::proof& a, const schema::proof& b);
 
