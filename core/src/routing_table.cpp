@@ -1,6 +1,7 @@
 #include "banyan/core/routing_table.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 namespace banyan {
@@ -80,13 +81,44 @@ vnode_set overlay(std::vector<run>& runs, const vnode_set& v, proc_id owner,
 
 } // namespace
 
+void routing_table::changed() noexcept {
+  // Shared by every table of the process (several supervisors run in one emulation),
+  // so that a number names one state of one table.
+  static std::atomic<std::uint64_t> last{0};
+  version_ = last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 void routing_table::assign(const vnode_set& v, proc_id owner, std::uint64_t epoch) {
+  if (v.empty())
+    return;
   overlay(runs_, v, owner, epoch, [](const run&) { return true; });
+  changed();
+}
+
+bool routing_table::would_change(const wire::route_entry& e) const {
+  // Walks the runs that meet each interval, from a binary search to its first vnode: an
+  // interval with a gap (an unknown vnode) or a run of a lower epoch would be taken.
+  for (auto [lo, hi] : e.vnodes.intervals()) {
+    auto it = std::upper_bound(runs_.begin(), runs_.end(), lo,
+                               [](vnode_id x, const run& r) { return x < r.hi; });
+    for (auto cur = lo; cur < hi; ++it) {
+      if (it == runs_.end() || it->lo > cur)
+        return true; // [cur, ...) has no entry
+      if (e.epoch > it->epoch)
+        return true;
+      cur = it->hi;
+    }
+  }
+  return false;
 }
 
 vnode_set routing_table::apply(const wire::route_entry& e) {
-  return overlay(runs_, e.vnodes, e.owner, e.epoch,
-                 [&e](const run& r) { return e.epoch > r.epoch; });
+  if (!would_change(e))
+    return {};
+  auto result = overlay(runs_, e.vnodes, e.owner, e.epoch,
+                        [&e](const run& r) { return e.epoch > r.epoch; });
+  changed();
+  return result;
 }
 
 const run* routing_table::find(vnode_id v) const {

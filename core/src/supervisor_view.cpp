@@ -140,7 +140,7 @@ void supervisor_view::refresh() {
         routes_.apply(e);
     return;
   }
-  if (routes_ != sup_.routes())
+  if (routes_.version() != sup_.routes().version()) // O(1): a copy keeps the version
     routes_ = sup_.routes();
   if (members_ != sup_.members()) {
     members_ = sup_.members();

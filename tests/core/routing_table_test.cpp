@@ -329,4 +329,58 @@ BOOST_AUTO_TEST_CASE(any_delivery_order_converges) {
   }
 }
 
+// An entry that changes nothing leaves the table as it was, version included, and a
+// copy carries its original's version until either changes: what lets a view keep a copy
+// current by comparing versions (supervisor_view::refresh).
+BOOST_AUTO_TEST_CASE(versions_name_states) {
+  routing_table t;
+  BOOST_TEST(t.version() == 0u);
+  BOOST_TEST(!t.apply(route_entry{vnode_set::range(0, 100), 1, 1}).empty());
+  const auto v1 = t.version();
+  BOOST_TEST(v1 != 0u);
+  // Old news, equal news and a part of what is known: nothing changes.
+  BOOST_TEST(!t.would_change(route_entry{vnode_set::range(10, 20), 2, 1}));
+  BOOST_TEST(t.apply(route_entry{vnode_set::range(10, 20), 2, 1}).empty());
+  BOOST_TEST(t.apply(route_entry{vnode_set::range(0, 100), 1, 0}).empty());
+  BOOST_TEST(t.version() == v1);
+  routing_table copy = t;
+  BOOST_TEST(copy.version() == v1);
+  // A gap or a newer epoch in any interval is a change.
+  BOOST_TEST(t.would_change(route_entry{vnode_set{5, 150}, 2, 1}));
+  BOOST_TEST(t.would_change(route_entry{vnode_set{5, 50}, 2, 2}));
+  BOOST_TEST(t.apply(route_entry{vnode_set{5, 50}, 2, 2}) == (vnode_set{5, 50}));
+  BOOST_TEST(t.version() != v1);
+  BOOST_TEST(copy.version() == v1);
+  BOOST_TEST(copy != t);
+  // Two tables that change independently never share a version.
+  routing_table other;
+  other.apply(route_entry{vnode_set::range(0, 100), 1, 1});
+  BOOST_TEST(other.version() != v1);
+  BOOST_TEST(other == copy); // same entries, told apart by their runs
+  BOOST_TEST(!other.apply(route_entry{vnode_set::range(0, 100), 1, 0}).size());
+}
+
+// would_change agrees with what apply does, on random tables and entries (the early
+// exit must never skip a change).
+BOOST_AUTO_TEST_CASE(would_change_agrees_with_apply) {
+  for (unsigned seed = 1; seed <= 10; ++seed) {
+    std::mt19937 rng(seed);
+    routing_table t;
+    for (int k = 0; k < 300; ++k) {
+      vnode_set vs;
+      for (int i = 0, n = 1 + static_cast<int>(rng() % 3); i < n; ++i) {
+        auto lo = static_cast<vnode_id>(rng() % 500);
+        vs |= vnode_set::range(lo, lo + 1 + rng() % 60);
+      }
+      route_entry e{vs, static_cast<proc_id>(rng() % 6), rng() % 12};
+      const bool predicted = t.would_change(e);
+      const auto before = t;
+      const auto changed = t.apply(e);
+      BOOST_TEST(predicted == !changed.empty(), "seed " << seed << " step " << k);
+      BOOST_TEST(predicted == (t.runs() != before.runs()), "seed " << seed << " step " << k);
+      BOOST_TEST(canonical(t));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

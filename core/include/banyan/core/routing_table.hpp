@@ -36,7 +36,11 @@ public:
   /// Takes `e.owner` for each vnode of `e.vnodes` that is unknown or whose epoch is
   /// lower than `e.epoch`. Returns the vnodes whose entry was replaced (a newer epoch
   /// naming the same owner counts: the entry changed even though the owner did not).
+  /// An entry that changes nothing (the common case: probe replies repeat the routes the
+  /// prober knows) costs a lookup per interval of `e.vnodes`, not a rebuild of the runs.
   vnode_set apply(const wire::route_entry& e);
+  /// True when `apply(e)` would change the table.
+  bool would_change(const wire::route_entry& e) const;
 
   /// The owner of `v`; `no_proc` if unknown.
   proc_id owner(vnode_id v) const;
@@ -62,15 +66,23 @@ public:
   const std::vector<run>& runs() const noexcept { return runs_; }
   bool empty() const noexcept { return runs_.empty(); }
 
+  /// Names the table's state: every change gives the table a number no table in this
+  /// process has had, and a copy keeps its original's. So two tables with the same
+  /// version hold the same entries (the converse need not hold), which lets a holder of
+  /// a copy see in O(1) whether it is still current (`supervisor_view::refresh`).
+  std::uint64_t version() const noexcept { return version_; }
+
   friend bool operator==(const routing_table& a, const routing_table& b) {
-    return a.runs_ == b.runs_;
+    return a.version_ == b.version_ || a.runs_ == b.runs_;
   }
   friend bool operator!=(const routing_table& a, const routing_table& b) { return !(a == b); }
 
 private:
   const run* find(vnode_id v) const;
+  void changed() noexcept;
 
   std::vector<run> runs_; // canonical, so equal tables have equal runs
+  std::uint64_t version_ = 0; // 0: the empty table every table starts as
 };
 
 } // namespace banyan

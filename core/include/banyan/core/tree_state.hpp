@@ -118,11 +118,24 @@ public:
   bool remove_child(proc_id c) { return children_.erase(c) != 0; }
 
   /// vnodes of this processor's subtree: its own plus its children's subtrees.
+  /// One sort of every interval, not a union per child: a processor with c children
+  /// would otherwise rebuild the growing set c times (quadratic at a flat LAN's root).
   vnode_set subtree(const vnode_set& own) const {
-    vnode_set s = own;
+    if (children_.size() <= 2) {
+      vnode_set s = own;
+      for (auto& [c, vs] : children_)
+        s |= vs;
+      return s;
+    }
+    std::size_t n = own.interval_count();
     for (auto& [c, vs] : children_)
-      s |= vs;
-    return s;
+      n += vs.interval_count();
+    std::vector<vnode_set::interval> xs;
+    xs.reserve(n);
+    xs.insert(xs.end(), own.intervals().begin(), own.intervals().end());
+    for (auto& [c, vs] : children_)
+      xs.insert(xs.end(), vs.intervals().begin(), vs.intervals().end());
+    return vnode_set::from_intervals(std::move(xs));
   }
   /// What was last reported to the parent (to send only real changes).
   const vnode_set& reported() const noexcept { return reported_; }
