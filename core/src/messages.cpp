@@ -227,10 +227,19 @@ void set_kind(message& m, collective_kind k) {
     a->op.kind = k;
 }
 
-std::size_t wire_size(const message& m) {
-  const std::size_t body = std::visit([](const auto& x) { return body_words(x); }, m);
+namespace {
+std::size_t frame_bytes(std::size_t body) {
   const std::size_t words = root_pointer_words + frame_shape.words() + body;
   return prefix_bytes + segment_table_bytes + words * word_bytes;
+}
+} // namespace
+
+std::size_t wire_size(const message& m) {
+  return frame_bytes(std::visit([](const auto& x) { return body_words(x); }, m));
+}
+
+std::size_t wire_size(const bw_reply& m) {
+  return frame_bytes(body_words(m));
 }
 
 } // namespace banyan::wire

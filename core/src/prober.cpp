@@ -197,7 +197,7 @@ void prober::on(timestamp now, proc_id from, const wire::bw_reply& m, outbox& ou
       transfer = elapsed;
   }
   transfer = std::max(transfer, duration{1000});
-  auto bytes = static_cast<double>(wire::wire_size(wire::message{m}));
+  auto bytes = static_cast<double>(wire::wire_size(m));
   probe_->bw = bytes * 1e9 / static_cast<double>(transfer.count());
   const auto bw = s_.paths.note_bw(from, probe_->bw);
   if (s_.decision.sender_capacity && probe_->bw > s_.paths.widest()) {

@@ -372,5 +372,8 @@ const char* name_of(const message& m);
 /// The emulated network charges this many bytes; a schema test keeps it within a
 /// few percent of the real encoding.
 std::size_t wire_size(const message& m);
+/// The same for a probe reply, without copying it into a `message` first (a reply
+/// carries every tree, member and route: copying it cost more than the rest of a probe).
+std::size_t wire_size(const bw_reply& m);
 
 } // namespace banyan::wire
