@@ -60,17 +60,7 @@ std::optional<error> allreduce_collective::start(timestamp now, const allreduce_
   }
   reduce_spec rs{spec.op, spec.root, spec.fn, spec.count};
   auto err = red_.start(now, rs, std::move(values), ro_);
-  if (!err) {
-    // Results that reached vnodes here before this processor started it; those of
-    // allreduces it skipped are dropped (the application never asks for them).
-    for (auto i = early_.begin(); i != early_.end() && i->first <= spec.op;) {
-      if (i->first == spec.op)
-        for (auto& d : i->second)
-          out_.deliveries.push_back(std::move(d));
-      i = early_.erase(i);
-    }
-  }
-  harvest(now);
+  harvest(now); // hands out what was kept for this allreduce (now below next_op)
   return err;
 }
 
@@ -148,12 +138,16 @@ void allreduce_collective::harvest(timestamp now) {
       continue;
     }
     allreduce_delivery ad{rel->first, std::move(d.vnodes), std::move(rel->second)};
-    if (ad.op > red_.last_started())
-      early_[ad.op].push_back(std::move(ad));
-    else
-      out_.deliveries.push_back(std::move(ad));
+    early_[ad.op].push_back(std::move(ad));
   }
   bo_.clear();
+  // Deliveries are handed out once this processor has started their allreduce, or will
+  // not start it (it is below `next_op`: a vnode that reached a joiner with its history
+  // counted in it); the others wait for their start here.
+  const auto next = red_.next_op();
+  for (auto i = early_.begin(); i != early_.end() && i->first < next; i = early_.erase(i))
+    for (auto& d : i->second)
+      out_.deliveries.push_back(std::move(d));
 }
 
 std::string allreduce_collective::describe() const {

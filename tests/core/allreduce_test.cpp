@@ -236,9 +236,9 @@ private:
         l_.problems.push_back("allreduce " + std::to_string(d.op) + " delivered " +
                               d.vnodes.to_string() + " at processor " +
                               std::to_string(view_.self()) + " which owns " + own_now().to_string());
-      if (eng_.last_started() < d.op)
+      if (eng_.next_op() <= d.op)
         l_.problems.push_back("allreduce " + std::to_string(d.op) + " delivered at processor " +
-                              std::to_string(view_.self()) + " before it started there");
+                              std::to_string(view_.self()) + " which will still start it");
       // Nothing is released before every vnode has arrived (the barrier's promise).
       for (vnode_id v = 0; v < l_.vnodes; ++v)
         if (!l_.calls.count({d.op, v})) {

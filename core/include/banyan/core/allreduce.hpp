@@ -20,10 +20,11 @@
 /// every vnode exactly once, wherever it lives then. Timers are the inner engines'
 /// tokens times two, plus one for the reduction's.
 ///
-/// A delivery for an allreduce not yet started here (a vnode moved here from a faster
-/// processor) is kept and handed out when it starts here; deliveries of one allreduce
-/// may come in several pieces (vnodes that reach this processor later), each naming its
-/// vnodes.
+/// A delivery for an allreduce this processor will still start (`next_op` and above: a
+/// vnode moved here from a faster processor) is kept and handed out when it starts here;
+/// one below `next_op` (it was started here, or never will be: a joiner's vnode came with
+/// its history counted in it) is handed out at once. Deliveries of one allreduce may come
+/// in several pieces (vnodes that reach this processor later), each naming its vnodes.
 
 #include <cstdint>
 #include <map>
@@ -93,7 +94,7 @@ public:
 
   /// Starts allreduce `spec.op` here; `values` gives each vnode's contribution (as for
   /// `reduce_engine::start`, whose errors it returns; a barrier needs none: null is
-  /// fine with `count` 0). Deliveries kept for it are handed out now.
+  /// fine with `count` 0). Deliveries kept for it (and for any before it) are handed out.
   std::optional<error> start(timestamp now, const allreduce_spec& spec, contribution_fn values);
   /// Gives allreduce `op` up here (see `reduce_engine::abandon`): its reduction state is
   /// dropped; a result that still reaches this processor's vnodes is delivered.
