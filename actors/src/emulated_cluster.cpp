@@ -46,6 +46,30 @@ struct emulated_cluster::impl {
   std::map<std::uint64_t, reduce_request_ptr> open_reductions;
   /// Reductions cut into segments: first engine reduction -> how many.
   std::map<std::uint64_t, std::uint32_t> segmented;
+  /// Allreduces and barriers: 1, 2, 3, ... per kind; those without a result at their
+  /// root yet (a processor that joins starts them too, as for reductions).
+  std::uint64_t allreduces = 0, barriers = 0;
+  std::map<std::pair<collective_kind, std::uint64_t>, allreduce_request_ptr> open_allreduces;
+
+  expected<std::uint64_t> start_allreduce(collective_kind kind, std::uint64_t op,
+                                          const allreduce_spec& spec, contribution_fn values) {
+    auto req = std::make_shared<allreduce_request>();
+    req->kind = kind;
+    req->spec = spec;
+    req->spec.op = op;
+    req->values = std::move(values);
+    allreduce_request_ptr shared = req;
+    {
+      std::lock_guard<std::mutex> guard{ledger->mtx};
+      open_allreduces[{kind, op}] = shared;
+    }
+    for (auto& p : procs)
+      if (p)
+        caf::anon_send(p, allreduce_atom::value, shared);
+    if (sched)
+      sched->run();
+    return op;
+  }
 
   /// The engine reductions that make up reduction `op`.
   std::uint32_t segments_of(std::uint64_t op) const {
@@ -286,6 +310,15 @@ std::optional<error> emulated_cluster::join(proc_id p, proc_id contact, const vn
         continue;
       }
       caf::anon_send(d.procs[p], reduce_atom::value, i->second);
+      ++i;
+    }
+    for (auto i = d.open_allreduces.begin(); i != d.open_allreduces.end();) {
+      auto e = d.ledger->allreduces.find(i->first);
+      if (e != d.ledger->allreduces.end() && !e->second.reduced.empty()) {
+        i = d.open_allreduces.erase(i);
+        continue;
+      }
+      caf::anon_send(d.procs[p], allreduce_atom::value, i->second);
       ++i;
     }
   }
@@ -611,6 +644,67 @@ bool emulated_cluster::run_until_delivered(const wire::collective_id& id, durati
 
 std::size_t emulated_cluster::vnode_count() const {
   return impl_->vnodes;
+}
+
+// --- allreduce and barrier --------------------------------------------------------------
+
+expected<std::uint64_t> emulated_cluster::allreduce(const reduction_args& r) {
+  auto& d = *impl_;
+  auto owner = d.check(r);
+  if (!owner)
+    return make_error(owner.err().code, "allreduce: " + owner.err().message);
+  return d.start_allreduce(collective_kind::allreduce, ++d.allreduces,
+                         {0, r.root, r.fn, r.count}, r.values);
+}
+
+expected<std::uint64_t> emulated_cluster::barrier() {
+  auto& d = *impl_;
+  if (d.vnodes == 0)
+    return make_error(errc::stopped, "barrier: the cluster has not started");
+  return d.start_allreduce(collective_kind::barrier, ++d.barriers, {0, 0, {}, 0}, nullptr);
+}
+
+allreduce_record emulated_cluster::allreduction(collective_kind kind, std::uint64_t op) const {
+  auto& d = *impl_;
+  allreduce_record r;
+  std::lock_guard<std::mutex> guard{d.ledger->mtx};
+  auto i = d.ledger->allreduces.find({kind, op});
+  if (i == d.ledger->allreduces.end())
+    return r;
+  auto rel = [&](timestamp t) { return t > d.t0 ? t - d.t0 : duration{0}; };
+  auto& e = i->second;
+  r.known = e.started;
+  r.started = rel(e.first_start);
+  for (auto& x : e.reduced)
+    r.reduced.push_back({x.at, rel(x.when), x.result.vnodes, x.result.value.to_vector()});
+  r.contributions = e.contributions;
+  for (auto& [v, ds] : e.delivered)
+    for (auto& [t, p] : ds) {
+      r.delivered[v].push_back(rel(t));
+      r.finished = std::max(r.finished, rel(t));
+    }
+  r.wrong_values = e.wrong_values;
+  r.problems = e.problems;
+  return r;
+}
+
+bool emulated_cluster::run_until_allreduced(collective_kind kind, std::uint64_t op,
+                                            duration limit) {
+  auto& d = *impl_;
+  auto all = [&] {
+    std::lock_guard<std::mutex> guard{d.ledger->mtx};
+    auto i = d.ledger->allreduces.find({kind, op});
+    return i != d.ledger->allreduces.end() && i->second.delivered.size() >= d.vnodes;
+  };
+  if (d.sched)
+    return d.run_virtual(d.now() + limit, [&] { return all() && quiet(); });
+  auto deadline = d.now() + limit;
+  while (d.now() < deadline) {
+    if (all())
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
 }
 
 } // namespace banyan::actors

@@ -140,6 +140,24 @@ struct reduction_record {
   std::vector<std::string> problems;
 };
 
+/// What the processors reported of one allreduce or barrier. Times are relative to
+/// `start()`.
+struct allreduce_record {
+  bool known = false;  ///< some processor started it
+  duration started{0}; ///< when the first processor started it
+  /// The reduction gathered at the root vnode's owner, whose result it broadcast (one
+  /// entry when all is well; a barrier's value is empty).
+  std::vector<reduction_record::result> reduced;
+  /// How often each vnode's contribution was taken (once each when all is well).
+  std::map<vnode_id, int> contributions;
+  /// Every time each vnode was delivered the result (once each when all is well).
+  std::map<vnode_id, std::vector<duration>> delivered;
+  duration finished{0}; ///< the last delivery so far
+  /// Deliveries whose value was not the one gathered at the root (0 when all is well).
+  std::uint64_t wrong_values = 0;
+  std::vector<std::string> problems; ///< engine problems (bugs) and refused starts
+};
+
 class emulated_cluster {
 public:
   explicit emulated_cluster(cluster_config cfg);
@@ -248,6 +266,23 @@ public:
 
   /// The number of vnodes (fixed at `start()`).
   std::size_t vnode_count() const;
+
+  /// Starts an allreduce over banyan's adaptive trees at every running processor, in the
+  /// same order everywhere (numbered 1, 2, 3, ..., apart from reductions): the reduction
+  /// of `r` gathered at the owner of `r.root`, then broadcast from there to every vnode
+  /// (core/allreduce.hpp). A processor still joining starts it once it takes part; one
+  /// that joins starts every allreduce not yet gathered. Returns its number, or an error
+  /// for a bad root, operator or count. It proceeds as the cluster runs.
+  expected<std::uint64_t> allreduce(const reduction_args& r);
+  /// Starts a barrier the same way (an allreduce of nothing, rooted at vnode 0; numbered
+  /// apart): every vnode is delivered its release once every vnode has arrived.
+  expected<std::uint64_t> barrier();
+  /// What the processors reported of allreduce (`kind` allreduce) or barrier (`barrier`)
+  /// `op` so far.
+  allreduce_record allreduction(collective_kind kind, std::uint64_t op) const;
+  /// Runs until every vnode has been delivered allreduce or barrier `op` and (virtual
+  /// time) the cluster is quiet; at most `limit`. False on the limit.
+  bool run_until_allreduced(collective_kind kind, std::uint64_t op, duration limit);
 
 private:
   struct impl;
