@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "banyan/core/allreduce.hpp"
+#include "banyan/core/mpich_allreduce.hpp"
 #include "banyan/core/reduce.hpp"
 #include "banyan/core/tree.hpp"
 #include "banyan/core/tree_choice.hpp"
@@ -97,6 +98,9 @@ struct collective_ledger {
     std::map<vnode_id, std::vector<std::pair<timestamp, proc_id>>> delivered;
     std::uint64_t wrong_values = 0;
     std::vector<std::string> problems;
+    /// Without a root (the MPICH baselines): the first value delivered, which every
+    /// other delivery must equal.
+    std::optional<shared_bytes> first_value;
   };
   std::map<std::pair<collective_kind, std::uint64_t>, allreduce_entry> allreduces;
 };
@@ -143,6 +147,10 @@ struct reduce_request {
 };
 using reduce_request_ptr = std::shared_ptr<const reduce_request>;
 
+/// Install one of MPICH's allreduce or barrier algorithms on a processor, over processors
+/// 0..procs-1 ranked by id: (mpich_atom, procs, mpich_algorithm as std::uint8_t).
+/// In-process emulation only, like sag_atom.
+using mpich_atom = caf::atom_constant<caf::atom("bmpich")>;
 /// Start an allreduce or a barrier: (allreduce_atom, request).
 using allreduce_atom = caf::atom_constant<caf::atom("ballred")>;
 

@@ -49,6 +49,7 @@ struct emulated_cluster::impl {
   /// Allreduces and barriers: 1, 2, 3, ... per kind; those without a result at their
   /// root yet (a processor that joins starts them too, as for reductions).
   std::uint64_t allreduces = 0, barriers = 0;
+  std::map<mpich_algorithm, std::uint64_t> mpich_ops;
   std::map<std::pair<collective_kind, std::uint64_t>, allreduce_request_ptr> open_allreduces;
 
   expected<std::uint64_t> start_allreduce(collective_kind kind, std::uint64_t op,
@@ -59,7 +60,7 @@ struct emulated_cluster::impl {
     req->spec.op = op;
     req->values = std::move(values);
     allreduce_request_ptr shared = req;
-    {
+    if (kind == collective_kind::allreduce || kind == collective_kind::barrier) {
       std::lock_guard<std::mutex> guard{ledger->mtx};
       open_allreduces[{kind, op}] = shared;
     }
@@ -685,6 +686,10 @@ allreduce_record emulated_cluster::allreduction(collective_kind kind, std::uint6
     }
   r.wrong_values = e.wrong_values;
   r.problems = e.problems;
+  if (!e.reduced.empty())
+    r.value = e.reduced.front().result.value.to_vector();
+  else if (e.first_value)
+    r.value = e.first_value->to_vector();
   return r;
 }
 
@@ -705,6 +710,30 @@ bool emulated_cluster::run_until_allreduced(collective_kind kind, std::uint64_t 
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return false;
+}
+
+expected<std::uint64_t> emulated_cluster::allreduce_mpich(mpich_algorithm algo,
+                                                          const reduction_args& r) {
+  auto& d = *impl_;
+  const std::string what = std::string("allreduce_mpich (") + to_string(algo) + "): ";
+  if (d.vnodes == 0)
+    return make_error(errc::stopped, what + "the cluster has not started");
+  if (algo == mpich_algorithm::dissemination ? r.count != 0 : !r.values)
+    return make_error(errc::invalid_argument,
+                      what + (r.count != 0 ? "a barrier takes no array" : "no contribution function"));
+  if (auto e = d.ops.check(r.fn, r.count * element_size(r.fn.type)))
+    return make_error(e->code, what + e->message);
+  // Ranks are processor ids: the running processors must be 0..k-1.
+  std::uint32_t k = 0;
+  while (k < d.procs.size() && d.procs[k])
+    ++k;
+  for (auto p = k; p < d.procs.size(); ++p)
+    if (d.procs[p])
+      return make_error(errc::invalid_argument,
+                        what + "the running processors are not 0.." + std::to_string(k - 1));
+  for (std::uint32_t p = 0; p < k; ++p)
+    caf::anon_send(d.procs[p], mpich_atom::value, k, static_cast<std::uint8_t>(algo));
+  return d.start_allreduce(kind_of(algo), ++d.mpich_ops[algo], {0, 0, r.fn, r.count}, r.values);
 }
 
 } // namespace banyan::actors

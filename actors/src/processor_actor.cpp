@@ -133,7 +133,10 @@ void record(processor_ptr self, collective_kind kind, const allreduce_outbox& ao
     st.ledger->allreduces[{kind, r.op}].reduced.push_back({me, now, r});
   for (auto& d : ao.deliveries) {
     auto& e = st.ledger->allreduces[{kind, d.op}];
-    if (e.reduced.empty() || !(e.reduced.front().result.value == d.value))
+    if (e.reduced.empty() && !e.first_value)
+      e.first_value = d.value; // no root (a baseline): the first one delivered
+    const auto& want = e.reduced.empty() ? *e.first_value : e.reduced.front().result.value;
+    if (!(want == d.value))
       ++e.wrong_values;
     d.vnodes.for_each([&](vnode_id v) { e.delivered[v].emplace_back(now, me); });
   }
@@ -160,6 +163,8 @@ void carry_out_engine(processor_ptr self, collective_engine& e) {
     record(self, sag->out());
   else if (auto* a = dynamic_cast<allreduce_collective*>(&e))
     record(self, e.kind(), a->out());
+  else if (auto* m = dynamic_cast<mpich_allreduce_collective*>(&e))
+    record(self, e.kind(), m->out());
   e.clear_outbox();
   update_holding(self);
   maybe_ask(self);
@@ -279,6 +284,40 @@ void start_one(processor_ptr self, const reduce_request_ptr& req, const reduce_s
 /// ledger).
 void start_allreduce(processor_ptr self, const allreduce_request_ptr& req) {
   auto& st = self->state;
+  if (req->kind != collective_kind::allreduce && req->kind != collective_kind::barrier) {
+    // A baseline installed with mpich_atom: started at once (it has no joiners).
+    auto* m = st.host.get<mpich_allreduce_collective>(req->kind);
+    if (!m)
+      return;
+    auto ledger = st.ledger;
+    const std::pair<collective_kind, std::uint64_t> key{req->kind, req->spec.op};
+    auto values = req->values;
+    contribution_fn counted;
+    if (values)
+      counted = [ledger, values, key](vnode_id v) {
+        if (ledger) {
+          std::lock_guard<std::mutex> guard{ledger->mtx};
+          ++ledger->allreduces[key].contributions[v];
+        }
+        return values(v);
+      };
+    auto now = now_of(self);
+    if (ledger) {
+      std::lock_guard<std::mutex> guard{ledger->mtx};
+      auto& e = ledger->allreduces[key];
+      if (!e.started) {
+        e.started = true;
+        e.first_start = now;
+      }
+    }
+    auto err = m->start(now, req->spec, std::move(counted));
+    carry_out_engine(self, *m);
+    if (err && ledger) {
+      std::lock_guard<std::mutex> guard{ledger->mtx};
+      ledger->allreduces[key].problems.push_back(err->to_string());
+    }
+    return;
+  }
   auto* eng = req->kind == collective_kind::barrier ? st.barrier : st.allreduce;
   if (!eng)
     return;
@@ -541,10 +580,24 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       }
       st.pending.push_back(req); // started once this processor takes part
     },
+    [=](mpich_atom, std::uint32_t procs, std::uint8_t algo) {
+      // Emulation only, like scatter-allgather: install between operations.
+      auto& st = self->state;
+      auto owner = st.sup;
+      st.host.add(std::make_unique<mpich_allreduce_collective>(
+                    owner->self(), procs, [owner] { return owner->own_vnodes(); }, st.ops,
+                    static_cast<mpich_algorithm>(algo), st.incarnation),
+                  false);
+      update_holding(self);
+    },
     [=](allreduce_atom, const allreduce_request_ptr& req) {
       auto& st = self->state;
       if (st.left)
         return;
+      if (req->kind != collective_kind::allreduce && req->kind != collective_kind::barrier) {
+        start_allreduce(self, req);
+        return;
+      }
       if (st.allreduce && st.view->participating() && st.pending_allreduces.empty()) {
         start_allreduce(self, req);
         return;

@@ -236,3 +236,72 @@ BOOST_AUTO_TEST_CASE(allreduces_and_barriers_exactly_once_under_churn) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// MPICH's baselines on the same emulated network: every vnode gets the true value once.
+BOOST_AUTO_TEST_SUITE(mpich_baselines)
+
+BOOST_AUTO_TEST_CASE(recursive_doubling_ring_and_dissemination_are_exact) {
+  cluster_config cfg;
+  cfg.topo = require_topology("tiny-2c8");
+  cfg.seed = 5;
+  cfg.vnodes_per_proc = 2;
+  cfg.initial = 7; // not a power of two: recursive doubling's extra ranks
+  emulated_cluster c{cfg};
+  c.start();
+  BOOST_REQUIRE(c.run_until_quiet(600s));
+  const auto n = static_cast<vnode_id>(c.vnode_count());
+  std::uint64_t salt = 500;
+  for (auto algo : {mpich_algorithm::recursive_doubling, mpich_algorithm::ring}) {
+    for (std::size_t count : {std::size_t{3}, std::size_t{40 * 1024 + 1}}) {
+      BOOST_TEST_CONTEXT(to_string(algo) << ", " << count << " elements") {
+        reduction_args a;
+        a.fn = {reduce_kind::sum, element_type::int64};
+        a.count = count;
+        a.values = values_of<std::int64_t>(count, ++salt);
+        auto op = c.allreduce_mpich(algo, a);
+        BOOST_REQUIRE_MESSAGE(op.has_value(), (op ? "" : op.err().to_string()));
+        BOOST_REQUIRE(c.run_until_allreduced(kind_of(algo), *op, 60s));
+        auto r = c.allreduction(kind_of(algo), *op);
+        BOOST_TEST(r.delivered.size() == n);
+        for (auto& [v, times] : r.delivered)
+          BOOST_TEST(times.size() == 1u);
+        BOOST_TEST(r.contributions.size() == n);
+        BOOST_TEST(r.wrong_values == 0u);
+        BOOST_TEST(r.problems.empty());
+        // Every delivery equals the first; the first is the truth.
+        BOOST_TEST(r.reduced.empty());
+        BOOST_TEST(same(r.value, truth<std::int64_t>(reduce_kind::sum, n, count, salt)));
+      }
+    }
+  }
+  // The truth, through the first delivery's value: an allreduce over the adaptive trees
+  // of the same contributions gathers the same value.
+  reduction_args a;
+  a.fn = {reduce_kind::max, element_type::int32};
+  a.count = 9;
+  a.values = values_of<std::int32_t>(9, 77);
+  auto op = c.allreduce_mpich(mpich_algorithm::ring, a);
+  BOOST_REQUIRE(op.has_value());
+  BOOST_REQUIRE(c.run_until_allreduced(collective_kind::ring_allreduce, *op, 60s));
+  auto ring = c.allreduction(collective_kind::ring_allreduce, *op);
+  BOOST_TEST(ring.wrong_values == 0u);
+  auto dyn = finish(c, c.allreduce(a));
+  BOOST_TEST(same(dyn, truth<std::int32_t>(reduce_kind::max, n, 9, 77)));
+  BOOST_TEST(ring.value == dyn);
+  for (int i = 0; i < 2; ++i) {
+    reduction_args b;
+    auto bop = c.allreduce_mpich(mpich_algorithm::dissemination, b);
+    BOOST_REQUIRE(bop.has_value());
+    BOOST_REQUIRE(c.run_until_allreduced(collective_kind::dissemination_barrier, *bop, 60s));
+    auto r = c.allreduction(collective_kind::dissemination_barrier, *bop);
+    BOOST_TEST(r.delivered.size() == n);
+    BOOST_TEST(r.wrong_values == 0u);
+  }
+  // Processors other than 0..k-1 running: refused.
+  BOOST_REQUIRE(!c.join(7, 0));
+  BOOST_REQUIRE(!c.leave(3));
+  BOOST_REQUIRE(c.run_until_quiet(600s));
+  BOOST_TEST(!c.allreduce_mpich(mpich_algorithm::ring, a).has_value());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

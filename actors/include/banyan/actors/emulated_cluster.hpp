@@ -21,6 +21,7 @@
 
 #include "banyan/actors/cluster_monitor.hpp"
 #include "banyan/core/error.hpp"
+#include "banyan/core/mpich_allreduce.hpp"
 #include "banyan/core/messages.hpp"
 #include "banyan/core/reduce.hpp"
 #include "banyan/core/supervisor.hpp"
@@ -156,6 +157,8 @@ struct allreduce_record {
   /// Deliveries whose value was not the one gathered at the root (0 when all is well).
   std::uint64_t wrong_values = 0;
   std::vector<std::string> problems; ///< engine problems (bugs) and refused starts
+  /// The value delivered: the one gathered at the root, or (no root) the first delivered.
+  std::vector<std::uint8_t> value;
 };
 
 class emulated_cluster {
@@ -283,6 +286,14 @@ public:
   /// Runs until every vnode has been delivered allreduce or barrier `op` and (virtual
   /// time) the cluster is quiet; at most `limit`. False on the limit.
   bool run_until_allreduced(collective_kind kind, std::uint64_t op, duration limit);
+  /// One of MPICH's algorithms over the running processors ranked by id
+  /// (core/mpich_allreduce.hpp): the recursive-doubling or ring allreduce of `r`, or
+  /// (`dissemination`, `r.count` 0) a barrier. EMULATION ONLY: every running processor is
+  /// handed a fresh engine now (start one when the last has finished); the running
+  /// processors must be exactly 0..k-1 and stay (no recovery). Numbered 1, 2, 3, ... per
+  /// algorithm; recorded like an allreduce (`allreduction(kind_of(algo), op)`, without
+  /// a root: `reduced` stays empty, and every delivery must equal the first).
+  expected<std::uint64_t> allreduce_mpich(mpich_algorithm algo, const reduction_args& r);
 
 private:
   struct impl;
