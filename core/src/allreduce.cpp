@@ -58,7 +58,7 @@ std::optional<error> allreduce_collective::start(timestamp now, const allreduce_
                                                   std::to_string(spec.op) + ": no values function");
     values = [](vnode_id) { return std::vector<std::uint8_t>{}; };
   }
-  reduce_spec rs{spec.op, spec.root, spec.fn, spec.count};
+  reduce_spec rs{spec.op, spec.root, spec.fn, spec.count, spec.whole_bytes, spec.after};
   auto err = red_.start(now, rs, std::move(values), ro_);
   harvest(now); // hands out what was kept for this allreduce (now below next_op)
   return err;

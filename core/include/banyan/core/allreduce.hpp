@@ -59,6 +59,11 @@ struct allreduce_spec {
   vnode_id root = 0;
   reduce_op fn{reduce_kind::sum, element_type::int32, 0};
   std::size_t count = 0; ///< elements per vnode
+  /// A runtime that cuts one long array into several allreduces (segments, each reduced
+  /// and released on its own): for the reduction phase, as `reduce_spec::whole_bytes` and
+  /// `reduce_spec::after` (the tree of the whole array; the segment before).
+  std::size_t whole_bytes = 0;
+  std::uint64_t after = 0;
 };
 
 /// The result, delivered to vnodes owned here.
