@@ -228,6 +228,12 @@ enum Collective {
   staticBroadcast @4;       # broadcast over a fixed tree (a baseline)
   staticReduce @5;          # reduction over a fixed tree (a baseline)
   scatterAllgather @6;      # MPICH's scatter-allgather broadcast (a baseline)
+  allreduce @7;             # allreduce over the adaptive trees (a reduction, then its
+                            # result broadcast from the root vnode's owner)
+  barrier @8;               # barrier over the adaptive trees (an allreduce of nothing)
+  recursiveDoubling @9;     # MPICH's recursive-doubling allreduce (a baseline)
+  ringAllreduce @10;        # MPICH's ring allreduce (a baseline)
+  disseminationBarrier @11; # MPICH's dissemination barrier (a baseline)
 }
 
 struct BcastSegment {

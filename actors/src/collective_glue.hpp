@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "banyan/core/allreduce.hpp"
+#include "banyan/core/mpich_allreduce.hpp"
 #include "banyan/core/reduce.hpp"
 #include "banyan/core/tree.hpp"
 #include "banyan/core/tree_choice.hpp"
@@ -84,6 +86,23 @@ struct collective_ledger {
   std::map<std::uint64_t, std::vector<reduce_entry>> reduce_results;
   std::map<std::uint64_t, std::map<vnode_id, int>> contributions;
   std::map<std::uint64_t, std::vector<std::string>> reduce_problems;
+
+  /// Per allreduce or barrier (by kind and number): when the first processor started
+  /// it, its reductions at the root (one when all is well), each vnode's contributions
+  /// and deliveries (one each), deliveries whose value was not the root's, problems.
+  struct allreduce_entry {
+    bool started = false;
+    timestamp first_start{0};
+    std::vector<reduce_entry> reduced;
+    std::map<vnode_id, int> contributions;
+    std::map<vnode_id, std::vector<std::pair<timestamp, proc_id>>> delivered;
+    std::uint64_t wrong_values = 0;
+    std::vector<std::string> problems;
+    /// Without a root (the MPICH baselines): the first value delivered, which every
+    /// other delivery must equal.
+    std::optional<shared_bytes> first_value;
+  };
+  std::map<std::pair<collective_kind, std::uint64_t>, allreduce_entry> allreduces;
 };
 using broadcast_ledger = collective_ledger;
 
@@ -128,6 +147,22 @@ struct reduce_request {
 };
 using reduce_request_ptr = std::shared_ptr<const reduce_request>;
 
+/// Install one of MPICH's allreduce or barrier algorithms on a processor, over processors
+/// 0..procs-1 ranked by id: (mpich_atom, procs, mpich_algorithm as std::uint8_t).
+/// In-process emulation only, like sag_atom.
+using mpich_atom = caf::atom_constant<caf::atom("bmpich")>;
+/// Start an allreduce or a barrier: (allreduce_atom, request).
+using allreduce_atom = caf::atom_constant<caf::atom("ballred")>;
+
+/// A request to start an allreduce (or a barrier: `kind` barrier, `spec.count` 0) at a
+/// processor; started as soon as it takes part, in the order requests came.
+struct allreduce_request {
+  collective_kind kind = collective_kind::allreduce;
+  allreduce_spec spec;
+  contribution_fn values;
+};
+using allreduce_request_ptr = std::shared_ptr<const allreduce_request>;
+
 /// A static tree for every processor (emulation only): the tree, the number of the next
 /// static reduction (the static reduction engine starts there), and what reductions size
 /// their timeouts from.
@@ -155,3 +190,4 @@ caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> s
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::actors::bcast_request_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::actors::reduce_request_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::actors::static_install_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::actors::allreduce_request_ptr)

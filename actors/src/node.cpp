@@ -430,6 +430,19 @@ std::future<expected<wire::collective_id>> node::send(vnode_id to, shared_bytes 
   return f;
 }
 
+std::future<expected<reduce_result>> node::allreduce(node_reduction red) {
+  red.over = collective_kind::allreduce;
+  return reduce(std::move(red));
+}
+
+std::future<expected<reduce_result>> node::barrier(std::uint64_t seq, duration timeout) {
+  node_reduction red;
+  red.seq = seq;
+  red.over = collective_kind::barrier;
+  red.timeout = timeout;
+  return reduce(std::move(red));
+}
+
 std::future<expected<reduce_result>> node::reduce(node_reduction red) {
   auto r = std::make_shared<collective_request>();
   r->what = collective_request::kind::reduce;

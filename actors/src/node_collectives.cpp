@@ -67,6 +67,7 @@ void new_engines(node_ptr self, const vnode_set& settled) {
   st.bcast = &st.host.add(std::make_unique<broadcast_collective>(*st.view, bc));
   st.red = &st.host.add(std::make_unique<reduce_collective>(*st.view, st.ops, st.reduce_cfg,
                                                             settled));
+  add_allreduce_engines(self, settled);
   st.written_to.clear();
   st.flushed_at.reset();
 }
@@ -111,6 +112,8 @@ void bounce_to_engine(node_ptr self, proc_id to, const wire::message& m) {
 /// reduction's first partial sent from here).
 void check_part_sent(node_ptr self, const wire::reduce_partial& p) {
   auto& st = self->state;
+  if (is_allreduce(p.collective))
+    return; // an allreduce resolves with its result (take_allreduce)
   auto it = st.reductions.find({p.collective, p.op});
   if (it == st.reductions.end() || !p.vnodes.includes(*it->second.contributed))
     return;
@@ -212,7 +215,10 @@ bool fail_reduction(node_ptr self, const reduction_key& key, errc code) {
   rep.op = key.second;
   if (auto* red = st.host.get<reduce_collective>(key.first))
     rep = red->engine().abandon(now_of(), key.second, red->out());
-  std::string why = "reduction " + std::to_string(key.second)
+  else if (auto* ar = st.host.get<allreduce_collective>(key.first))
+    rep = ar->abandon(now_of(), key.second);
+  std::string why = std::string(is_allreduce(key.first) ? to_string(key.first) : "reduction")
+                    + " " + std::to_string(key.second)
                     + (code == errc::timeout ? " timed out after " + ms(o.timeout) : " cancelled")
                     + " at processor " + std::to_string(st.sup->self());
   if (rep.at_root) {
@@ -228,6 +234,8 @@ bool fail_reduction(node_ptr self, const reduction_key& key, errc code) {
       for (auto p : rep.waiting_for)
         why += " " + std::to_string(p);
     }
+  } else if (is_allreduce(key.first)) {
+    why += ", waiting for the result";
   }
   o.req->answer(expected<reduce_result>(make_error(code, why)));
   run_engines(self);
@@ -246,7 +254,14 @@ void on_reduction_deadline(node_ptr self, collective_kind kind, std::uint64_t se
 /// The vnodes whose reduction histories are here (empty without a reduction engine).
 vnode_set settled_here(node_ptr self) {
   auto& st = self->state;
-  return st.red ? st.red->engine().settled() : vnode_set{};
+  if (!st.red)
+    return {};
+  // The allreduce and barrier engines keep histories of their own, handed over alike.
+  auto settled = st.red->engine().settled();
+  for (auto kind : {collective_kind::allreduce, collective_kind::barrier})
+    if (auto* ar = st.host.get<allreduce_collective>(kind))
+      settled &= ar->reducer().settled();
+  return settled;
 }
 
 std::uint64_t next_reduction_seq(node_ptr self, collective_kind over) {
@@ -254,6 +269,8 @@ std::uint64_t next_reduction_seq(node_ptr self, collective_kind over) {
   const auto state = st.sup->state();
   if (state != supervisor::status::member && state != supervisor::status::leaving)
     return 0;
+  if (auto* ar = st.host.get<allreduce_collective>(over))
+    return ar->next_op();
   auto* red = st.host.get<reduce_collective>(over);
   return red ? red->engine().next_op() : 0;
 }
@@ -279,6 +296,8 @@ void run_engines(node_ptr self) {
         take_deliveries(self, sag->out());
       else if (auto* r = dynamic_cast<reduce_collective*>(&e))
         take_results(self, e.kind(), r->out());
+      else if (auto* a = dynamic_cast<allreduce_collective*>(&e))
+        take_allreduce(self, e.kind(), a->out());
       std::move(out.sends.begin(), out.sends.end(), std::back_inserter(sends));
       e.clear_outbox();
     });
@@ -378,6 +397,10 @@ void on_collective(node_ptr self, const collective_request_ptr& r) {
   }
   case kind::reduce: {
     auto& nr = r->reduction;
+    if (is_allreduce(nr.over)) {
+      start_allreduce(self, r);
+      break;
+    }
     auto refuse = [&](errc code, const std::string& why) {
       r->answer(expected<reduce_result>(make_error(code, "reduction " + std::to_string(nr.seq)
                                                            + " at processor "

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "banyan/core/allreduce.hpp"
 #include "banyan/core/broadcast_collective.hpp"
 #include "banyan/core/engine_host.hpp"
 #include "banyan/core/reduce_collective.hpp"
@@ -155,6 +156,10 @@ struct node_state {
   std::vector<node_event> pending_events;    ///< handed to the handler after each step
   vnode_set adopted; ///< adopted from crashed members, for the reduction engine
   std::map<tree_key, std::uint64_t> parent_changes; ///< node_metrics::parent_changes
+  /// The next release numbers of the allreduce and barrier engines, going on across
+  /// memberships (their broadcasts are named apart from the node's own, by kind).
+  std::uint64_t next_allreduce_release = 1;
+  std::uint64_t next_barrier_release = 1;
   std::vector<std::pair<node_request_ptr, node::result>> answers; ///< given after each step
 };
 
@@ -258,6 +263,15 @@ void on_reduction_deadline(node_ptr self, collective_kind kind, std::uint64_t se
                            std::uint64_t serial);
 vnode_set settled_here(node_ptr self);
 std::uint64_t next_reduction_seq(node_ptr self, collective_kind over);
+
+// --- node_allreduce.cpp -----------------------------------------------------------------
+bool is_allreduce(collective_kind k);
+/// Adds the allreduce and barrier engines of a new membership (`settled`: a founder's).
+void add_allreduce_engines(node_ptr self, const vnode_set& settled);
+/// Starts allreduce or barrier `r` (a `reduce` request over `allreduce` or `barrier`).
+void start_allreduce(node_ptr self, const collective_request_ptr& r);
+/// Answers the allreduces and barriers an engine (of kind `kind`) delivered here.
+void take_allreduce(node_ptr self, collective_kind kind, allreduce_outbox& out);
 
 // --- node_transport.cpp -----------------------------------------------------------------
 void on_net_event(node_ptr self, const net::transport_event& ev);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 
+#include "banyan/core/allreduce.hpp"
 #include "banyan/core/broadcast_collective.hpp"
 #include "banyan/core/engine_host.hpp"
 #include "banyan/core/reduce_collective.hpp"
@@ -37,6 +38,11 @@ struct processor_state {
   reduce_collective* reduce = nullptr;
   /// Reductions asked for before this processor took part (a joiner), in order.
   std::deque<reduce_request_ptr> pending;
+  /// Allreduces and barriers over the adaptive trees (from `found` or `join` on, like
+  /// the reduction), and those asked for before this processor took part.
+  allreduce_collective* allreduce = nullptr;
+  allreduce_collective* barrier = nullptr;
+  std::deque<allreduce_request_ptr> pending_allreduces;
   std::uint32_t static_installs = 0;
   std::uint32_t sag_installs = 0;
   bool left = false;
@@ -115,6 +121,30 @@ void record(processor_ptr self, const reduce_outbox& ro) {
                                                ": " + p.detail + " " + p.vnodes.to_string());
 }
 
+/// Records what an allreduce or barrier engine gathered, delivered or found wrong.
+void record(processor_ptr self, collective_kind kind, const allreduce_outbox& ao) {
+  auto& st = self->state;
+  if (!st.ledger || (ao.reduced.empty() && ao.deliveries.empty() && ao.problems.empty()))
+    return;
+  auto now = now_of(self);
+  const auto me = st.sup->self();
+  std::lock_guard<std::mutex> guard{st.ledger->mtx};
+  for (auto& r : ao.reduced)
+    st.ledger->allreduces[{kind, r.op}].reduced.push_back({me, now, r});
+  for (auto& d : ao.deliveries) {
+    auto& e = st.ledger->allreduces[{kind, d.op}];
+    if (e.reduced.empty() && !e.first_value)
+      e.first_value = d.value; // no root (a baseline): the first one delivered
+    const auto& want = e.reduced.empty() ? *e.first_value : e.reduced.front().result.value;
+    if (!(want == d.value))
+      ++e.wrong_values;
+    d.vnodes.for_each([&](vnode_id v) { e.delivered[v].emplace_back(now, me); });
+  }
+  for (auto& p : ao.problems)
+    st.ledger->allreduces[{kind, p.op}].problems.push_back(
+      "processor " + std::to_string(me) + ": " + p.detail + " " + p.vnodes.to_string());
+}
+
 /// Carries out what engine `e` produced: its frames to the network in one batch, its
 /// timers as delayed messages to this actor, its results to the ledger.
 void carry_out_engine(processor_ptr self, collective_engine& e) {
@@ -131,6 +161,10 @@ void carry_out_engine(processor_ptr self, collective_engine& e) {
     record(self, r->out());
   else if (auto* sag = dynamic_cast<scatter_allgather_collective*>(&e))
     record(self, sag->out());
+  else if (auto* a = dynamic_cast<allreduce_collective*>(&e))
+    record(self, e.kind(), a->out());
+  else if (auto* m = dynamic_cast<mpich_allreduce_collective*>(&e))
+    record(self, e.kind(), m->out());
   e.clear_outbox();
   update_holding(self);
   maybe_ask(self);
@@ -246,6 +280,89 @@ void start_one(processor_ptr self, const reduce_request_ptr& req, const reduce_s
     note(err->to_string());
 }
 
+/// Starts allreduce or barrier `req` here (the contributions taken are counted in the
+/// ledger).
+void start_allreduce(processor_ptr self, const allreduce_request_ptr& req) {
+  auto& st = self->state;
+  if (req->kind != collective_kind::allreduce && req->kind != collective_kind::barrier) {
+    // A baseline installed with mpich_atom: started at once (it has no joiners).
+    auto* m = st.host.get<mpich_allreduce_collective>(req->kind);
+    if (!m)
+      return;
+    auto ledger = st.ledger;
+    const std::pair<collective_kind, std::uint64_t> key{req->kind, req->spec.op};
+    auto values = req->values;
+    contribution_fn counted;
+    if (values)
+      counted = [ledger, values, key](vnode_id v) {
+        if (ledger) {
+          std::lock_guard<std::mutex> guard{ledger->mtx};
+          ++ledger->allreduces[key].contributions[v];
+        }
+        return values(v);
+      };
+    auto now = now_of(self);
+    if (ledger) {
+      std::lock_guard<std::mutex> guard{ledger->mtx};
+      auto& e = ledger->allreduces[key];
+      if (!e.started) {
+        e.started = true;
+        e.first_start = now;
+      }
+    }
+    auto err = m->start(now, req->spec, std::move(counted));
+    carry_out_engine(self, *m);
+    if (err && ledger) {
+      std::lock_guard<std::mutex> guard{ledger->mtx};
+      ledger->allreduces[key].problems.push_back(err->to_string());
+    }
+    return;
+  }
+  auto* eng = req->kind == collective_kind::barrier ? st.barrier : st.allreduce;
+  if (!eng)
+    return;
+  auto ledger = st.ledger;
+  const std::pair<collective_kind, std::uint64_t> key{req->kind, req->spec.op};
+  auto values = req->values;
+  contribution_fn counted = [ledger, values, key](vnode_id v) {
+    if (ledger) {
+      std::lock_guard<std::mutex> guard{ledger->mtx};
+      ++ledger->allreduces[key].contributions[v];
+    }
+    return values ? values(v) : std::vector<std::uint8_t>{};
+  };
+  auto now = now_of(self);
+  if (st.ledger) {
+    std::lock_guard<std::mutex> guard{st.ledger->mtx};
+    auto& e = st.ledger->allreduces[key];
+    if (!e.started) {
+      e.started = true;
+      e.first_start = now;
+    }
+  }
+  auto err = eng->start(now, req->spec, std::move(counted));
+  carry_out_engine(self, *eng);
+  if (err && st.ledger) {
+    std::lock_guard<std::mutex> guard{st.ledger->mtx};
+    st.ledger->allreduces[key].problems.push_back("processor " + std::to_string(st.sup->self()) +
+                                                  ": " + err->to_string());
+  }
+}
+
+/// Adds the allreduce and barrier engines (`settled`: a founder's own vnodes).
+void add_allreduce_engines(processor_ptr self, const vnode_set& settled) {
+  auto& st = self->state;
+  if (st.allreduce)
+    return;
+  for (auto kind : {collective_kind::allreduce, collective_kind::barrier}) {
+    allreduce_config cfg;
+    cfg.kind = kind;
+    cfg.bcast.first_seq = (std::uint64_t{st.incarnation} << 32) + 1;
+    auto& e = st.host.add(std::make_unique<allreduce_collective>(*st.view, st.ops, cfg, settled));
+    (kind == collective_kind::barrier ? st.barrier : st.allreduce) = &e;
+  }
+}
+
 /// Starts the reductions a joiner was asked for before it took part.
 void start_pending(processor_ptr self) {
   auto& st = self->state;
@@ -253,6 +370,11 @@ void start_pending(processor_ptr self) {
     auto req = st.pending.front();
     st.pending.pop_front();
     start_reduce(self, req);
+  }
+  while (!st.pending_allreduces.empty() && st.allreduce && st.view->participating() && !st.left) {
+    auto req = st.pending_allreduces.front();
+    st.pending_allreduces.pop_front();
+    start_allreduce(self, req);
   }
 }
 
@@ -283,6 +405,7 @@ void carry_out(processor_ptr self) {
     // sent can come back (the network knows: maybe_ask).
     st.left = true;
     st.pending.clear();
+    st.pending_allreduces.clear();
     maybe_ask(self);
   }
 }
@@ -457,12 +580,37 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       }
       st.pending.push_back(req); // started once this processor takes part
     },
+    [=](mpich_atom, std::uint32_t procs, std::uint8_t algo) {
+      // Emulation only, like scatter-allgather: install between operations.
+      auto& st = self->state;
+      auto owner = st.sup;
+      st.host.add(std::make_unique<mpich_allreduce_collective>(
+                    owner->self(), procs, [owner] { return owner->own_vnodes(); }, st.ops,
+                    static_cast<mpich_algorithm>(algo), st.incarnation),
+                  false);
+      update_holding(self);
+    },
+    [=](allreduce_atom, const allreduce_request_ptr& req) {
+      auto& st = self->state;
+      if (st.left)
+        return;
+      if (req->kind != collective_kind::allreduce && req->kind != collective_kind::barrier) {
+        start_allreduce(self, req);
+        return;
+      }
+      if (st.allreduce && st.view->participating() && st.pending_allreduces.empty()) {
+        start_allreduce(self, req);
+        return;
+      }
+      st.pending_allreduces.push_back(req); // started once this processor takes part
+    },
     [=](found_atom, const found_args_ptr& args) {
       auto& st = self->state;
       st.sup->found(now_of(self), args->members, args->routes, st.out);
       if (!st.reduce)
         st.reduce = &st.host.add(std::make_unique<reduce_collective>(
           *st.view, st.ops, reduce_config{}, st.sup->own_vnodes()));
+      add_allreduce_engines(self, st.sup->own_vnodes());
       carry_out(self);
     },
     [=](join_atom, proc_id contact, const vnode_set& wanted) {
@@ -470,6 +618,7 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       if (!st.reduce) // a joiner's vnodes settle when their histories arrive
         st.reduce = &st.host.add(std::make_unique<reduce_collective>(
           *st.view, st.ops, reduce_config{}, vnode_set{}));
+      add_allreduce_engines(self, vnode_set{});
       if (st.predecessor) {
         // The network hands the join over only once the predecessor has detached (and
         // quit): its supervisor is no longer touched.
@@ -482,6 +631,7 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
     [=](crash_atom) {
       // Killed: no handover, no draining; the network stops delivering here.
       self->state.pending.clear();
+      self->state.pending_allreduces.clear();
       stop(self);
     },
     [=](leave_atom, proc_id recipient) {

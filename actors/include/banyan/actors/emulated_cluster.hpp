@@ -21,6 +21,7 @@
 
 #include "banyan/actors/cluster_monitor.hpp"
 #include "banyan/core/error.hpp"
+#include "banyan/core/mpich_allreduce.hpp"
 #include "banyan/core/messages.hpp"
 #include "banyan/core/reduce.hpp"
 #include "banyan/core/supervisor.hpp"
@@ -140,6 +141,26 @@ struct reduction_record {
   std::vector<std::string> problems;
 };
 
+/// What the processors reported of one allreduce or barrier. Times are relative to
+/// `start()`.
+struct allreduce_record {
+  bool known = false;  ///< some processor started it
+  duration started{0}; ///< when the first processor started it
+  /// The reduction gathered at the root vnode's owner, whose result it broadcast (one
+  /// entry when all is well; a barrier's value is empty).
+  std::vector<reduction_record::result> reduced;
+  /// How often each vnode's contribution was taken (once each when all is well).
+  std::map<vnode_id, int> contributions;
+  /// Every time each vnode was delivered the result (once each when all is well).
+  std::map<vnode_id, std::vector<duration>> delivered;
+  duration finished{0}; ///< the last delivery so far
+  /// Deliveries whose value was not the one gathered at the root (0 when all is well).
+  std::uint64_t wrong_values = 0;
+  std::vector<std::string> problems; ///< engine problems (bugs) and refused starts
+  /// The value delivered: the one gathered at the root, or (no root) the first delivered.
+  std::vector<std::uint8_t> value;
+};
+
 class emulated_cluster {
 public:
   explicit emulated_cluster(cluster_config cfg);
@@ -248,6 +269,31 @@ public:
 
   /// The number of vnodes (fixed at `start()`).
   std::size_t vnode_count() const;
+
+  /// Starts an allreduce over banyan's adaptive trees at every running processor, in the
+  /// same order everywhere (numbered 1, 2, 3, ..., apart from reductions): the reduction
+  /// of `r` gathered at the owner of `r.root`, then broadcast from there to every vnode
+  /// (core/allreduce.hpp). A processor still joining starts it once it takes part; one
+  /// that joins starts every allreduce not yet gathered. Returns its number, or an error
+  /// for a bad root, operator or count. It proceeds as the cluster runs.
+  expected<std::uint64_t> allreduce(const reduction_args& r);
+  /// Starts a barrier the same way (an allreduce of nothing, rooted at vnode 0; numbered
+  /// apart): every vnode is delivered its release once every vnode has arrived.
+  expected<std::uint64_t> barrier();
+  /// What the processors reported of allreduce (`kind` allreduce) or barrier (`barrier`)
+  /// `op` so far.
+  allreduce_record allreduction(collective_kind kind, std::uint64_t op) const;
+  /// Runs until every vnode has been delivered allreduce or barrier `op` and (virtual
+  /// time) the cluster is quiet; at most `limit`. False on the limit.
+  bool run_until_allreduced(collective_kind kind, std::uint64_t op, duration limit);
+  /// One of MPICH's algorithms over the running processors ranked by id
+  /// (core/mpich_allreduce.hpp): the recursive-doubling or ring allreduce of `r`, or
+  /// (`dissemination`, `r.count` 0) a barrier. EMULATION ONLY: every running processor is
+  /// handed a fresh engine now (start one when the last has finished); the running
+  /// processors must be exactly 0..k-1 and stay (no recovery). Numbered 1, 2, 3, ... per
+  /// algorithm; recorded like an allreduce (`allreduction(kind_of(algo), op)`, without
+  /// a root: `reduced` stays empty, and every delivery must equal the first).
+  expected<std::uint64_t> allreduce_mpich(mpich_algorithm algo, const reduction_args& r);
 
 private:
   struct impl;

@@ -377,6 +377,25 @@ public:
   /// the vnodes it received still owe; 0 when the node runs no such engine (not a member,
   /// no static tree installed). See `reduce_engine::next_op`.
   std::uint64_t next_reduction_seq(collective_kind over = collective_kind::reduce) const;
+  /// Starts allreduce `r.seq` over the adaptive trees (`r.over` is ignored: every member
+  /// starts every allreduce, in order, numbered apart from reductions): the reduction of
+  /// every vnode's contribution, gathered at the owner of `r.root`, is broadcast from
+  /// there to every vnode (core/allreduce.hpp). Resolves at every member owning vnodes,
+  /// once the result reaches them, with the result (`value`) and the vnodes of this node
+  /// it reached first (`vnodes`; others that reach it later are not reported again).
+  /// Errors as for `reduce` (`invalid_argument` at once for what this node can tell is
+  /// wrong, `timeout` after `r.timeout` naming what was missing, `cancelled` by
+  /// `cancel_reduction(seq, collective_kind::allreduce)`, `stopped`). A member owning no
+  /// vnodes when the result is broadcast receives none: its future fails with `timeout`.
+  /// `next_reduction_seq(collective_kind::allreduce)`: the number to start next.
+  std::future<expected<reduce_result>> allreduce(node_reduction r);
+  /// Starts barrier `seq` (an allreduce of nothing; barriers are numbered apart): resolves
+  /// once every vnode has arrived (every member owning vnodes started it) and the
+  /// release reached this node's vnodes (`value` empty). Errors, cancellation
+  /// (`collective_kind::barrier`) and numbering as for `allreduce`; `timeout` 0:
+  /// `node_config::op_timeout`.
+  std::future<expected<reduce_result>> barrier(std::uint64_t seq, duration timeout = duration{0});
+
   /// Baselines, to measure against banyan over the same network. Every member installs
   /// the same plan, between operations (an operation under way on the plan it replaces
   /// is cut off), and again after membership changes; a plan lasts for this membership.

@@ -19,10 +19,15 @@ enum class collective_kind : std::uint8_t {
   static_broadcast = 4,  ///< broadcast over a fixed tree, a baseline (static_tree_view)
   static_reduce = 5,     ///< reduction over a fixed tree, a baseline
   scatter_allgather = 6, ///< MPICH's long broadcast, a baseline (core/scatter_allgather.hpp)
+  allreduce = 7,         ///< allreduce over the adaptive trees (core/allreduce.hpp)
+  barrier = 8,           ///< barrier over the adaptive trees: an allreduce of nothing
+  recursive_doubling = 9,    ///< MPICH's recursive-doubling allreduce, a baseline (core/mpich_allreduce.hpp)
+  ring_allreduce = 10,       ///< MPICH's ring allreduce, a baseline
+  dissemination_barrier = 11, ///< MPICH's dissemination barrier, a baseline
 };
 
 /// One past the largest kind.
-inline constexpr std::size_t collective_kind_count = 7;
+inline constexpr std::size_t collective_kind_count = 12;
 
 /// "broadcast", "static_reduce", ...; "unknown" for a value outside the enum.
 constexpr const char* to_string(collective_kind k) noexcept {
@@ -34,6 +39,11 @@ constexpr const char* to_string(collective_kind k) noexcept {
   case collective_kind::static_broadcast: return "static_broadcast";
   case collective_kind::static_reduce: return "static_reduce";
   case collective_kind::scatter_allgather: return "scatter_allgather";
+  case collective_kind::allreduce: return "allreduce";
+  case collective_kind::barrier: return "barrier";
+  case collective_kind::recursive_doubling: return "recursive_doubling";
+  case collective_kind::ring_allreduce: return "ring_allreduce";
+  case collective_kind::dissemination_barrier: return "dissemination_barrier";
   }
   return "unknown";
 }
