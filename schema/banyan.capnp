@@ -228,6 +228,9 @@ enum Collective {
   staticBroadcast @4;       # broadcast over a fixed tree (a baseline)
   staticReduce @5;          # reduction over a fixed tree (a baseline)
   scatterAllgather @6;      # MPICH's scatter-allgather broadcast (a baseline)
+  gather @7;                # per-vnode blocks to a root vnode, up the adaptive trees
+  scatter @8;               # per-vnode blocks from a root vnode, down the adaptive trees
+  allgather @9;             # every vnode's block to every vnode (gather, then broadcast)
 }
 
 struct BcastSegment {

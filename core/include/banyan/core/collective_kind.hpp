@@ -19,10 +19,13 @@ enum class collective_kind : std::uint8_t {
   static_broadcast = 4,  ///< broadcast over a fixed tree, a baseline (static_tree_view)
   static_reduce = 5,     ///< reduction over a fixed tree, a baseline
   scatter_allgather = 6, ///< MPICH's long broadcast, a baseline (core/scatter_allgather.hpp)
+  gather = 7,            ///< per-vnode blocks to a root vnode (core/gather.hpp)
+  scatter = 8,           ///< per-vnode blocks from a root vnode (core/scatter.hpp)
+  allgather = 9,         ///< every vnode's block to every vnode (core/allgather.hpp)
 };
 
 /// One past the largest kind.
-inline constexpr std::size_t collective_kind_count = 7;
+inline constexpr std::size_t collective_kind_count = 10;
 
 /// "broadcast", "static_reduce", ...; "unknown" for a value outside the enum.
 constexpr const char* to_string(collective_kind k) noexcept {
@@ -34,6 +37,9 @@ constexpr const char* to_string(collective_kind k) noexcept {
   case collective_kind::static_broadcast: return "static_broadcast";
   case collective_kind::static_reduce: return "static_reduce";
   case collective_kind::scatter_allgather: return "scatter_allgather";
+  case collective_kind::gather: return "gather";
+  case collective_kind::scatter: return "scatter";
+  case collective_kind::allgather: return "allgather";
   }
   return "unknown";
 }
