@@ -61,6 +61,16 @@ using sag_atom = caf::atom_constant<caf::atom("bsag")>;
 /// either kind by number alone. Engines and frames tell the kinds apart by
 /// `collective_kind`, not by this number.
 constexpr std::uint64_t static_reduction_base = std::uint64_t{1} << 61;
+/// Gathers (core/gather.hpp, their own engine) are numbered from here on, apart from
+/// both kinds of reduction, in the same ledger.
+constexpr std::uint64_t gather_base = std::uint64_t{1} << 60;
+/// Allgathers (core/allgather.hpp) likewise, from here on.
+constexpr std::uint64_t allgather_base = std::uint64_t{1} << 59;
+
+/// Byte i of vnode v's block in the emulated cluster's scatters (checked at delivery).
+constexpr std::uint8_t block_byte(vnode_id v, std::size_t i) {
+  return static_cast<std::uint8_t>(v * 131 + i * 7 + 3);
+}
 
 /// What the processors report of collectives (instrumentation, like the monitor).
 struct collective_ledger {
@@ -71,6 +81,7 @@ struct collective_ledger {
   std::map<wire::collective_id, timestamp> started;
   std::map<wire::collective_id, std::size_t> sizes;       ///< bytes sent
   std::map<wire::collective_id, vnode_set> targets;       ///< point-to-point: its vnodes
+  std::map<wire::collective_id, std::size_t> blocks;      ///< scatters: bytes per vnode
   std::uint64_t bad_payloads = 0; ///< deliveries whose bytes were not the bytes sent
 
   struct reduce_entry {
@@ -84,6 +95,13 @@ struct collective_ledger {
   std::map<std::uint64_t, std::vector<reduce_entry>> reduce_results;
   std::map<std::uint64_t, std::map<vnode_id, int>> contributions;
   std::map<std::uint64_t, std::vector<std::string>> reduce_problems;
+  /// Allgathers (numbered like reductions; their gathers' results and contributions are
+  /// in the maps above): per vnode, how often every block was delivered to it, and when
+  /// the last delivery was; every vnode's block (the cluster's `values`), to check them.
+  std::map<std::uint64_t, std::map<vnode_id, int>> allgathered;
+  std::map<std::uint64_t, timestamp> allgather_last;
+  std::map<std::uint64_t, contribution_fn> allgather_values;
+  std::uint64_t bad_allgathers = 0;
 };
 using broadcast_ledger = collective_ledger;
 
@@ -95,6 +113,9 @@ struct bcast_request {
   bool p2p = false;
   /// MPICH's scatter-allgather broadcast (the engine installed with sag_atom).
   bool scatter_allgather = false;
+  /// A scatter (core/scatter.hpp) from vnode `root`, `bytes` per vnode (`block_byte`).
+  bool scatter = false;
+  vnode_id root = 0;
   vnode_set to;
   /// A broadcast over the adaptive trees: choose the tree so instead of as configured.
   std::optional<tree_choice> choice;
@@ -115,6 +136,10 @@ struct reduce_request {
   reduce_spec spec;
   contribution_fn values;
   bool use_static = false;
+  /// A gather (core/gather.hpp): `spec` is a gather's, started on the gather engine.
+  bool gather = false;
+  /// An allgather (core/allgather.hpp): `spec` is its gather's.
+  bool allgather = false;
   std::uint32_t segments = 1;
   std::size_t segment_count = 0;
 

@@ -140,6 +140,21 @@ struct reduction_record {
   std::vector<std::string> problems;
 };
 
+/// What the processors reported of one allgather. Times are relative to `start()`.
+struct allgather_record {
+  bool known = false;  ///< some processor started it
+  duration started{0}; ///< when the first processor started it
+  bool gathered = false; ///< its gather completed at the root vnode's owner
+  duration last{0};    ///< when the last delivery was
+  /// Per vnode, how often every block was delivered to it (once each when all is well).
+  std::map<vnode_id, int> delivered;
+  /// How often each vnode's block was taken (once each when all is well).
+  std::map<vnode_id, int> contributions;
+  /// Deliveries whose blocks were not the vnodes' (`values`).
+  std::uint64_t bad = 0;
+  std::vector<std::string> problems;
+};
+
 class emulated_cluster {
 public:
   explicit emulated_cluster(cluster_config cfg);
@@ -248,6 +263,30 @@ public:
 
   /// The number of vnodes (fixed at `start()`).
   std::size_t vnode_count() const;
+
+  /// Gathers every vnode's block of `block` bytes (`values(v)`, called once for each
+  /// vnode where it is counted) to vnode `root`, over banyan's adaptive trees
+  /// (core/gather.hpp): started at every running processor in the same order, like
+  /// `reduce`, and numbered apart from reductions. The record is a reduction's
+  /// (`reduction(op)`, `run_until_reduced(op)`): its result's value is the blocks of
+  /// its vnodes in vnode order (core/vnode_blocks.hpp). Errors: a bad root, block 0,
+  /// no `values`.
+  expected<std::uint64_t> gather(vnode_id root, std::size_t block, contribution_fn values);
+  /// The owner of vnode `root` scatters one block of `block` bytes to every vnode over
+  /// banyan's adaptive trees (core/scatter.hpp); byte i of vnode v's block is
+  /// `(v * 131 + i * 7 + 3) mod 256`, checked at delivery (`bad_payloads`). Recorded
+  /// like a broadcast (`deliveries`, `run_until_delivered`). Nothing when the root does
+  /// not exist, no running processor owns it, or `block` is 0.
+  std::optional<wire::collective_id> scatter(vnode_id root, std::size_t block);
+  /// Every vnode gets every vnode's block of `block` bytes (`values(v)`), over banyan's
+  /// adaptive trees (core/allgather.hpp: a gather to vnode `root`, then a broadcast of
+  /// the blocks from its owner). Started at every running processor like `reduce`,
+  /// numbered apart. Errors as for `gather`.
+  expected<std::uint64_t> allgather(vnode_id root, std::size_t block, contribution_fn values);
+  allgather_record allgathered(std::uint64_t op) const;
+  /// Runs until every vnode has allgather `op` and (virtual time) the cluster is quiet;
+  /// at most `limit`. False on the limit.
+  bool run_until_allgathered(std::uint64_t op, duration limit);
 
 private:
   struct impl;
