@@ -231,6 +231,7 @@ enum Collective {
   gather @7;                # per-vnode blocks to a root vnode, up the adaptive trees
   scatter @8;               # per-vnode blocks from a root vnode, down the adaptive trees
   allgather @9;             # every vnode's block to every vnode (gather, then broadcast)
+  ringAllgather @10;        # MPICH's ring allgather (a baseline)
 }
 
 struct BcastSegment {

@@ -55,6 +55,9 @@ using static_tree_atom = caf::atom_constant<caf::atom("bstatic")>;
 /// Install MPICH's long broadcast (core/scatter_allgather) on a processor, over
 /// processors 0..procs-1 ranked by id: (sag_atom, procs). In-process emulation only.
 using sag_atom = caf::atom_constant<caf::atom("bsag")>;
+/// Install MPICH's ring allgather (core/ring_allgather) on a processor, over processors
+/// 0..procs-1 owning what its routing table says now: (ring_atom, procs). Emulation only.
+using ring_atom = caf::atom_constant<caf::atom("bring")>;
 
 /// The emulated cluster numbers its reductions over static trees from here on, and
 /// those over the adaptive trees from 1: its ledger and its API (`reduction(op)`) name
@@ -66,6 +69,8 @@ constexpr std::uint64_t static_reduction_base = std::uint64_t{1} << 61;
 constexpr std::uint64_t gather_base = std::uint64_t{1} << 60;
 /// Allgathers (core/allgather.hpp) likewise, from here on.
 constexpr std::uint64_t allgather_base = std::uint64_t{1} << 59;
+/// Ring allgathers (the baseline) likewise.
+constexpr std::uint64_t ring_allgather_base = std::uint64_t{1} << 58;
 
 /// Byte i of vnode v's block in the emulated cluster's scatters (checked at delivery).
 constexpr std::uint8_t block_byte(vnode_id v, std::size_t i) {
@@ -140,6 +145,9 @@ struct reduce_request {
   bool gather = false;
   /// An allgather (core/allgather.hpp): `spec` is its gather's.
   bool allgather = false;
+  /// A ring allgather (core/ring_allgather.hpp, the baseline installed with ring_atom):
+  /// `spec.op` its number, `spec.count` the block.
+  bool ring = false;
   std::uint32_t segments = 1;
   std::size_t segment_count = 0;
 

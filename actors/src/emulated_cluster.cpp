@@ -43,6 +43,7 @@ struct emulated_cluster::impl {
   std::uint64_t static_reductions = 0; ///< over static trees (static_reduction_base + 1, 2, ...)
   std::uint64_t gathers = 0;           ///< gathers (gather_base + 1, 2, ...)
   std::uint64_t allgathers = 0;        ///< allgathers (allgather_base + 1, 2, ...)
+  std::uint64_t ring_allgathers = 0;   ///< ring allgathers (ring_allgather_base + 1, 2, ...)
   std::uint32_t static_installs = 0;
   /// Reductions over adaptive trees without a result yet: a processor that joins starts
   /// them too (at the first reduction not completed, as the engine expects).
@@ -563,6 +564,40 @@ expected<std::uint64_t> emulated_cluster::allgather(vnode_id root, std::size_t b
   r.count = block;
   const auto op = allgather_base + ++d.allgathers;
   d.start_reduce(r, op, false, 1, 0, false, true);
+  return op;
+}
+
+expected<std::uint64_t> emulated_cluster::allgather_ring(std::size_t block,
+                                                         contribution_fn values) {
+  auto& d = *impl_;
+  if (block == 0 || !values)
+    return make_error(errc::invalid_argument, "allgather_ring: blocks of 0 bytes, or no values");
+  std::uint32_t k = 0;
+  while (k < d.procs.size() && d.procs[k])
+    ++k;
+  for (auto p = k; p < d.procs.size(); ++p)
+    if (d.procs[p])
+      return make_error(errc::invalid_argument,
+                        "allgather_ring: the running processors must be 0..k-1");
+  if (k == 0)
+    return make_error(errc::stopped, "allgather_ring: no processor runs");
+  for (std::uint32_t p = 0; p < k; ++p)
+    caf::anon_send(d.procs[p], ring_atom::value, k);
+  const auto op = ring_allgather_base + ++d.ring_allgathers;
+  auto req = std::make_shared<reduce_request>();
+  req->spec = gather_spec(op, 0, block, d.vnodes);
+  req->values = values;
+  req->use_static = true; // started at once, never by joiners
+  req->ring = true;
+  {
+    std::lock_guard<std::mutex> guard{d.ledger->mtx};
+    d.ledger->allgather_values[op] = values;
+  }
+  reduce_request_ptr shared = req;
+  for (std::uint32_t p = 0; p < k; ++p)
+    caf::anon_send(d.procs[p], reduce_atom::value, shared);
+  if (d.sched)
+    d.sched->run();
   return op;
 }
 

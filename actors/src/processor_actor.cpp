@@ -8,6 +8,7 @@
 #include "banyan/core/engine_host.hpp"
 #include "banyan/core/gather.hpp"
 #include "banyan/core/reduce_collective.hpp"
+#include "banyan/core/ring_allgather.hpp"
 #include "banyan/core/scatter.hpp"
 #include "banyan/core/scatter_allgather_collective.hpp"
 #include "banyan/core/static_tree_view.hpp"
@@ -207,6 +208,8 @@ void carry_out_engine(processor_ptr self, collective_engine& e) {
     record(self, sag->out());
   else if (auto* ag = dynamic_cast<allgather_collective*>(&e))
     record(self, ag->out());
+  else if (auto* ring = dynamic_cast<ring_allgather_collective*>(&e))
+    record(self, ring->out());
   e.clear_outbox();
   update_holding(self);
   maybe_ask(self);
@@ -289,6 +292,31 @@ void start_reduce(processor_ptr self, const reduce_request_ptr& req) {
 void start_one(processor_ptr self, const reduce_request_ptr& req, const reduce_spec& spec,
                contribution_fn values) {
   auto& st = self->state;
+  if (req->ring) {
+    auto* ring = st.host.get<ring_allgather_collective>(collective_kind::ring_allgather);
+    if (!ring)
+      return;
+    auto ledger = st.ledger;
+    const auto op = spec.op;
+    contribution_fn counted = [ledger, values, op](vnode_id v) {
+      if (ledger) {
+        std::lock_guard<std::mutex> guard{ledger->mtx};
+        ++ledger->contributions[op][v];
+      }
+      return values(v);
+    };
+    if (st.ledger) {
+      std::lock_guard<std::mutex> guard{st.ledger->mtx};
+      st.ledger->reduce_started.emplace(op, now_of(self));
+    }
+    auto err = ring->start(now_of(self), op, spec.count, counted);
+    carry_out_engine(self, *ring);
+    if (err && st.ledger) {
+      std::lock_guard<std::mutex> guard{st.ledger->mtx};
+      st.ledger->reduce_problems[op].push_back(err->to_string());
+    }
+    return;
+  }
   auto* eng = req->use_static ? st.host.get<reduce_collective>(collective_kind::static_reduce)
                : req->gather  ? st.gather
                               : st.reduce;
@@ -487,6 +515,16 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       auto owner = st.sup;
       st.host.add(std::make_unique<scatter_allgather_collective>(
                     owner->self(), procs, [owner] { return owner->own_vnodes(); }, cfg),
+                  false);
+      update_holding(self);
+    },
+    [=](ring_atom, std::uint32_t procs) {
+      // Emulation only, like scatter-allgather: install between allgathers.
+      auto& st = self->state;
+      std::vector<vnode_set> owners(procs);
+      for (proc_id p = 0; p < procs; ++p)
+        owners[p] = st.sup->routes().owned_by(p);
+      st.host.add(std::make_unique<ring_allgather_collective>(st.sup->self(), std::move(owners)),
                   false);
       update_holding(self);
     },

@@ -283,6 +283,12 @@ public:
   /// the blocks from its owner). Started at every running processor like `reduce`,
   /// numbered apart. Errors as for `gather`.
   expected<std::uint64_t> allgather(vnode_id root, std::size_t block, contribution_fn values);
+  /// The same by MPICH's ring allgather (core/ring_allgather.hpp) over the running
+  /// processors, which must be exactly 0..k-1 and stay (no recovery): every one is handed
+  /// a fresh ring engine now (install between these, not while one runs), owning what its
+  /// routing table says now. Recorded like `allgather` (`allgathered`). Errors: block 0,
+  /// no `values`, processors other than 0..k-1.
+  expected<std::uint64_t> allgather_ring(std::size_t block, contribution_fn values);
   allgather_record allgathered(std::uint64_t op) const;
   /// Runs until every vnode has allgather `op` and (virtual time) the cluster is quiet;
   /// at most `limit`. False on the limit.

@@ -22,10 +22,11 @@ enum class collective_kind : std::uint8_t {
   gather = 7,            ///< per-vnode blocks to a root vnode (core/gather.hpp)
   scatter = 8,           ///< per-vnode blocks from a root vnode (core/scatter.hpp)
   allgather = 9,         ///< every vnode's block to every vnode (core/allgather.hpp)
+  ring_allgather = 10,   ///< MPICH's ring allgather, a baseline (core/ring_allgather.hpp)
 };
 
 /// One past the largest kind.
-inline constexpr std::size_t collective_kind_count = 10;
+inline constexpr std::size_t collective_kind_count = 11;
 
 /// "broadcast", "static_reduce", ...; "unknown" for a value outside the enum.
 constexpr const char* to_string(collective_kind k) noexcept {
@@ -40,6 +41,7 @@ constexpr const char* to_string(collective_kind k) noexcept {
   case collective_kind::gather: return "gather";
   case collective_kind::scatter: return "scatter";
   case collective_kind::allgather: return "allgather";
+  case collective_kind::ring_allgather: return "ring_allgather";
   }
   return "unknown";
 }
