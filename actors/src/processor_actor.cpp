@@ -536,6 +536,7 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       expected<wire::collective_id> id = make_error(errc::stopped, "no engine");
       if (req->scatter) {
         if (!st.left) {
+          st.view->refresh();
           std::map<vnode_id, shared_bytes> blocks;
           const auto all = st.view->all_vnodes();
           all.for_each([&](vnode_id v) {
@@ -544,7 +545,6 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
               b[i] = block_byte(v, i);
             blocks.emplace(v, shared_bytes(std::move(b)));
           });
-          st.view->refresh();
           eng = st.scatter;
           auto bytes = scatter_payload(*st.view, req->root, blocks);
           id = bytes ? st.scatter->broadcast(now, *bytes)
