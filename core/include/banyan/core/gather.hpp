@@ -15,11 +15,12 @@
 ///   C: [b2] D: [b5]           E: [b6 b7]            vnode order
 ///
 /// Gathers are numbered 1, 2, 3, ... like reductions, apart from them (their own
-/// engine, their own histories). The tree: the latency tree, or the bandwidth tree once
-/// the whole result (block x vnodes) reaches `reduce_config::long_threshold`.
+/// engine, their own histories). The tree: always the latency tree (`gather_config`);
+/// timeouts count the whole result's transfer (block x vnodes, `gather_spec`).
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -37,11 +38,14 @@ inline reduce_config gather_config(reduce_config base,
                                    collective_kind kind = collective_kind::gather) {
   base.kind = kind;
   base.blocks = true;
+  // Always the latency tree: partials are stored and forwarded whole, growing on the way
+  // up, and the bandwidth trees are deep (docs/decisions.md).
+  base.long_threshold = std::numeric_limits<std::size_t>::max();
   return base;
 }
 
 /// Gather `op` to `root` of `block` bytes per vnode, over a namespace of `vnodes`
-/// vnodes (what picks the tree: the whole result).
+/// vnodes (what sizes its timeouts: the whole result).
 inline reduce_spec gather_spec(std::uint64_t op, vnode_id root, std::size_t block,
                                std::size_t vnodes) {
   reduce_spec s{op, root, gather_fn, block};
