@@ -81,8 +81,11 @@ expected<wire::collective_id> broadcast_engine::broadcast(timestamp now, shared_
   ++stats_.started;
   // Decided once, here: the kind travels in every frame of the broadcast, and so does
   // the segment length (receivers place segments by their index and length).
-  const auto kind = message.size() > cfg_.max_whole ? tree_kind::bandwidth
-                                                     : choose_tree(view_, message.size(), choice);
+  // Block mode (a scatter) always takes the latency tree: its frames are never
+  // segmented, so every hop stores and forwards its whole share (docs/decisions.md).
+  const auto kind = cfg_.blocks                       ? tree_kind::latency
+                    : message.size() > cfg_.max_whole ? tree_kind::bandwidth
+                                                      : choose_tree(view_, message.size(), choice);
   return originate(now, id, view_.all_vnodes(), false, kind, message, out,
                    segment_for(cfg_, message.size()));
 }
