@@ -154,8 +154,9 @@ struct broadcast_config {
   /// core/scatter.hpp): a frame carries the blocks of the vnodes in its header, in vnode
   /// order (core/vnode_blocks.hpp), and every part a plan splits off takes only its own
   /// vnodes' blocks; a delivery carries the blocks of the vnodes it is for. Messages
-  /// travel whole (one frame per hop, never segmented: what a frame carries shrinks at
-  /// every hop), and vnodes that moved get their blocks sent on, never offered.
+  /// travel whole down the latency tree (one frame per hop, never segmented: what a
+  /// frame carries shrinks at every hop), and vnodes that moved get their blocks sent
+  /// on, never offered.
   bool blocks = false;
 };
 

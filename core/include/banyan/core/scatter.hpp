@@ -12,10 +12,10 @@
 ///      |-- A: [b1 b2 b5]      delivers b1, passes [b2] to C, [b5] to D
 ///      `-- B: [b3 b4 b6 b7]   delivers b3 b4, passes [b6 b7] to E
 ///
-/// A frame is never cut into segments (what it carries shrinks at every hop); the tree
-/// is the latency tree, or the bandwidth tree once the whole (block x vnodes) reaches
-/// `broadcast_config::long_threshold` (or as the configured rule picks). Bounded by the
-/// transport's largest frame (tcp_config::max_frame) at the root's first hops.
+/// A frame is never cut into segments (what it carries shrinks at every hop), so it
+/// always takes the latency tree (`broadcast_config::blocks`): down a deep bandwidth
+/// tree every hop would store and forward its whole share. Bounded by the transport's
+/// largest frame (tcp_config::max_frame) at the root's first hops.
 
 #include <map>
 #include <memory>
