@@ -234,6 +234,10 @@ enum Collective {
   recursiveDoubling @9;     # MPICH's recursive-doubling allreduce (a baseline)
   ringAllreduce @10;        # MPICH's ring allreduce (a baseline)
   disseminationBarrier @11; # MPICH's dissemination barrier (a baseline)
+  gather @12;               # per-vnode blocks to a root vnode, up the adaptive trees
+  scatter @13;              # per-vnode blocks from a root vnode, down the adaptive trees
+  allgather @14;            # every vnode's block to every vnode (gather, then broadcast)
+  ringAllgather @15;        # MPICH's ring allgather (a baseline)
 }
 
 struct BcastSegment {

@@ -57,12 +57,27 @@ using static_tree_atom = caf::atom_constant<caf::atom("bstatic")>;
 /// Install MPICH's long broadcast (core/scatter_allgather) on a processor, over
 /// processors 0..procs-1 ranked by id: (sag_atom, procs). In-process emulation only.
 using sag_atom = caf::atom_constant<caf::atom("bsag")>;
+/// Install MPICH's ring allgather (core/ring_allgather) on a processor, over processors
+/// 0..procs-1 owning what its routing table says now: (ring_atom, procs). Emulation only.
+using ring_atom = caf::atom_constant<caf::atom("bring")>;
 
 /// The emulated cluster numbers its reductions over static trees from here on, and
 /// those over the adaptive trees from 1: its ledger and its API (`reduction(op)`) name
 /// either kind by number alone. Engines and frames tell the kinds apart by
 /// `collective_kind`, not by this number.
 constexpr std::uint64_t static_reduction_base = std::uint64_t{1} << 61;
+/// Gathers (core/gather.hpp, their own engine) are numbered from here on, apart from
+/// both kinds of reduction, in the same ledger.
+constexpr std::uint64_t gather_base = std::uint64_t{1} << 60;
+/// Allgathers (core/allgather.hpp) likewise, from here on.
+constexpr std::uint64_t allgather_base = std::uint64_t{1} << 59;
+/// Ring allgathers (the baseline) likewise.
+constexpr std::uint64_t ring_allgather_base = std::uint64_t{1} << 58;
+
+/// Byte i of vnode v's block in the emulated cluster's scatters (checked at delivery).
+constexpr std::uint8_t block_byte(vnode_id v, std::size_t i) {
+  return static_cast<std::uint8_t>(v * 131 + i * 7 + 3);
+}
 
 /// What the processors report of collectives (instrumentation, like the monitor).
 struct collective_ledger {
@@ -73,6 +88,7 @@ struct collective_ledger {
   std::map<wire::collective_id, timestamp> started;
   std::map<wire::collective_id, std::size_t> sizes;       ///< bytes sent
   std::map<wire::collective_id, vnode_set> targets;       ///< point-to-point: its vnodes
+  std::map<wire::collective_id, std::size_t> blocks;      ///< scatters: bytes per vnode
   std::uint64_t bad_payloads = 0; ///< deliveries whose bytes were not the bytes sent
 
   struct reduce_entry {
@@ -103,6 +119,13 @@ struct collective_ledger {
     std::optional<shared_bytes> first_value;
   };
   std::map<std::pair<collective_kind, std::uint64_t>, allreduce_entry> allreduces;
+  /// Allgathers (numbered like reductions; their gathers' results and contributions are
+  /// in the maps above): per vnode, how often every block was delivered to it, and when
+  /// the last delivery was; every vnode's block (the cluster's `values`), to check them.
+  std::map<std::uint64_t, std::map<vnode_id, int>> allgathered;
+  std::map<std::uint64_t, timestamp> allgather_last;
+  std::map<std::uint64_t, contribution_fn> allgather_values;
+  std::uint64_t bad_allgathers = 0;
 };
 using broadcast_ledger = collective_ledger;
 
@@ -114,6 +137,9 @@ struct bcast_request {
   bool p2p = false;
   /// MPICH's scatter-allgather broadcast (the engine installed with sag_atom).
   bool scatter_allgather = false;
+  /// A scatter (core/scatter.hpp) from vnode `root`, `bytes` per vnode (`block_byte`).
+  bool scatter = false;
+  vnode_id root = 0;
   vnode_set to;
   /// A broadcast over the adaptive trees: choose the tree so instead of as configured.
   std::optional<tree_choice> choice;
@@ -134,6 +160,13 @@ struct reduce_request {
   reduce_spec spec;
   contribution_fn values;
   bool use_static = false;
+  /// A gather (core/gather.hpp): `spec` is a gather's, started on the gather engine.
+  bool gather = false;
+  /// An allgather (core/allgather.hpp): `spec` is its gather's.
+  bool allgather = false;
+  /// A ring allgather (core/ring_allgather.hpp, the baseline installed with ring_atom):
+  /// `spec.op` its number, `spec.count` the block.
+  bool ring = false;
   std::uint32_t segments = 1;
   std::size_t segment_count = 0;
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "node_actor.hpp"
+#include "banyan/core/gather.hpp"
 
 #include "banyan/core/buffer_pool.hpp"
 #include "banyan/core/segment_placement.hpp"
@@ -448,6 +449,42 @@ std::future<expected<reduce_result>> node::reduce(node_reduction red) {
   r->what = collective_request::kind::reduce;
   r->reduction = std::move(red);
   auto f = r->reduced.get_future();
+  impl_->submit(std::move(r));
+  return f;
+}
+
+std::future<expected<reduce_result>> node::gather(node_gather g) {
+  node_reduction red;
+  red.seq = g.seq;
+  red.root = g.root;
+  red.op = gather_fn;
+  red.count = g.block;
+  red.values = std::move(g.values);
+  red.over = collective_kind::gather;
+  red.timeout = g.timeout;
+  return reduce(std::move(red));
+}
+
+std::future<expected<reduce_result>> node::allgather(node_gather g) {
+  node_reduction red;
+  red.seq = g.seq;
+  red.root = g.root;
+  red.op = gather_fn;
+  red.count = g.block;
+  red.values = std::move(g.values);
+  red.over = collective_kind::allgather;
+  red.timeout = g.timeout;
+  return reduce(std::move(red));
+}
+
+std::future<expected<wire::collective_id>> node::scatter(vnode_id root,
+                                                        std::map<vnode_id, shared_bytes> blocks) {
+  auto r = std::make_shared<collective_request>();
+  r->what = collective_request::kind::broadcast;
+  r->over = collective_kind::scatter;
+  r->root = root;
+  r->blocks = std::move(blocks);
+  auto f = r->started.get_future();
   impl_->submit(std::move(r));
   return f;
 }

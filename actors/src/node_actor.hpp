@@ -82,7 +82,7 @@ struct node_counters {
   using counter = std::atomic<std::uint64_t>;
   enum outcome { started, completed, failed };
   /// [node_delivery::kind][events, vnodes, bytes]
-  std::array<std::array<counter, 3>, 2> deliveries{};
+  std::array<std::array<counter, 3>, 3> deliveries{};
   /// [collective_kind][outcome]
   std::array<std::array<counter, 3>, collective_kind_count> collectives{};
   counter members_joined{0};
@@ -105,6 +105,8 @@ struct collective_request {
   enum class kind { broadcast, send, reduce } what = kind::broadcast;
   shared_bytes message; ///< broadcast, send
   vnode_id to = 0;      ///< send
+  vnode_id root = 0;    ///< scatter (`over`): the root vnode
+  std::map<vnode_id, shared_bytes> blocks; ///< scatter: every vnode's block
   collective_kind over = collective_kind::broadcast; ///< broadcast: which engine
   node_reduction reduction;
   std::promise<expected<wire::collective_id>> started; ///< broadcast, send

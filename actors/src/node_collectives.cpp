@@ -68,6 +68,11 @@ void new_engines(node_ptr self, const vnode_set& settled) {
   st.red = &st.host.add(std::make_unique<reduce_collective>(*st.view, st.ops, st.reduce_cfg,
                                                             settled));
   add_allreduce_engines(self, settled);
+  st.host.add(make_gather_collective(*st.view, st.ops, st.reduce_cfg, settled));
+  st.host.add(make_scatter_collective(*st.view, bc));
+  // Its broadcasts are numbered on from the node's count too (`run_engines`).
+  st.host.add(std::make_unique<allgather_collective>(*st.view, st.ops, st.reduce_cfg, bc,
+                                                     settled));
   st.written_to.clear();
   st.flushed_at.reset();
 }
@@ -114,6 +119,10 @@ void check_part_sent(node_ptr self, const wire::reduce_partial& p) {
   auto& st = self->state;
   if (is_allreduce(p.collective))
     return; // an allreduce resolves with its result (take_allreduce)
+  // An allgather is answered by its blocks coming down, unless no vnode is here for them.
+  if (p.collective == collective_kind::allgather && st.sup->state() == supervisor::status::member &&
+      !st.sup->own_vnodes().empty())
+    return;
   auto it = st.reductions.find({p.collective, p.op});
   if (it == st.reductions.end() || !p.vnodes.includes(*it->second.contributed))
     return;
@@ -125,12 +134,15 @@ void check_part_sent(node_ptr self, const wire::reduce_partial& p) {
 void take_deliveries(node_ptr self, broadcast_outbox& bo) {
   auto& counted = *self->state.shared->counters;
   for (auto& d : bo.deliveries) {
-    auto& c = counted.deliveries[d.p2p ? 1 : 0];
+    const bool scattered = d.op.kind == collective_kind::scatter;
+    auto& c = counted.deliveries[d.p2p ? 1 : scattered ? 2 : 0];
     node_counters::add(c[0]);
     node_counters::add(c[1], d.vnodes.size());
     node_counters::add(c[2], d.payload.size());
     node_delivery nd;
-    nd.what = d.p2p ? node_delivery::kind::message : node_delivery::kind::broadcast;
+    nd.what = d.p2p       ? node_delivery::kind::message
+              : scattered ? node_delivery::kind::scatter
+                          : node_delivery::kind::broadcast;
     nd.op = d.op;
     nd.vnodes = std::move(d.vnodes);
     nd.payload = std::move(d.payload);
@@ -165,6 +177,33 @@ void take_results(node_ptr self, collective_kind kind, reduce_outbox& ro) {
       st.reductions.erase(it);
     }
   }
+}
+
+/// Answers the allgathers whose blocks reached this node's vnodes; reports problems.
+void take_allgathers(node_ptr self, allgather_collective& ag) {
+  auto& st = self->state;
+  auto& out = ag.out();
+  for (auto& d : out.deliveries) {
+    reduce_result r{d.op, d.root, d.all, d.blocks};
+    auto it = st.reductions.find({collective_kind::allgather, d.op});
+    if (it == st.reductions.end()) {
+      // Answered by an earlier delivery, or not started here yet.
+      if (d.op > ag.up().last_started()) {
+        st.early_allgathers[d.op] = std::move(r);
+        while (st.early_allgathers.size() > 16)
+          st.early_allgathers.erase(st.early_allgathers.begin());
+      }
+      continue;
+    }
+    it->second.req->answer(expected<reduce_result>(std::move(r)));
+    st.reductions.erase(it);
+  }
+  for (auto& p : out.problems)
+    emit(self, {node_event::kind::collective, {}, no_proc, no_proc, no_proc,
+                "allgather " + std::to_string(p.op) + ": problem with vnodes "
+                  + p.vnodes.to_string() + ": " + p.detail, {}});
+  st.next_seq = std::max(st.next_seq, ag.down().next_seq());
+  ag.down().number_from(st.next_seq);
 }
 
 namespace {
@@ -217,6 +256,8 @@ bool fail_reduction(node_ptr self, const reduction_key& key, errc code) {
     rep = red->engine().abandon(now_of(), key.second, red->out());
   else if (auto* ar = st.host.get<allreduce_collective>(key.first))
     rep = ar->abandon(now_of(), key.second);
+  else if (auto* ag = st.host.get<allgather_collective>(key.first))
+    rep = ag->abandon(now_of(), key.second);
   std::string why = std::string(is_allreduce(key.first) ? to_string(key.first) : "reduction")
                     + " " + std::to_string(key.second)
                     + (code == errc::timeout ? " timed out after " + ms(o.timeout) : " cancelled")
@@ -271,6 +312,8 @@ std::uint64_t next_reduction_seq(node_ptr self, collective_kind over) {
     return 0;
   if (auto* ar = st.host.get<allreduce_collective>(over))
     return ar->next_op();
+  if (auto* ag = st.host.get<allgather_collective>(over))
+    return ag->up().next_op();
   auto* red = st.host.get<reduce_collective>(over);
   return red ? red->engine().next_op() : 0;
 }
@@ -298,6 +341,8 @@ void run_engines(node_ptr self) {
         take_results(self, e.kind(), r->out());
       else if (auto* a = dynamic_cast<allreduce_collective*>(&e))
         take_allreduce(self, e.kind(), a->out());
+      else if (auto* ag = dynamic_cast<allgather_collective*>(&e))
+        take_allgathers(self, *ag);
       std::move(out.sends.begin(), out.sends.end(), std::back_inserter(sends));
       e.clear_outbox();
     });
@@ -367,6 +412,15 @@ expected<wire::collective_id> start_broadcast(node_ptr self, const collective_re
     if (auto* b = st.host.get<broadcast_collective>(collective_kind::static_broadcast))
       return numbered(b->engine(), [&] { return b->broadcast(now, r.message); });
     return missing("static tree");
+  case collective_kind::scatter:
+    if (auto* sc = st.host.get<broadcast_collective>(collective_kind::scatter)) {
+      st.view->refresh();
+      auto bytes = scatter_payload(*st.view, r.root, r.blocks);
+      if (!bytes)
+        return bytes.err();
+      return numbered(sc->engine(), [&] { return sc->broadcast(now, *bytes); });
+    }
+    return missing("scatter engine");
   case collective_kind::scatter_allgather:
     if (auto* sag = st.host.get<scatter_allgather_collective>(collective_kind::scatter_allgather))
       return numbered(sag->engine(), [&] { return sag->broadcast(now, r.message); });
@@ -409,7 +463,8 @@ void on_collective(node_ptr self, const collective_request_ptr& r) {
     };
     const bool in = state == supervisor::status::member || state == supervisor::status::leaving;
     auto* red = in ? st.host.get<reduce_collective>(nr.over) : nullptr;
-    if (!red) {
+    auto* ag = in ? st.host.get<allgather_collective>(nr.over) : nullptr;
+    if (!red && !ag) {
       refuse(errc::invalid_argument,
              !in ? std::string("not a member")
              : nr.over == collective_kind::static_reduce ? std::string("no static tree installed")
@@ -433,8 +488,14 @@ void on_collective(node_ptr self, const collective_request_ptr& r) {
       return fn(v);
     };
     reduce_spec spec{nr.seq, nr.root, nr.op, nr.count};
-    if (auto err = red->start(now, spec, std::move(values))) {
-      red->clear_outbox();
+    if (nr.over == collective_kind::gather)
+      spec = gather_spec(nr.seq, nr.root, nr.count, st.sup->routes().all().size());
+    if (auto err = ag ? ag->start(now, nr.seq, nr.root, nr.count, std::move(values))
+                      : red->start(now, spec, std::move(values))) {
+      if (ag)
+        ag->clear_outbox();
+      else
+        red->clear_outbox();
       r->answer(expected<reduce_result>(*err));
       break;
     }
@@ -447,6 +508,12 @@ void on_collective(node_ptr self, const collective_request_ptr& r) {
     self->later(o.timeout, deadline_atom::value, static_cast<std::uint8_t>(nr.over), nr.seq,
                 o.serial);
     st.reductions[key] = std::move(o);
+    if (auto early = st.early_allgathers.find(nr.seq);
+        ag && early != st.early_allgathers.end()) {
+      st.reductions[key].req->answer(expected<reduce_result>(std::move(early->second)));
+      st.reductions.erase(key);
+      st.early_allgathers.erase(early);
+    }
     run_engines(self);
     break;
   }

@@ -31,7 +31,7 @@ labels tree_labels(tree_key k) {
 }
 
 const char* delivery_kind(std::size_t i) {
-  return i == 0 ? "broadcast" : "message";
+  return i == 0 ? "broadcast" : i == 1 ? "message" : "scatter";
 }
 
 } // namespace

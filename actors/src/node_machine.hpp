@@ -28,7 +28,10 @@
 #include "banyan/core/allreduce.hpp"
 #include "banyan/core/broadcast_collective.hpp"
 #include "banyan/core/engine_host.hpp"
+#include "banyan/core/allgather.hpp"
+#include "banyan/core/gather.hpp"
 #include "banyan/core/reduce_collective.hpp"
+#include "banyan/core/scatter.hpp"
 #include "banyan/core/scatter_allgather_collective.hpp"
 #include "banyan/core/static_tree_view.hpp"
 #include "banyan/core/supervisor_view.hpp"
@@ -132,6 +135,10 @@ struct node_state {
   /// its givers, and as long again for the histories to follow.
   duration settle_wait{0};
   std::map<reduction_key, open_reduction> reductions;
+  /// Allgathers whose blocks reached this node's vnodes before it started them here
+  /// (its own vnodes had been counted elsewhere): answered when it starts them. The last
+  /// few only.
+  std::map<std::uint64_t, reduce_result> early_allgathers;
   std::vector<node_delivery> pending_deliveries; ///< handed to the handler after each step
   /// Engine frames the transport refused for backpressure, per peer, in order.
   std::map<proc_id, std::deque<wire::envelope>> overflow;
@@ -251,6 +258,7 @@ void bounce_to_engine(node_ptr self, proc_id to, const wire::message& m);
 void check_part_sent(node_ptr self, const wire::reduce_partial& p);
 void take_deliveries(node_ptr self, broadcast_outbox& bo);
 void take_results(node_ptr self, collective_kind kind, reduce_outbox& ro);
+void take_allgathers(node_ptr self, allgather_collective& ag);
 void run_engines(node_ptr self);
 void view_changed(node_ptr self);
 void linger(node_ptr self);

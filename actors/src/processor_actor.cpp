@@ -4,9 +4,13 @@
 #include <deque>
 
 #include "banyan/core/allreduce.hpp"
+#include "banyan/core/allgather.hpp"
 #include "banyan/core/broadcast_collective.hpp"
 #include "banyan/core/engine_host.hpp"
+#include "banyan/core/gather.hpp"
 #include "banyan/core/reduce_collective.hpp"
+#include "banyan/core/ring_allgather.hpp"
+#include "banyan/core/scatter.hpp"
 #include "banyan/core/scatter_allgather_collective.hpp"
 #include "banyan/core/static_tree_view.hpp"
 #include "banyan/core/supervisor_view.hpp"
@@ -36,6 +40,11 @@ struct processor_state {
   engine_host host;
   broadcast_collective* bcast = nullptr;
   reduce_collective* reduce = nullptr;
+  /// Gathers (core/gather.hpp), from `found` or `join` on like `reduce`; scatters
+  /// (core/scatter.hpp) from the start like `bcast`.
+  reduce_collective* gather = nullptr;
+  broadcast_collective* scatter = nullptr;
+  allgather_collective* allgather = nullptr; ///< from `found` or `join` on, like `gather`
   /// Reductions asked for before this processor took part (a joiner), in order.
   std::deque<reduce_request_ptr> pending;
   /// Allreduces and barriers over the adaptive trees (from `found` or `join` on, like
@@ -66,6 +75,26 @@ struct processor_state {
 using processor_ptr = caf::stateful_actor<processor_state>*;
 
 void maybe_ask(processor_ptr self);
+
+/// The gather engine's configuration: gathers are numbered from `gather_base` + 1.
+reduce_config gather_reduce_config() {
+  reduce_config rc;
+  rc.first_op = gather_base + 1;
+  return rc;
+}
+
+/// The allgather engine's: numbered from `allgather_base` + 1; its broadcasts per
+/// incarnation like the broadcast engine's.
+reduce_config allgather_reduce_config() {
+  reduce_config rc;
+  rc.first_op = allgather_base + 1;
+  return rc;
+}
+broadcast_config allgather_bcast_config(std::uint32_t incarnation) {
+  broadcast_config bc;
+  bc.first_seq = (std::uint64_t{incarnation} << 32) + 1;
+  return bc;
+}
 
 /// Keeps the cluster-wide count of processors whose engines hold something current.
 void update_holding(processor_ptr self) {
@@ -100,6 +129,19 @@ void record(processor_ptr self, const broadcast_outbox& bo) {
   for (auto& d : bo.deliveries) {
     auto& per = st.ledger->deliveries[d.op];
     d.vnodes.for_each([&](vnode_id v) { per[v].push_back(now); });
+    if (auto b = st.ledger->blocks.find(d.op); b != st.ledger->blocks.end()) {
+      // A scatter: each vnode's own block, in vnode order.
+      bool ok = d.payload.size() == b->second * d.vnodes.size();
+      std::size_t at = 0;
+      d.vnodes.for_each([&](vnode_id v) {
+        for (std::size_t i = 0; ok && i < b->second; ++i)
+          ok = d.payload.data()[at + i] == block_byte(v, i);
+        at += b->second;
+      });
+      if (!ok)
+        ++st.ledger->bad_payloads;
+      continue;
+    }
     auto size = st.ledger->sizes.find(d.op);
     if (size == st.ledger->sizes.end() || !payload_ok(d.payload, size->second) ||
         d.p2p != (st.ledger->targets.count(d.op) > 0))
@@ -143,6 +185,37 @@ void record(processor_ptr self, collective_kind kind, const allreduce_outbox& ao
   for (auto& p : ao.problems)
     st.ledger->allreduces[{kind, p.op}].problems.push_back(
       "processor " + std::to_string(me) + ": " + p.detail + " " + p.vnodes.to_string());
+/// Records what an allgather engine completed (at the root's owner), delivered or found
+/// wrong.
+void record(processor_ptr self, const allgather_outbox& ao) {
+  auto& st = self->state;
+  if (!st.ledger || (ao.gathered.empty() && ao.deliveries.empty() && ao.problems.empty()))
+    return;
+  auto now = now_of(self);
+  std::lock_guard<std::mutex> guard{st.ledger->mtx};
+  for (auto& r : ao.gathered)
+    st.ledger->reduce_results[r.op].push_back({st.sup->self(), now, r});
+  for (auto& d : ao.deliveries) {
+    auto& per = st.ledger->allgathered[d.op];
+    d.vnodes.for_each([&](vnode_id v) { ++per[v]; });
+    st.ledger->allgather_last[d.op] = now;
+    auto values = st.ledger->allgather_values.find(d.op);
+    bool ok = values != st.ledger->allgather_values.end();
+    std::size_t at = 0;
+    d.all.for_each([&](vnode_id v) {
+      if (!ok)
+        return;
+      auto want = values->second(v);
+      ok = at + want.size() <= d.blocks.size() &&
+           std::equal(want.begin(), want.end(), d.blocks.data() + at);
+      at += want.size();
+    });
+    if (!ok || at != d.blocks.size())
+      ++st.ledger->bad_allgathers;
+  }
+  for (auto& p : ao.problems)
+    st.ledger->reduce_problems[p.op].push_back("processor " + std::to_string(st.sup->self()) +
+                                               ": " + p.detail + " " + p.vnodes.to_string());
 }
 
 /// Carries out what engine `e` produced: its frames to the network in one batch, its
@@ -165,6 +238,10 @@ void carry_out_engine(processor_ptr self, collective_engine& e) {
     record(self, e.kind(), a->out());
   else if (auto* m = dynamic_cast<mpich_allreduce_collective*>(&e))
     record(self, e.kind(), m->out());
+  else if (auto* ag = dynamic_cast<allgather_collective*>(&e))
+    record(self, ag->out());
+  else if (auto* ring = dynamic_cast<ring_allgather_collective*>(&e))
+    record(self, ring->out());
   e.clear_outbox();
   update_holding(self);
   maybe_ask(self);
@@ -247,7 +324,33 @@ void start_reduce(processor_ptr self, const reduce_request_ptr& req) {
 void start_one(processor_ptr self, const reduce_request_ptr& req, const reduce_spec& spec,
                contribution_fn values) {
   auto& st = self->state;
+  if (req->ring) {
+    auto* ring = st.host.get<ring_allgather_collective>(collective_kind::ring_allgather);
+    if (!ring)
+      return;
+    auto ledger = st.ledger;
+    const auto op = spec.op;
+    contribution_fn counted = [ledger, values, op](vnode_id v) {
+      if (ledger) {
+        std::lock_guard<std::mutex> guard{ledger->mtx};
+        ++ledger->contributions[op][v];
+      }
+      return values(v);
+    };
+    if (st.ledger) {
+      std::lock_guard<std::mutex> guard{st.ledger->mtx};
+      st.ledger->reduce_started.emplace(op, now_of(self));
+    }
+    auto err = ring->start(now_of(self), op, spec.count, counted);
+    carry_out_engine(self, *ring);
+    if (err && st.ledger) {
+      std::lock_guard<std::mutex> guard{st.ledger->mtx};
+      st.ledger->reduce_problems[op].push_back(err->to_string());
+    }
+    return;
+  }
   auto* eng = req->use_static ? st.host.get<reduce_collective>(collective_kind::static_reduce)
+               : req->gather  ? st.gather
                               : st.reduce;
   const auto op = spec.op;
   auto note = [&](const std::string& what) {
@@ -257,7 +360,7 @@ void start_one(processor_ptr self, const reduce_request_ptr& req, const reduce_s
     st.ledger->reduce_problems[op].push_back("processor " + std::to_string(st.sup->self()) +
                                              ": " + what);
   };
-  if (!eng) {
+  if (!eng || (req->allgather && !st.allgather)) {
     note("no engine to start the reduction on");
     return;
   }
@@ -273,6 +376,13 @@ void start_one(processor_ptr self, const reduce_request_ptr& req, const reduce_s
   if (st.ledger) {
     std::lock_guard<std::mutex> guard{st.ledger->mtx};
     st.ledger->reduce_started.emplace(op, now);
+  }
+  if (req->allgather) {
+    auto err = st.allgather->start(now, spec.op, spec.root, spec.count, std::move(counted));
+    carry_out_engine(self, *st.allgather);
+    if (err)
+      note(err->to_string());
+    return;
   }
   auto err = eng->start(now, spec, std::move(counted));
   carry_out_engine(self, *eng);
@@ -366,7 +476,8 @@ void add_allreduce_engines(processor_ptr self, const vnode_set& settled) {
 /// Starts the reductions a joiner was asked for before it took part.
 void start_pending(processor_ptr self) {
   auto& st = self->state;
-  while (!st.pending.empty() && st.reduce && st.view->participating() && !st.left) {
+  while (!st.pending.empty() && st.reduce && st.gather && st.allgather &&
+         st.view->participating() && !st.left) {
     auto req = st.pending.front();
     st.pending.pop_front();
     start_reduce(self, req);
@@ -430,6 +541,7 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
   dynamic_cfg.first_seq = (std::uint64_t{incarnation} << 32) + 1;
   init.host.set_carry_out([self](collective_engine& e) { carry_out_engine(self, e); });
   init.bcast = &init.host.add(std::make_unique<broadcast_collective>(*init.view, dynamic_cfg));
+  init.scatter = &init.host.add(make_scatter_collective(*init.view, dynamic_cfg));
   return {
     [=](deliver_atom, const wire::envelope& e, std::uint64_t gen) {
       auto& st = self->state;
@@ -527,13 +639,39 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
                   false);
       update_holding(self);
     },
+    [=](ring_atom, std::uint32_t procs) {
+      // Emulation only, like scatter-allgather: install between allgathers.
+      auto& st = self->state;
+      std::vector<vnode_set> owners(procs);
+      for (proc_id p = 0; p < procs; ++p)
+        owners[p] = st.sup->routes().owned_by(p);
+      st.host.add(std::make_unique<ring_allgather_collective>(st.sup->self(), std::move(owners)),
+                  false);
+      update_holding(self);
+    },
     [=](bcast_atom, const bcast_request_ptr& req) {
       auto& st = self->state;
       auto now = now_of(self);
       shared_bytes payload(std::vector<std::uint8_t>(req->bytes, payload_fill));
       collective_engine* eng = nullptr;
       expected<wire::collective_id> id = make_error(errc::stopped, "no engine");
-      if (req->scatter_allgather) {
+      if (req->scatter) {
+        if (!st.left) {
+          st.view->refresh();
+          std::map<vnode_id, shared_bytes> blocks;
+          const auto all = st.view->all_vnodes();
+          all.for_each([&](vnode_id v) {
+            std::vector<std::uint8_t> b(req->bytes);
+            for (std::size_t i = 0; i < b.size(); ++i)
+              b[i] = block_byte(v, i);
+            blocks.emplace(v, shared_bytes(std::move(b)));
+          });
+          eng = st.scatter;
+          auto bytes = scatter_payload(*st.view, req->root, blocks);
+          id = bytes ? st.scatter->broadcast(now, *bytes)
+                     : expected<wire::collective_id>(bytes.err());
+        }
+      } else if (req->scatter_allgather) {
         auto* sag = st.host.get<scatter_allgather_collective>(collective_kind::scatter_allgather);
         if (sag && !st.left) {
           eng = sag;
@@ -566,6 +704,8 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
         st.ledger->sizes[*id] = req->bytes;
         if (req->p2p)
           st.ledger->targets[*id] = req->to;
+        if (req->scatter)
+          st.ledger->blocks[*id] = req->bytes;
       }
       carry_out_engine(self, *eng);
       req->result.set_value(*id);
@@ -574,7 +714,9 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       auto& st = self->state;
       if (st.left)
         return;
-      if (req->use_static || (st.reduce && st.view->participating() && st.pending.empty())) {
+      if (req->use_static ||
+          (st.reduce && st.gather && st.allgather && st.view->participating() &&
+           st.pending.empty())) {
         start_reduce(self, req);
         return;
       }
@@ -611,6 +753,14 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
         st.reduce = &st.host.add(std::make_unique<reduce_collective>(
           *st.view, st.ops, reduce_config{}, st.sup->own_vnodes()));
       add_allreduce_engines(self, st.sup->own_vnodes());
+      if (!st.gather)
+        st.gather = &st.host.add(make_gather_collective(*st.view, st.ops,
+                                                        gather_reduce_config(),
+                                                        st.sup->own_vnodes()));
+      if (!st.allgather)
+        st.allgather = &st.host.add(std::make_unique<allgather_collective>(
+          *st.view, st.ops, allgather_reduce_config(), allgather_bcast_config(st.incarnation),
+          st.sup->own_vnodes()));
       carry_out(self);
     },
     [=](join_atom, proc_id contact, const vnode_set& wanted) {
@@ -619,6 +769,13 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
         st.reduce = &st.host.add(std::make_unique<reduce_collective>(
           *st.view, st.ops, reduce_config{}, vnode_set{}));
       add_allreduce_engines(self, vnode_set{});
+      if (!st.gather)
+        st.gather = &st.host.add(make_gather_collective(*st.view, st.ops,
+                                                        gather_reduce_config(), vnode_set{}));
+      if (!st.allgather)
+        st.allgather = &st.host.add(std::make_unique<allgather_collective>(
+          *st.view, st.ops, allgather_reduce_config(), allgather_bcast_config(st.incarnation),
+          vnode_set{}));
       if (st.predecessor) {
         // The network hands the join over only once the predecessor has detached (and
         // quit): its supervisor is no longer touched.

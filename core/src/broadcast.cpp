@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "banyan/core/owner_groups.hpp"
+#include "banyan/core/vnode_blocks.hpp"
 
 namespace banyan {
 
@@ -39,6 +40,15 @@ broadcast_engine::broadcast_engine(tree_view& view, broadcast_config cfg)
   : view_(view), cfg_(cfg), next_seq_(cfg.first_seq),
     next_tag_(cfg.first_tag != 0 ? cfg.first_tag : cfg.first_seq) {
   cfg_.segment_size = std::max<std::size_t>(cfg_.segment_size, 1);
+  if (cfg_.blocks)
+    cfg_.offer_handoff = false; // a new owner's own stream need not carry these blocks
+}
+
+shared_bytes broadcast_engine::part_of(const shared_bytes& seg, const vnode_set& header,
+                                       const vnode_set& part) const {
+  if (!cfg_.blocks)
+    return seg;
+  return slice_blocks(seg, header, part, block_size_of(header, seg.size()));
 }
 
 bool broadcast_engine::unusable(timestamp now, proc_id p) const {
@@ -62,12 +72,20 @@ expected<wire::collective_id> broadcast_engine::broadcast(timestamp now, shared_
   if (!view_.participating())
     return make_error(errc::stopped, "processor " + std::to_string(view_.self()) +
                                        " no longer takes part and cannot broadcast");
+  if (cfg_.blocks && block_size_of(view_.all_vnodes(), message.size()) == 0)
+    return make_error(errc::invalid_argument,
+                      std::to_string(message.size()) + " bytes are not one block of the same "
+                      "size for each of the " + std::to_string(view_.all_vnodes().size()) +
+                      " vnodes");
   const wire::collective_id id{view_.self(), next_seq_++, cfg_.kind, cfg_.life};
   ++stats_.started;
   // Decided once, here: the kind travels in every frame of the broadcast, and so does
   // the segment length (receivers place segments by their index and length).
-  const auto kind = message.size() > cfg_.max_whole ? tree_kind::bandwidth
-                                                     : choose_tree(view_, message.size(), choice);
+  // Block mode (a scatter) always takes the latency tree: its frames are never
+  // segmented, so every hop stores and forwards its whole share (docs/decisions.md).
+  const auto kind = cfg_.blocks                       ? tree_kind::latency
+                    : message.size() > cfg_.max_whole ? tree_kind::bandwidth
+                                                      : choose_tree(view_, message.size(), choice);
   return originate(now, id, view_.all_vnodes(), false, kind, message, out,
                    segment_for(cfg_, message.size()));
 }
@@ -102,7 +120,7 @@ wire::collective_id broadcast_engine::originate(timestamp now, wire::collective_
   if (segment == 0)
     segment = cfg_.segment_size;
   std::size_t count = 1;
-  if (is_long)
+  if (is_long && !cfg_.blocks)
     count = std::max<std::size_t>(1, (message.size() + segment - 1) / segment);
   // The origin is the first receiver of its own message, for every vnode it is for.
   const stream_key key{id, view_.self(), next_tag_++};
@@ -166,7 +184,8 @@ bool broadcast_engine::on_segment(timestamp now, proc_id from, const wire::bcast
   // already on their way to it need not cross the network twice, there and back).
   if (i == streams_.end() && (!m.first || !(view_.participating() || view_.relaying())))
     return false;
-  if (m.count == 0 || m.index >= m.count) {
+  if (m.count == 0 || m.index >= m.count ||
+      (cfg_.blocks && (m.count != 1 || block_size_of(m.vnodes, m.payload.size()) == 0))) {
     ++stats_.malformed;
     return true;
   }
@@ -390,10 +409,12 @@ void broadcast_engine::dispatch(timestamp now, stream& s, std::uint32_t index,
   out.sends.reserve(out.sends.size() + s.forwards.size());
   for (std::size_t k = 0; k < s.forwards.size(); ++k) {
     forward& f = s.forwards[k];
+    const auto part = part_of(seg, s.header, f.vnodes);
     if (f.local)
-      feed(now, {op, view_.self(), f.tag}, index, seg, out);
+      feed(now, {op, view_.self(), f.tag}, index, part, out);
     else
-      send_segment(now, s.out_hops, f, {op, s.kind, s.count, s.total}, index, seg, out);
+      send_segment(now, s.out_hops, f, {op, s.kind, s.count, cfg_.blocks ? part.size() : s.total},
+                   index, part, out);
   }
 }
 
@@ -424,7 +445,8 @@ void broadcast_engine::finish(timestamp now, stream& s, broadcast_outbox& out) {
   const auto vnodes = s.deliver | s.adopted;
   if (vnodes.empty())
     return;
-  whole msg{{std::get<0>(s.key), s.kind, s.count, s.total}, s.out_hops, std::move(s.segments)};
+  whole msg{{std::get<0>(s.key), s.kind, s.count, s.total}, s.header, s.out_hops,
+            std::move(s.segments)};
   const auto bytes = assemble(msg.segments, msg.head.total);
   settle(now, msg, bytes, vnodes, s.adopted.empty() ? 0 : s.adopted_hops, out);
   // Kept after settling (which reads `msg` only), so the copy for offers is `msg` itself.
@@ -439,7 +461,8 @@ void broadcast_engine::settle(timestamp now, const whole& msg, const shared_byte
     own = vnodes & view_.own_vnodes();
   if (!own.empty()) {
     stats_.delivered += own.size();
-    out.deliveries.push_back({msg.head.op, own, bytes, is_p2p(msg.head.op)});
+    out.deliveries.push_back({msg.head.op, own, part_of(bytes, msg.header, own),
+                              is_p2p(msg.head.op)});
   }
   const auto moved = vnodes - own;
   if (!moved.empty())
@@ -456,7 +479,7 @@ void broadcast_engine::hand_on(timestamp now, const whole& msg, const vnode_set&
                               next_tag_++, mine->second, out);
     const auto held_key = held.key;
     for (std::uint32_t k = 0; k < msg.head.count; ++k)
-      feed(now, held_key, k, msg.segments[k], out);
+      feed(now, held_key, k, part_of(msg.segments[k], msg.header, mine->second), out);
     parts.erase(mine);
   }
   if (parts.empty())
@@ -478,15 +501,20 @@ void broadcast_engine::hand_on(timestamp now, const whole& msg, const vnode_set&
   ++stats_.redirected;
   for (auto& g : group_owners(view_, parts, cfg_.direct_fanout)) {
     forward f{g.head, std::move(g.vnodes), true, next_tag_++, false};
-    for (std::uint32_t k = 0; k < msg.head.count; ++k)
-      send_segment(now, msg.out_hops, f, msg.head, k, msg.segments[k], out);
+    for (std::uint32_t k = 0; k < msg.head.count; ++k) {
+      const auto part = part_of(msg.segments[k], msg.header, f.vnodes);
+      auto head = msg.head;
+      if (cfg_.blocks)
+        head.total = part.size();
+      send_segment(now, msg.out_hops, f, head, k, part, out);
+    }
   }
 }
 
 void broadcast_engine::on_offer(timestamp now, proc_id from, const wire::bcast_offer& m,
                                 broadcast_outbox& out) {
   bool taken = false;
-  if (!is_p2p(m.op) && !m.vnodes.empty()) {
+  if (!is_p2p(m.op) && !m.vnodes.empty() && !cfg_.blocks) {
     // A stream of that broadcast here that has kept every segment delivers to them too
     // when it completes; else a completed copy kept here delivers now.
     for (auto i = streams_.lower_bound({m.op, 0, 0});
@@ -524,7 +552,7 @@ void broadcast_engine::on_answer(timestamp now, const wire::bcast_answer& m,
 }
 
 void broadcast_engine::keep(timestamp now, whole msg, const shared_bytes& bytes) {
-  if (is_p2p(msg.head.op) || !view_.participating() || cfg_.keep_count == 0 ||
+  if (is_p2p(msg.head.op) || cfg_.blocks || !view_.participating() || cfg_.keep_count == 0 ||
       bytes.size() > cfg_.keep_bytes)
     return;
   auto stale = [&](const kept& k) { return now >= k.until || k.msg.head.op == msg.head.op; };

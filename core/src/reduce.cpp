@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "banyan/core/tree_choice.hpp"
+#include "banyan/core/vnode_blocks.hpp"
 
 namespace banyan {
 
@@ -96,7 +97,11 @@ std::optional<error> reduce_engine::start(timestamp now, const reduce_spec& spec
                       "reduction " + std::to_string(spec.op) + ": root vnode " +
                         std::to_string(spec.root) + " does not exist (vnodes are " +
                         all.to_string() + ")");
-  if (auto e = ops_table_.check(spec.fn, spec.count * element_size(spec.fn.type)))
+  if (cfg_.blocks && spec.count == 0)
+    return make_error(errc::invalid_argument,
+                      "gather " + std::to_string(spec.op) + ": blocks of 0 bytes");
+  if (auto e = cfg_.blocks ? std::nullopt
+                           : ops_table_.check(spec.fn, spec.count * element_size(spec.fn.type)))
     return e;
   if (auto i = ops_.find(spec.op);
       i != ops_.end() && (i->second.spec.root != spec.root || i->second.spec.fn != spec.fn))
@@ -145,7 +150,10 @@ std::optional<error> reduce_engine::start(timestamp now, const reduce_spec& spec
     take_in(now, st, owing, shared_bytes(std::move(*contribution)), true, false, 0, out);
   auto expect = view_.max_root_distance();
   const auto slowest = view_.min_root_rate();
-  const auto bytes = static_cast<double>(spec.count * element_size(spec.fn.type));
+  auto bytes = static_cast<double>(spec.count * element_size(spec.fn.type));
+  if (cfg_.blocks) // what goes up grows to every vnode's block
+    bytes = static_cast<double>(spec.whole_bytes ? spec.whole_bytes
+                                                 : spec.count * view_.all_vnodes().size());
   if (slowest > 0 && slowest != infinite_rate)
     expect += duration{static_cast<duration::rep>(bytes / slowest * 1e9)};
   const auto wait = cfg_.min_timeout +
@@ -175,6 +183,8 @@ expected<std::vector<std::uint8_t>> reduce_engine::gather(const reduce_spec& spe
                          to_string(spec.fn.type) + " elements)");
     else if (first)
       acc = std::move(d);
+    else if (cfg_.blocks)
+      acc.insert(acc.end(), d.begin(), d.end()); // in vnode order
     else if (auto e = ops_table_.combine(spec.fn, acc, d.data(), d.size()))
       bad = make_error(e->code, "reduction " + std::to_string(spec.op) + ": vnode " +
                                   std::to_string(v) + ": " + e->message);
@@ -263,6 +273,8 @@ void reduce_engine::contribute(timestamp now, op_state& st, const vnode_set& vs,
                                                 " bytes, " + std::to_string(bytes) + " expected");
     else if (counted.empty())
       acc = std::move(d);
+    else if (cfg_.blocks)
+      acc.insert(acc.end(), d.begin(), d.end()); // in vnode order
     else
       e = ops_table_.combine(st.spec.fn, acc, d.data(), d.size());
     if (e) {
@@ -291,6 +303,16 @@ bool reduce_engine::accumulate(op_state& st, const vnode_set& vs, const shared_b
   if (!st.has_acc) {
     st.acc = data.to_vector();
     st.has_acc = true;
+  } else if (cfg_.blocks) {
+    if (st.spec.count == 0) // a state opened by an empty partial
+      st.spec.count = block_size_of(vs, data.size());
+    const auto block = st.spec.count;
+    if (data.size() != vs.size() * block || st.acc.size() != st.covered.size() * block) {
+      out.problems.push_back(problem(reduce_problem::kind::bad_data, st.spec.op, vs,
+                                     "blocks of another size"));
+      return false;
+    }
+    st.acc = merge_blocks(st.covered, st.acc.data(), vs, data.data(), block);
   } else if (auto e = ops_table_.combine(st.spec.fn, st.acc, data.data(), data.size())) {
     out.problems.push_back(problem(reduce_problem::kind::bad_data, st.spec.op, vs,
                                    e->to_string()));
@@ -438,7 +460,8 @@ void reduce_engine::handle_partial(timestamp now, proc_id from, const wire::redu
     fresh.spec.op = m.op;
     fresh.spec.root = m.root;
     fresh.spec.fn = m.fn;
-    fresh.spec.count = m.data.size() / element_size(m.fn.type);
+    fresh.spec.count = cfg_.blocks ? block_size_of(m.vnodes, m.data.size())
+                                   : m.data.size() / element_size(m.fn.type);
     fresh.kind = m.kind;
   }
   op_state& st = i->second;

@@ -3,6 +3,7 @@
 #include "bench_churn.hpp"
 #include "bench_reduce.hpp"
 #include "bench_allreduce.hpp"
+#include "bench_blocks.hpp"
 #include "bench_suite.hpp"
 
 #include <algorithm>
@@ -215,6 +216,7 @@ void add_bench_command(CLI::App& app, std::function<int()>& action) {
   add_bench_reduce_command(*bench, action);
   add_bench_suite_command(*bench, action);
   add_bench_allreduce_command(*bench, action);
+  add_bench_blocks_command(*bench, action);
 }
 
 } // namespace banyan::cli

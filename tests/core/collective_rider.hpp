@@ -18,6 +18,7 @@
 #include "banyan/core/reduce.hpp"
 #include "banyan/core/static_tree_view.hpp"
 #include "banyan/core/supervisor_view.hpp"
+#include "banyan/core/vnode_blocks.hpp"
 #include "core/mini_grid.hpp"
 
 namespace banyan::test {
@@ -267,7 +268,13 @@ private:
         ledger_.problems.push_back("a delivery at processor " + std::to_string(view_->self()) +
                                    " marked p2p = " + (d.p2p ? "true" : "false") + " wrongly");
       auto sent = ledger_.sent.find(d.op);
-      if (sent == ledger_.sent.end() || !(sent->second == d.payload))
+      auto want = sent == ledger_.sent.end() ? shared_bytes{} : sent->second;
+      if (bcast_.config().blocks && sent != ledger_.sent.end()) {
+        // A scatter: the blocks of the vnodes delivered to, out of every vnode's.
+        const auto all = view_->all_vnodes();
+        want = slice_blocks(want, all, d.vnodes, block_size_of(all, want.size()));
+      }
+      if (sent == ledger_.sent.end() || !(want == d.payload))
         ledger_.problems.push_back("wrong bytes delivered at processor " +
                                    std::to_string(view_->self()));
       d.vnodes.for_each([&](vnode_id v) { ++ledger_.count[{d.op, v}]; });

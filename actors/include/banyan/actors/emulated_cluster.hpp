@@ -159,6 +159,19 @@ struct allreduce_record {
   std::vector<std::string> problems; ///< engine problems (bugs) and refused starts
   /// The value delivered: the one gathered at the root, or (no root) the first delivered.
   std::vector<std::uint8_t> value;
+/// What the processors reported of one allgather. Times are relative to `start()`.
+struct allgather_record {
+  bool known = false;  ///< some processor started it
+  duration started{0}; ///< when the first processor started it
+  bool gathered = false; ///< its gather completed at the root vnode's owner
+  duration last{0};    ///< when the last delivery was
+  /// Per vnode, how often every block was delivered to it (once each when all is well).
+  std::map<vnode_id, int> delivered;
+  /// How often each vnode's block was taken (once each when all is well).
+  std::map<vnode_id, int> contributions;
+  /// Deliveries whose blocks were not the vnodes' (`values`).
+  std::uint64_t bad = 0;
+  std::vector<std::string> problems;
 };
 
 class emulated_cluster {
@@ -294,6 +307,35 @@ public:
   /// algorithm; recorded like an allreduce (`allreduction(kind_of(algo), op)`, without
   /// a root: `reduced` stays empty, and every delivery must equal the first).
   expected<std::uint64_t> allreduce_mpich(mpich_algorithm algo, const reduction_args& r);
+  /// Gathers every vnode's block of `block` bytes (`values(v)`, called once for each
+  /// vnode where it is counted) to vnode `root`, over banyan's adaptive trees
+  /// (core/gather.hpp): started at every running processor in the same order, like
+  /// `reduce`, and numbered apart from reductions. The record is a reduction's
+  /// (`reduction(op)`, `run_until_reduced(op)`): its result's value is the blocks of
+  /// its vnodes in vnode order (core/vnode_blocks.hpp). Errors: a bad root, block 0,
+  /// no `values`.
+  expected<std::uint64_t> gather(vnode_id root, std::size_t block, contribution_fn values);
+  /// The owner of vnode `root` scatters one block of `block` bytes to every vnode over
+  /// banyan's adaptive trees (core/scatter.hpp); byte i of vnode v's block is
+  /// `(v * 131 + i * 7 + 3) mod 256`, checked at delivery (`bad_payloads`). Recorded
+  /// like a broadcast (`deliveries`, `run_until_delivered`). Nothing when the root does
+  /// not exist, no running processor owns it, or `block` is 0.
+  std::optional<wire::collective_id> scatter(vnode_id root, std::size_t block);
+  /// Every vnode gets every vnode's block of `block` bytes (`values(v)`), over banyan's
+  /// adaptive trees (core/allgather.hpp: a gather to vnode `root`, then a broadcast of
+  /// the blocks from its owner). Started at every running processor like `reduce`,
+  /// numbered apart. Errors as for `gather`.
+  expected<std::uint64_t> allgather(vnode_id root, std::size_t block, contribution_fn values);
+  /// The same by MPICH's ring allgather (core/ring_allgather.hpp) over the running
+  /// processors, which must be exactly 0..k-1 and stay (no recovery): every one is handed
+  /// a fresh ring engine now (install between these, not while one runs), owning what its
+  /// routing table says now. Recorded like `allgather` (`allgathered`). Errors: block 0,
+  /// no `values`, processors other than 0..k-1.
+  expected<std::uint64_t> allgather_ring(std::size_t block, contribution_fn values);
+  allgather_record allgathered(std::uint64_t op) const;
+  /// Runs until every vnode has allgather `op` and (virtual time) the cluster is quiet;
+  /// at most `limit`. False on the limit.
+  bool run_until_allgathered(std::uint64_t op, duration limit);
 
 private:
   struct impl;

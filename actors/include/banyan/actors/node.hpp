@@ -35,6 +35,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <future>
 #include <memory>
 #include <optional>
@@ -138,6 +139,7 @@ struct node_delivery {
   enum class kind : std::uint8_t {
     broadcast, ///< `node::broadcast` of some member
     message,   ///< `node::send` of some member, to one vnode
+    scatter,   ///< `node::scatter`: `payload` is the blocks of `vnodes`, in vnode order
   } what = kind::broadcast;
   /// (origin processor, number there): numbers count 1, 2, 3, ... per origin process,
   /// broadcasts and messages alike; `op.life` tells a restarted origin's apart. Use the
@@ -157,6 +159,17 @@ struct node_reduction {
   /// Over banyan's adaptive trees (`reduce`), or over the static tree installed with
   /// `install_static_tree` (`static_reduce`; numbered 1, 2, ... from each install).
   collective_kind over = collective_kind::reduce;
+  /// How long it may take here before it fails with `timeout`; 0: `node_config::op_timeout`.
+  duration timeout{0};
+};
+
+/// One gather (core/gather.hpp), started by every member with the same `seq`, `root`
+/// and `block`: every vnode's block of `block` bytes to the owner of `root`.
+struct node_gather {
+  std::uint64_t seq = 0;  ///< 1, 2, 3, ... the same order at every member, apart from reductions
+  vnode_id root = 0;      ///< the vnode receiving every block
+  std::size_t block = 0;  ///< bytes per vnode
+  contribution_fn values; ///< the block of one vnode of this node (`block` bytes)
   /// How long it may take here before it fails with `timeout`; 0: `node_config::op_timeout`.
   duration timeout{0};
 };
@@ -257,8 +270,8 @@ struct node_metrics {
     std::uint64_t vnodes = 0; ///< vnode deliveries: each event counts the vnodes it covers
     std::uint64_t bytes = 0;  ///< payload bytes of those events (one payload per event)
   };
-  /// Indexed by `node_delivery::kind`: [0] broadcasts, [1] messages.
-  std::array<delivery_counts, 2> deliveries{};
+  /// Indexed by `node_delivery::kind`: [0] broadcasts, [1] messages, [2] scatters.
+  std::array<delivery_counts, 3> deliveries{};
   /// Operations asked of this node (`broadcast`, `send`, `reduce`), by outcome:
   /// `started` counts the calls, `completed` and `failed` the futures resolved with
   /// success or an error (a broadcast or send completes once its engine has it; a
@@ -409,6 +422,38 @@ public:
   /// id; it has no recovery: the members must be exactly those and stay). Completes at
   /// once. Errors: `invalid_argument` (not a member, members other than 0..procs-1).
   std::future<result> install_scatter_allgather(std::size_t procs);
+
+  /// Starts gather `g.seq` over banyan's adaptive trees (every member starts every
+  /// gather, in order; numbered apart from reductions). Each vnode's block reaches the
+  /// root exactly once, wherever the vnode lives when it is counted. Resolves at the root
+  /// vnode's owner with every vnode's block (`reduce_result::value`: the blocks of
+  /// `vnodes` in vnode order; `gathered_blocks` in core/gather.hpp splits them), at the
+  /// other members once this node's part is sent (`value` empty). Errors, at once:
+  /// `invalid_argument` (not a member, a number not above the last gather started here,
+  /// a root vnode outside the namespace, block 0, no `values`, a block of the wrong
+  /// size: nothing is started). Later: `timeout` (naming the vnodes whose blocks never
+  /// arrived and their processors), `cancelled` (`cancel_reduction(seq,
+  /// collective_kind::gather)`), `stopped`. `next_reduction_seq(collective_kind::gather)`
+  /// gives the number the next one should carry.
+  std::future<expected<reduce_result>> gather(node_gather g);
+  /// Starts allgather `g.seq` (core/allgather.hpp: a gather to `g.root`, then a broadcast
+  /// of every block from the root's owner down the same trees). Every member starts every
+  /// allgather, in order, numbered apart from reductions and gathers. Resolves at every
+  /// member once the blocks reach one of its vnodes, with every vnode's block
+  /// (`reduce_result::vnodes` every vnode, `value` their blocks in vnode order;
+  /// `gathered_blocks` splits them); a member that owns no vnode when its part goes up
+  /// resolves then, `value` empty. Errors as for `gather`;
+  /// `cancel_reduction(seq, collective_kind::allgather)`,
+  /// `next_reduction_seq(collective_kind::allgather)`.
+  std::future<expected<reduce_result>> allgather(node_gather g);
+  /// Scatters `blocks`, one for every vnode of the namespace, all of one size, from vnode
+  /// `root` (owned by this node) over banyan's adaptive trees: each vnode gets its own
+  /// block exactly once, wherever it lives then, as a `node_delivery::kind::scatter`.
+  /// Resolves once started, with its name. Errors: `invalid_argument` (not a member,
+  /// `root` not owned here or not a vnode, a vnode without a block, a block for a vnode
+  /// outside the namespace, blocks of different or zero size), `stopped`.
+  std::future<expected<wire::collective_id>> scatter(vnode_id root,
+                                                     std::map<vnode_id, shared_bytes> blocks);
 
   /// Drains queued frames (at most `drain_timeout`), closes every connection and stops
   /// the actor; operations still pending complete with `stopped`. Does not leave: a

@@ -150,6 +150,14 @@ struct broadcast_config {
   /// `static_broadcast`, and `none` for messages (such an engine does not `send`).
   collective_kind kind = collective_kind::broadcast;
   collective_kind message_kind = collective_kind::message;
+  /// Per-vnode blocks instead of one message for all (the scatter engine,
+  /// core/scatter.hpp): a frame carries the blocks of the vnodes in its header, in vnode
+  /// order (core/vnode_blocks.hpp), and every part a plan splits off takes only its own
+  /// vnodes' blocks; a delivery carries the blocks of the vnodes it is for. Messages
+  /// travel whole down the latency tree (one frame per hop, never segmented: what a
+  /// frame carries shrinks at every hop), and vnodes that moved get their blocks sent
+  /// on, never offered.
+  bool blocks = false;
 };
 
 /// The segment a long broadcast of `bytes` is cut into: `segment_size`, doubled while
@@ -323,6 +331,7 @@ private:
   /// A whole message as a stream's segments (what a redirect or an offer needs).
   struct whole {
     message_head head;
+    vnode_set header; ///< block mode: the vnodes the segments carry blocks of
     std::uint32_t out_hops = 0; ///< the hop count its frames carry
     std::vector<shared_bytes> segments;
   };
@@ -367,6 +376,10 @@ private:
   void run_whole(timestamp now, stream& s, const shared_bytes& payload, broadcast_outbox& out);
   void send_segment(timestamp now, std::uint32_t hops, forward& f, const message_head& head,
                     std::uint32_t index, const shared_bytes& seg, broadcast_outbox& out);
+  /// What of `seg` (for `header`) goes to `part`: all of it, or in block mode the
+  /// blocks of `part`.
+  shared_bytes part_of(const shared_bytes& seg, const vnode_set& header,
+                       const vnode_set& part) const;
   bool unusable(timestamp now, proc_id p) const;
   /// Whether `op` is a point-to-point message, not a broadcast.
   bool is_p2p(const wire::collective_id& op) const noexcept {

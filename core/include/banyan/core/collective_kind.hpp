@@ -24,10 +24,14 @@ enum class collective_kind : std::uint8_t {
   recursive_doubling = 9,    ///< MPICH's recursive-doubling allreduce, a baseline (core/mpich_allreduce.hpp)
   ring_allreduce = 10,       ///< MPICH's ring allreduce, a baseline
   dissemination_barrier = 11, ///< MPICH's dissemination barrier, a baseline
+  gather = 12,           ///< per-vnode blocks to a root vnode (core/gather.hpp)
+  scatter = 13,          ///< per-vnode blocks from a root vnode (core/scatter.hpp)
+  allgather = 14,        ///< every vnode's block to every vnode (core/allgather.hpp)
+  ring_allgather = 15,   ///< MPICH's ring allgather, a baseline (core/ring_allgather.hpp)
 };
 
 /// One past the largest kind.
-inline constexpr std::size_t collective_kind_count = 12;
+inline constexpr std::size_t collective_kind_count = 16;
 
 /// "broadcast", "static_reduce", ...; "unknown" for a value outside the enum.
 constexpr const char* to_string(collective_kind k) noexcept {
@@ -44,6 +48,10 @@ constexpr const char* to_string(collective_kind k) noexcept {
   case collective_kind::recursive_doubling: return "recursive_doubling";
   case collective_kind::ring_allreduce: return "ring_allreduce";
   case collective_kind::dissemination_barrier: return "dissemination_barrier";
+  case collective_kind::gather: return "gather";
+  case collective_kind::scatter: return "scatter";
+  case collective_kind::allgather: return "allgather";
+  case collective_kind::ring_allgather: return "ring_allgather";
   }
   return "unknown";
 }

@@ -85,6 +85,11 @@ struct reduce_config {
   /// The kind this engine's frames carry (`reduce`, or `static_reduce` over fixed
   /// trees): the runtime's engine host routes frames to the engine by it.
   collective_kind kind = collective_kind::reduce;
+  /// Per-vnode blocks instead of combined values (the gather engine, core/gather.hpp):
+  /// a contribution is its vnode's block of `count` bytes, and partials are the blocks
+  /// of the vnodes they cover side by side in vnode order (core/vnode_blocks.hpp),
+  /// merged, not combined, as they meet. The operator is not used.
+  bool blocks = false;
 };
 
 /// One reduction, the same at every processor.

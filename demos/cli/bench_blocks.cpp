@@ -1,0 +1,224 @@
+#include "bench_blocks.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "banyan/actors/emulated_cluster.hpp"
+#include "banyan/core/topology.hpp"
+#include "bench_bandwidth.hpp" // parse_size
+
+namespace banyan::cli {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+const char* const tag = "banyan bench blocks: ";
+const std::vector<std::string> default_sizes = {"8", "1K", "16K"};
+const std::vector<std::string> all_algorithms = {"gather", "scatter", "allgather", "ring"};
+
+double ms(duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+std::vector<std::uint8_t> block_of(vnode_id v, std::size_t n, std::uint64_t salt) {
+  std::vector<std::uint8_t> b(n);
+  for (std::size_t i = 0; i < n; ++i)
+    b[i] = static_cast<std::uint8_t>(v * 29 + i * 3 + salt);
+  return b;
+}
+
+std::string size_label(std::size_t s) {
+  if (s >= 1024 && s % 1024 == 0)
+    return std::to_string(s / 1024) + " KiB";
+  return std::to_string(s) + " B";
+}
+
+struct row {
+  std::string algorithm;
+  std::size_t size = 0;
+  double completion_ms = 0;
+  bool correct = false;
+};
+
+/// Every vnode's count is 1.
+bool once_each(const std::map<vnode_id, int>& m, std::size_t n) {
+  if (m.size() != n)
+    return false;
+  for (auto& [v, k] : m)
+    if (k != 1)
+      return false;
+  return true;
+}
+
+} // namespace
+
+int run_bench_blocks(const bench_blocks_options& bopt) {
+  const auto& opt = bopt.common;
+  std::vector<std::size_t> sizes;
+  for (auto& s : bopt.sizes.empty() ? default_sizes : bopt.sizes) {
+    auto v = parse_size(s);
+    if (!v || *v == 0) {
+      std::cerr << tag << "bad size '" << s << "' (bytes per vnode, e.g. 8, 1K, 64K)\n";
+      return 2;
+    }
+    sizes.push_back(*v);
+  }
+  auto algorithms = bopt.algorithms.empty() ? all_algorithms : bopt.algorithms;
+  for (auto& a : algorithms)
+    if (std::find(all_algorithms.begin(), all_algorithms.end(), a) == all_algorithms.end()) {
+      std::cerr << tag << "unknown algorithm '" << a << "' (gather, scatter, allgather, ring)\n";
+      return 2;
+    }
+  if (auto err = check(opt)) {
+    std::cerr << tag << *err << "\n";
+    return 2;
+  }
+  if (!opt.json_path.empty() && !std::ofstream(opt.json_path, std::ios::app)) {
+    std::cerr << tag << "cannot write " << opt.json_path << "\n";
+    return 2;
+  }
+  auto run = form_cluster("blocks", opt);
+  if (!run)
+    return 2;
+  auto& c = *run->cluster;
+  const auto* topo = &run->topo;
+  const auto n = static_cast<vnode_id>(c.vnode_count());
+
+  std::vector<row> rows;
+  int rc = 0;
+  std::uint64_t salt = opt.seed;
+  for (auto size : sizes)
+    for (auto& algo : algorithms) {
+      ++salt;
+      wait_until_quiet(c, 600s, false);
+      row r;
+      r.algorithm = algo;
+      r.size = size;
+      auto values = [size, salt](vnode_id v) { return block_of(v, size, salt); };
+      std::string why;
+      if (algo == "gather") {
+        auto op = c.gather(0, size, values);
+        if (op && c.run_until_reduced(*op, 600s)) {
+          auto rec = c.reduction(*op);
+          if (rec.results.size() == 1) {
+            r.completion_ms = ms(rec.results[0].when - rec.started);
+            std::vector<std::uint8_t> want;
+            for (vnode_id v = 0; v < n; ++v) {
+              auto b = block_of(v, size, salt);
+              want.insert(want.end(), b.begin(), b.end());
+            }
+            r.correct = rec.problems.empty() && once_each(rec.contributions, n) &&
+                        rec.results[0].value == want;
+          }
+        } else {
+          why = op ? "no result" : op.err().to_string();
+        }
+      } else if (algo == "scatter") {
+        const auto bad_before = c.bad_payloads();
+        auto id = c.scatter(0, size);
+        if (id && c.run_until_delivered(*id, 600s)) {
+          auto rec = c.deliveries(*id);
+          duration last{0};
+          bool once = rec.delivered.size() == n;
+          for (auto& [v, times] : rec.delivered) {
+            once = once && times.size() == 1;
+            for (auto t : times)
+              last = std::max(last, t);
+          }
+          r.completion_ms = ms(last - rec.started);
+          r.correct = once && c.bad_payloads() == bad_before;
+        } else {
+          why = "not delivered";
+        }
+      } else {
+        auto op = algo == "allgather" ? c.allgather(0, size, values) : c.allgather_ring(size, values);
+        if (op && c.run_until_allgathered(*op, 600s)) {
+          auto rec = c.allgathered(*op);
+          r.completion_ms = ms(rec.last - rec.started);
+          r.correct = rec.bad == 0 && rec.problems.empty() && once_each(rec.delivered, n) &&
+                      once_each(rec.contributions, n);
+        } else {
+          why = op ? "not delivered everywhere" : op.err().to_string();
+        }
+      }
+      if (!r.correct) {
+        std::cerr << tag << algo << ", " << size_label(size) << ": "
+                  << (why.empty() ? std::string("wrong") : why) << "\n";
+        rc = 1;
+      }
+      if (opt.verbose)
+        std::cerr << tag << algo << ", " << size_label(size) << ": " << r.completion_ms << " ms\n";
+      rows.push_back(r);
+    }
+
+  std::printf("blocks (one block per vnode, root vnode 0) on %s (%zu processors, %s time, trees "
+              "formed at %.0f ms)\n",
+              topo->name.c_str(), topo->proc_count(), opt.clock.c_str(), run->formed_ms);
+  std::printf("%-10s", "size");
+  for (auto& a : algorithms)
+    std::printf(" %14s", (a + "_ms").c_str());
+  const bool ratio = std::count(algorithms.begin(), algorithms.end(), "allgather") &&
+                     std::count(algorithms.begin(), algorithms.end(), "ring");
+  if (ratio)
+    std::printf(" %16s", "allgather/ring");
+  std::printf("\n");
+  std::map<std::pair<std::string, std::size_t>, row> by;
+  for (auto& r : rows)
+    by[{r.algorithm, r.size}] = r;
+  for (auto size : sizes) {
+    std::printf("%-10s", size_label(size).c_str());
+    for (auto& a : algorithms) {
+      auto& r = by[{a, size}];
+      if (r.correct)
+        std::printf(" %14.3f", r.completion_ms);
+      else
+        std::printf(" %14s", "FAILED");
+    }
+    if (ratio) {
+      auto& d = by[{"allgather", size}];
+      auto& g = by[{"ring", size}];
+      std::printf(" %16.2f", g.completion_ms > 0 ? d.completion_ms / g.completion_ms : 0.0);
+    }
+    std::printf("\n");
+  }
+  if (!opt.json_path.empty()) {
+    nlohmann::json j;
+    j["experiment"] = "blocks";
+    j["topology"] = topo->name;
+    j["seed"] = opt.seed;
+    j["clock"] = opt.clock;
+    j["processors"] = topo->proc_count();
+    j["trees_formed_ms"] = run->formed_ms;
+    auto arr = nlohmann::json::array();
+    for (auto& r : rows)
+      arr.push_back({{"algorithm", r.algorithm},
+                     {"size", r.size},
+                     {"completion_ms", r.completion_ms},
+                     {"correct", r.correct}});
+    j["results"] = arr;
+    if (!write_json("blocks", opt.json_path, j))
+      return 2;
+  }
+  return rc;
+}
+
+void add_bench_blocks_command(CLI::App& bench, std::function<int()>& action) {
+  auto opt = std::make_shared<bench_blocks_options>();
+  auto cmd = bench.add_subcommand(
+    "blocks", "gather, scatter and allgather of per-vnode blocks; allgather vs MPICH's ring");
+  add_bench_options(*cmd, opt->common);
+  cmd->add_option("--sizes", opt->sizes, "bytes per vnode (e.g. 8,1K,16K)")->delimiter(',');
+  cmd->add_option("--algorithms", opt->algorithms, "gather, scatter, allgather, ring")
+    ->delimiter(',');
+  cmd->callback([opt, &action] { action = [opt] { return run_bench_blocks(*opt); }; });
+}
+
+} // namespace banyan::cli
