@@ -156,7 +156,23 @@ struct node_state {
   vnode_set adopted; ///< adopted from crashed members, for the reduction engine
   std::map<tree_key, std::uint64_t> parent_changes; ///< node_metrics::parent_changes
   std::vector<std::pair<node_request_ptr, node::result>> answers; ///< given after each step
+  /// Broadcasts started here (`bcast_cfg.acknowledge`): the outcomes known (the last
+  /// `kept_outcomes`; an empty string: complete, else why it failed), and the requests
+  /// waiting for one.
+  std::map<wire::collective_id, std::pair<broadcast_completion, std::string>> outcomes;
+  std::deque<wire::collective_id> outcome_order;
+  std::map<wire::collective_id, std::vector<collective_request_ptr>> outcome_waiters;
+  /// Stalls (crash_timeout > 0): a heartbeat every `stall_period`; a heartbeat or a frame
+  /// more than `stall_limit` after the last heartbeat means this process did not run (it
+  /// was stopped): the broadcast engine delivers nothing for `stall_fence`, while news
+  /// of an adoption of our vnodes arrives (`broadcast_engine::fence`).
+  duration stall_period{0};
+  duration stall_limit{0};
+  duration stall_fence{0};
+  timestamp last_beat{0};
+  timestamp fenced_until{0};
 };
+inline constexpr std::size_t kept_outcomes = 4096;
 
 } // namespace node_internal
 
@@ -245,6 +261,11 @@ bool send_engine_frame(node_ptr self, wire::envelope& e);
 void bounce_to_engine(node_ptr self, proc_id to, const wire::message& m);
 void check_part_sent(node_ptr self, const wire::reduce_partial& p);
 void take_deliveries(node_ptr self, broadcast_outbox& bo);
+/// The outcomes of broadcasts started here: kept, answered to their waiters, logged.
+void take_completions(node_ptr self, broadcast_outbox& bo);
+void on_outcome_request(node_ptr self, const collective_request_ptr& r);
+/// A heartbeat (`beat`) or a frame: fences the broadcast engine after a stall.
+void check_stall(node_ptr self, bool beat);
 void take_results(node_ptr self, collective_kind kind, reduce_outbox& ro);
 void run_engines(node_ptr self);
 void view_changed(node_ptr self);

@@ -300,6 +300,8 @@ public:
   void fence(timestamp now, timestamp until, broadcast_outbox& out);
   /// Broadcasts started here whose outcome is not known yet (`acknowledge`).
   std::size_t unacknowledged() const noexcept { return pending_.size(); }
+  /// Whether broadcast `op` was started here and its outcome is still to come.
+  bool awaits(const wire::collective_id& op) const { return pending_.count(op) > 0; }
 
   /// Still responsible for some vnodes of some broadcast (a stream, or an offer not
   /// answered yet).
