@@ -17,7 +17,10 @@ Scenarios, each on a fresh cluster of five processes (1024 vnodes, --crash-timeo
                   it no longer owns
   stop-kill       SIGSTOP, broadcasts, then SIGKILL of the stopped process
 
-Usage: crash_fault_test.py BANYAN [SCENARIO ...]   (default: all)
+Not a scenario (run by name only): cost, the time from a broadcast's start to its last
+delivery and to its outcome at the origin, 1 B and 64 MiB, no fault.
+
+Usage: crash_fault_test.py BANYAN [SCENARIO ...]   (default: the four scenarios)
 Prints one line per broadcast and a summary per scenario; exits 1 on a violation.
 """
 import json
@@ -300,13 +303,32 @@ def stop_kill(c):
     return ops
 
 
+def cost(c):
+    """No fault: per broadcast, when the last vnode had it and when its origin knew (its
+    outcome line), from the `bcast` line's start; 1 B and 64 MiB, five of each."""
+    ops = []
+    for size in (1, 64 << 20):
+        for _ in range(5):
+            op = c.bcast(0, size)
+            wait_outcomes(c, [op], 60)
+            ops.append(op)
+            start = [e for e in c.nodes[0].named("bcast") if e["op"] == op][0]["t_us"]
+            last = max(e["t_us"] for n in c.nodes for e in n.named("delivered") if e["op"] == op)
+            known = c.outcome(op)["t_us"]
+            print("cost %s %d B: last delivery %.2f ms, origin knew %.2f ms" %
+                  (op, size, (last - start) / 1000.0, (known - start) / 1000.0))
+    return ops
+
+
 SCENARIOS = {"kill-relay": kill_relay, "before-detect": before_detect,
              "stop-cont": stop_cont, "stop-kill": stop_kill}
+MEASUREMENTS = {"cost": cost}
 
 
 def main():
     banyan = sys.argv[1]
     names = sys.argv[2:] or list(SCENARIOS)
+    SCENARIOS.update(MEASUREMENTS)
     problems = []
     for name in names:
         t0 = time.monotonic()
