@@ -20,7 +20,9 @@ Scenarios, each on a fresh cluster of five processes (1024 vnodes, --crash-timeo
 Not a scenario (run by name only): cost, the time from a broadcast's start to its last
 delivery and to its outcome at the origin, 1 B and 64 MiB, no fault.
 
-Usage: crash_fault_test.py BANYAN [SCENARIO ...]   (default: the four scenarios)
+Usage: crash_fault_test.py BANYAN [SCENARIO ...] [--no-bcast-acks]
+(default: the four scenarios; --no-bcast-acks runs the nodes without acknowledgements, to
+see what the checker finds then)
 Prints one line per broadcast and a summary per scenario; exits 1 on a violation.
 """
 import json
@@ -36,6 +38,7 @@ import time
 VNODES = 1024
 PROCS = 5
 CRASH_TIMEOUT_MS = 1000
+EXTRA = []  # more `banyan node` arguments: --no-bcast-acks (from the command line)
 
 
 class Violation(Exception):
@@ -78,7 +81,7 @@ class Node:
         self.proc = subprocess.Popen(
             [banyan, "node", "--control", "--id", str(ident), "--listen", "127.0.0.1:0",
              "--secret-file", os.path.join(tmp, "secret"), "--seed", str(ident + 1),
-             "--crash-timeout", str(CRASH_TIMEOUT_MS), "--json-status", self.status_file] + extra,
+             "--crash-timeout", str(CRASH_TIMEOUT_MS), "--json-status", self.status_file] + extra + EXTRA,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
         os.set_blocking(self.proc.stdout.fileno(), False)
         self.buffer = b""
@@ -217,6 +220,7 @@ def check(cluster, ops, name):
         dup = sorted(v for v in range(VNODES) if c.get(v, 0) > 1)
         out = cluster.outcome(op)
         dup_total += len(dup)
+        lost_total += len(lost)
         line = "%s %s: %d vnodes reached, %d lost, %d duplicated, outcome %s" % (
             name, op, len(c), len(lost), len(dup),
             "none" if out is None else ("complete (sent again %d times)" % out.get("resends", 0)
@@ -227,7 +231,6 @@ def check(cluster, ops, name):
         if out is None:
             problems.append("%s: no outcome at its origin" % op)
         elif out["ok"]:
-            lost_total += len(lost)
             if lost:
                 problems.append("%s: complete at its origin, yet vnodes %s never got it" % (op, lost[:10]))
         else:
@@ -239,9 +242,9 @@ def check(cluster, ops, name):
             if named != set(lost):
                 problems.append("%s: failed naming %d vnodes, but %d were not reached" %
                                 (op, len(named), len(lost)))
-    print("%s: %d broadcasts, %d lost, %d duplicated, %d failed at the origin with the vnodes named"
+    print("%s: %d broadcasts, %d (broadcast, vnode) lost, %d duplicated, %d failed at the origin"
           % (name, len(ops), lost_total, dup_total, failed))
-    return problems
+    return ["%s %s" % (name, p) for p in problems]
 
 
 def wait_outcomes(cluster, ops, limit):
@@ -327,7 +330,8 @@ MEASUREMENTS = {"cost": cost}
 
 def main():
     banyan = sys.argv[1]
-    names = sys.argv[2:] or list(SCENARIOS)
+    names = [a for a in sys.argv[2:] if not a.startswith("--")] or list(SCENARIOS)
+    EXTRA.extend(a for a in sys.argv[2:] if a.startswith("--"))
     SCENARIOS.update(MEASUREMENTS)
     problems = []
     for name in names:
