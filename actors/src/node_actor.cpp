@@ -306,6 +306,12 @@ caf::behavior node_actor(caf::event_based_actor*, std::shared_ptr<node_machine> 
     [self](dispatch_atom) {
       dispatched(self);
     },
+    [self](lost_atom, std::uint8_t kind, std::uint64_t seq, std::uint64_t serial) {
+      run(self, runner::actor, [=](node_ptr n) {
+        on_reduction_lost(n, static_cast<collective_kind>(kind), seq, serial);
+        after(n, false, false);
+      });
+    },
     [self](beat_atom) {
       run(self, runner::actor, [](node_ptr n) {
         check_stall(n, true);
@@ -355,6 +361,7 @@ node_core::node_core(caf::actor_system& sys, const node_config& cfg, std::uint64
     init.stall_period = std::max<duration>(cfg.crash_timeout / 8, std::chrono::milliseconds(10));
     init.stall_limit = cfg.crash_timeout / 4 + init.stall_period;
     init.stall_fence = std::max<duration>(cfg.crash_timeout / 2, std::chrono::milliseconds(500));
+    init.lost_grace = std::max<duration>(cfg.crash_timeout / 2, std::chrono::seconds(1));
   }
   init.reduce_cfg = cfg.reduce;
   init.drain_rtts = cfg.drain_rtts;

@@ -45,6 +45,8 @@ using forget_atom = caf::atom_constant<caf::atom("bforget")>;
 using dispatch_atom = caf::atom_constant<caf::atom("bdispatch")>;
 /// The stall heartbeat (`node_state::stall_period`).
 using beat_atom = caf::atom_constant<caf::atom("bbeat")>;
+/// A reduction may miss a departed member's vnodes: (lost_atom, kind, seq, serial).
+using lost_atom = caf::atom_constant<caf::atom("blost")>;
 /// A reduction's time is up: (deadline_atom, kind, seq, serial).
 using deadline_atom = caf::atom_constant<caf::atom("bdeadline")>;
 /// A found or join's time is up: (join_end_atom, serial).

@@ -292,7 +292,8 @@ std::string ms(duration d) {
 
 /// Gives up the open reduction `key` here (its time is up, or it was cancelled): the
 /// engine drops it, and its future fails with `code`, saying what was missing.
-bool fail_reduction(node_ptr self, const reduction_key& key, errc code) {
+bool fail_reduction(node_ptr self, const reduction_key& key, errc code,
+                    const std::string& reason) {
   auto& st = self->state;
   auto it = st.reductions.find(key);
   if (it == st.reductions.end())
@@ -304,7 +305,9 @@ bool fail_reduction(node_ptr self, const reduction_key& key, errc code) {
   if (auto* red = st.host.get<reduce_collective>(key.first))
     rep = red->engine().abandon(now_of(), key.second, red->out());
   std::string why = "reduction " + std::to_string(key.second)
-                    + (code == errc::timeout ? " timed out after " + ms(o.timeout) : " cancelled")
+                    + (code != errc::timeout ? std::string(" cancelled")
+                       : reason.empty()      ? " timed out after " + ms(o.timeout)
+                                             : " " + reason)
                     + " at processor " + std::to_string(st.sup->self());
   if (rep.at_root) {
     why += " (root vnode " + std::to_string(rep.root) + "'s owner)";
@@ -332,6 +335,62 @@ void on_reduction_deadline(node_ptr self, collective_kind kind, std::uint64_t se
   if (it == st.reductions.end() || it->second.serial != serial)
     return; // answered already
   fail_reduction(self, {kind, seq}, errc::timeout);
+}
+
+namespace {
+
+/// The members that owned, when reduction `key` started here, vnodes still missing at
+/// the root, and are members no more; empty when this is not the root's owner.
+std::set<proc_id> departed_contributors(node_ptr self, const reduction_key& key,
+                                        const open_reduction& o) {
+  auto& st = self->state;
+  std::set<proc_id> out;
+  auto* red = st.host.get<reduce_collective>(key.first);
+  if (!red || !st.view)
+    return out;
+  auto got = red->engine().gathered_at_root(key.second);
+  if (!got)
+    return out;
+  const auto missing = st.view->all_vnodes() - *got;
+  for (auto& [p, vs] : o.owners)
+    if (p != no_proc && p != st.sup->self() && !st.sup->is_member(p) && !(missing & vs).empty())
+      out.insert(p);
+  return out;
+}
+
+} // namespace
+
+void check_lost_contributors(node_ptr self) {
+  auto& st = self->state;
+  if (st.lost_grace.count() == 0)
+    return;
+  for (auto& [key, o] : st.reductions) {
+    if (o.lost_armed || departed_contributors(self, key, o).empty())
+      continue;
+    o.lost_armed = true;
+    self->later(st.lost_grace, lost_atom::value, static_cast<std::uint8_t>(key.first), key.second,
+                o.serial);
+  }
+}
+
+void on_reduction_lost(node_ptr self, collective_kind kind, std::uint64_t seq,
+                       std::uint64_t serial) {
+  auto& st = self->state;
+  auto it = st.reductions.find({kind, seq});
+  if (it == st.reductions.end() || it->second.serial != serial)
+    return; // answered already
+  auto gone = departed_contributors(self, it->first, it->second);
+  if (gone.empty()) {
+    it->second.lost_armed = false; // their vnodes arrived (a handover): checked again later
+    return;
+  }
+  std::string who;
+  for (auto p : gone)
+    who += (who.empty() ? "" : ", ") + std::to_string(p);
+  fail_reduction(self, {kind, seq}, errc::timeout,
+                 "cannot complete (failed early, " + ms(st.lost_grace)
+                     + " after processor(s) " + who
+                     + " left or crashed without their contributions reaching the root)");
 }
 
 /// The vnodes whose reduction histories are here (empty without a reduction engine).
@@ -395,6 +454,7 @@ void view_changed(node_ptr self) {
   st.host.on_view_change(now_of(), view_change{st.adopted});
   st.adopted.clear();
   run_engines(self);
+  check_lost_contributors(self);
 }
 
 /// A linger poll: answers `stop` and deferred memberships once the engines drained.

@@ -89,6 +89,8 @@ struct open_reduction {
   /// Who owned which vnodes when it started here, as this node knew it: the error of a
   /// reduction that never completes names the processors that did not contribute.
   std::map<proc_id, vnode_set> owners;
+  /// At the root: a check is armed for missing vnodes whose owner left (`lost_grace`).
+  bool lost_armed = false;
 };
 
 struct node_state {
@@ -171,6 +173,10 @@ struct node_state {
   duration stall_fence{0};
   timestamp last_beat{0};
   timestamp fenced_until{0};
+  /// A reduction whose root still misses vnodes of a member that has left (crashed)
+  /// fails this long after the root learnt of it, naming them, rather than at its time
+  /// limit (0: only at the limit).
+  duration lost_grace{0};
 };
 inline constexpr std::size_t kept_outcomes = 4096;
 
@@ -274,7 +280,12 @@ expected<wire::collective_id> start_broadcast(node_ptr self, const collective_re
 void on_collective(node_ptr self, const collective_request_ptr& r);
 node::result install_plan(node_ptr self, const node_request& r);
 void on_linger(node_ptr self, const drained_ptr& w);
-bool fail_reduction(node_ptr self, const reduction_key& key, errc code);
+bool fail_reduction(node_ptr self, const reduction_key& key, errc code,
+                    const std::string& reason = {});
+/// At the root: arms `lost_grace` checks for reductions missing vnodes of departed owners.
+void check_lost_contributors(node_ptr self);
+void on_reduction_lost(node_ptr self, collective_kind kind, std::uint64_t seq,
+                       std::uint64_t serial);
 void on_reduction_deadline(node_ptr self, collective_kind kind, std::uint64_t seq,
                            std::uint64_t serial);
 vnode_set settled_here(node_ptr self);

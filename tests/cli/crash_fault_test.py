@@ -16,6 +16,9 @@ Scenarios, each on a fresh cluster of five processes (1024 vnodes, --crash-timeo
                   go on, then SIGCONT: the resumed process must deliver nothing to vnodes
                   it no longer owns
   stop-kill       SIGSTOP, broadcasts, then SIGKILL of the stopped process
+  reduce-stop-kill  reduction 1 started everywhere but at a stopped process, then killed:
+                  the root fails it early naming exactly the dead process's vnodes (or it
+                  completes over every vnode); reduction 2 counts every vnode once
 
 Not a scenario (run by name only): cost, the time from a broadcast's start to its last
 delivery and to its outcome at the origin, 1 B and 64 MiB, no fault.
@@ -306,6 +309,63 @@ def stop_kill(c):
     return ops
 
 
+def reduce_stop_kill(c):
+    """Reduction 1 started at every node but one, which is stopped and then killed: the root
+    vnode's owner fails it early (not at op_timeout), naming exactly the dead node's vnodes;
+    reduction 2, started at every live node, counts every vnode once."""
+    victim = 3
+    root = 0
+    owner = next(n for n in c.nodes if root in parse_set(n.status()["own_vnodes"]))
+    dead_vnodes = parse_set(c.nodes[victim].status()["own_vnodes"])
+    if owner.id == victim:
+        raise Violation("the victim owns the root vnode")
+    c.nodes[victim].kill(signal.SIGSTOP)
+    live = [n for n in c.nodes if n.id != victim]
+    for n in live:
+        n.send("reduce 1 %d 4 sum int32" % root)
+    time.sleep(0.3)
+    c.nodes[victim].kill(signal.SIGKILL)
+
+    def failed_or_done():
+        c.pump()
+        errs = [e for e in owner.named("error") if e["detail"].startswith("reduce 1:")]
+        done = [e for e in owner.named("reduced") if e["seq"] == "1"]
+        return errs or done
+    got = until(40, failed_or_done, "reduction 1's outcome at the root")[0]
+    problems = []
+    if got["ev"] == "reduced":
+        print("reduce-stop-kill: reduction 1 completed over %d vnodes" % got["vnodes"])
+        if not got["ok"] or got["vnodes"] != VNODES:
+            problems.append("reduction 1 completed wrongly: %s" % got)
+    else:
+        detail = got["detail"]
+        print("reduce-stop-kill: reduction 1: " + detail)
+        missing = set()
+        if "missing vnodes" in detail:
+            for part in detail.split("missing vnodes", 1)[1].split(")"):
+                if "{" in part:
+                    missing |= parse_set(part[part.index("{"):part.index("}") + 1])
+        if "cannot complete" not in detail:
+            problems.append("reduction 1 failed only at its time limit: " + detail)
+        if missing != dead_vnodes:
+            problems.append("reduction 1 failed naming %d vnodes, the dead node had %d" %
+                            (len(missing), len(dead_vnodes)))
+    for n in live:
+        n.send("reduce 2 %d 4 sum int32" % root)
+
+    def second():
+        c.pump()
+        return [e for e in owner.named("reduced") if e["seq"] == "2"] or \
+            [e for e in owner.named("error") if e["detail"].startswith("reduce 2:")]
+    r2 = until(40, second, "reduction 2 at the root")[0]
+    print("reduce-stop-kill: reduction 2: %s" % r2)
+    if r2["ev"] != "reduced" or not r2["ok"] or r2["vnodes"] != VNODES:
+        problems.append("reduction 2 did not count every vnode once: %s" % r2)
+    if problems:
+        raise Violation("; ".join(problems))
+    return []
+
+
 def cost(c):
     """No fault: per broadcast, when the last vnode had it and when its origin knew (its
     outcome line), from the `bcast` line's start; 1 B and 64 MiB, five of each."""
@@ -324,7 +384,7 @@ def cost(c):
 
 
 SCENARIOS = {"kill-relay": kill_relay, "before-detect": before_detect,
-             "stop-cont": stop_cont, "stop-kill": stop_kill}
+             "stop-cont": stop_cont, "stop-kill": stop_kill, "reduce-stop-kill": reduce_stop_kill}
 MEASUREMENTS = {"cost": cost}
 
 
