@@ -635,6 +635,7 @@ node::result install_plan(node_ptr self, const node_request& r) {
   auto bc = st.bcast_cfg;
   bc.kind = collective_kind::static_broadcast;
   bc.message_kind = collective_kind::none;
+  bc.acknowledge = false; // a baseline, as it was measured: no recovery of its own
   bc.first_seq = st.next_seq;
   bc.life = st.life;
   bc.first_tag = first_tag | 1;

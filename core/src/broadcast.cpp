@@ -472,12 +472,12 @@ void broadcast_engine::settle(timestamp now, const whole& msg, const shared_byte
   vnode_set own;
   if (view_.participating())
     own = vnodes & view_.own_vnodes();
+  const auto moved = vnodes - own;
   if (!own.empty() && now < fence_until_) {
-    // Fenced: delivered when the fence ends, if still ours then.
+    // Fenced: delivered when the fence ends, if still ours then (else handed on then).
     stats_.fenced += own.size();
     fenced_.push_back({msg, bytes, own, hops});
     arm(now, fence_until_, out);
-    own = {};
   } else if (!own.empty()) {
     auto fresh = own;
     if (acks_for(msg.head.op)) {
@@ -500,7 +500,6 @@ void broadcast_engine::settle(timestamp now, const whole& msg, const shared_byte
       }
     }
   }
-  const auto moved = vnodes - own;
   if (!moved.empty())
     hand_on(now, msg, moved, hops, cfg_.offer_handoff, out);
 }
