@@ -326,6 +326,15 @@ struct BcastAnswer {
   accepted @3 :Bool;
 }
 
+struct BcastAck {
+  # A receiver of broadcast (origin, seq) -> its origin: `vnodes` have it (delivered
+  # here now, or earlier: a repeat). The origin keeps the broadcast until every vnode is
+  # covered, and sends the uncovered ones again after a crash.
+  origin @0 :UInt32;
+  seq @1 :UInt64;           # life and number, as in BcastSegment
+  vnodes @2 :List(Interval);
+}
+
 # --- connection handshake ------------------------------------------------------
 #
 # Challenge-response on every fresh TCP connection, before any Frame (docs/transport.md,
@@ -413,6 +422,7 @@ struct Frame {
     reduceHandoff @23 :ReduceHandoff;
     bcastOffer @25 :BcastOffer;     # appended after `returned` (@24)
     bcastAnswer @26 :BcastAnswer;
+    bcastAck @28 :BcastAck;
   }
   returned @24 :Bool;
   # A frame handed back to the processor that sent it (`from` is the processor that
@@ -421,7 +431,7 @@ struct Frame {
   # A Bool in the data section's free bits: frames are exactly as long as without it.
   collective @27 :Collective;
   # The kind of operation the body belongs to: `none` for the supervisor's messages, the
-  # engine's kind for a collective's (BcastSegment, BcastOffer, BcastAnswer,
+  # engine's kind for a collective's (BcastSegment, BcastOffer, BcastAnswer, BcastAck,
   # ReducePartial, ReduceHandoff); a supervisor message of another kind is malformed. A
   # receiver hands the frame to the engine of that kind (none there: it hands it back).
   # In the data section's free bits, like `returned`: frames are exactly as long as

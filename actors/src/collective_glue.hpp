@@ -216,7 +216,8 @@ caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> s
                            std::shared_ptr<collective_ledger> ledger,
                            std::shared_ptr<shared_counters> counters,
                            std::optional<duration> blind_linger = {},
-                           std::shared_ptr<const supervisor> predecessor = {});
+                           std::shared_ptr<const supervisor> predecessor = {},
+                           bool bcast_acknowledge = false);
 
 } // namespace banyan::actors
 

@@ -155,7 +155,8 @@ struct emulated_cluster::impl {
     sups[p] = sup;
     history.push_back(sup);
     procs[p] = spawn_processor(*sys, sup, net, &mon, inc, ledger, ctr, cfg.blind_linger,
-                               std::move(departed[p])); // (leaves it empty)
+                               std::move(departed[p]), // (leaves it empty)
+                               cfg.bcast_acknowledge);
     if (attach)
       caf::anon_send(net, attach_atom::value, p, procs[p]);
   }

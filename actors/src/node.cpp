@@ -281,8 +281,10 @@ struct node::impl {
 
   /// Runs `r` on the state machine, or answers it at once when the node is not running.
   void submit(collective_request_ptr r) {
-    r->counters = shared->counters;
-    r->counters->collective(r->counted_kind(), node_counters::started);
+    if (r->what != collective_request::kind::outcome) { // not an operation of its own
+      r->counters = shared->counters;
+      r->counters->collective(r->counted_kind(), node_counters::started);
+    }
     std::unique_lock<std::mutex> lk(mtx);
     if (at == phase::running) {
       auto* c = core.get();
@@ -294,6 +296,8 @@ struct node::impl {
                           at == phase::fresh ? "node not started" : "node stopped");
     if (r->what == collective_request::kind::reduce)
       r->answer(expected<reduce_result>(err));
+    else if (r->what == collective_request::kind::outcome)
+      r->answer(expected<broadcast_completion>(err));
     else
       r->answer(expected<wire::collective_id>(err));
   }
@@ -417,6 +421,15 @@ std::future<expected<wire::collective_id>> node::broadcast(shared_bytes message,
   r->over = over;
   r->message = std::move(message);
   auto f = r->started.get_future();
+  impl_->submit(std::move(r));
+  return f;
+}
+
+std::future<expected<broadcast_completion>> node::broadcast_outcome(const wire::collective_id& op) {
+  auto r = std::make_shared<collective_request>();
+  r->what = collective_request::kind::outcome;
+  r->op = op;
+  auto f = r->finished.get_future();
   impl_->submit(std::move(r));
   return f;
 }

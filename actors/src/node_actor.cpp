@@ -306,6 +306,18 @@ caf::behavior node_actor(caf::event_based_actor*, std::shared_ptr<node_machine> 
     [self](dispatch_atom) {
       dispatched(self);
     },
+    [self](lost_atom, std::uint8_t kind, std::uint64_t seq, std::uint64_t serial) {
+      run(self, runner::actor, [=](node_ptr n) {
+        on_reduction_lost(n, static_cast<collective_kind>(kind), seq, serial);
+        after(n, false, false);
+      });
+    },
+    [self](beat_atom) {
+      run(self, runner::actor, [](node_ptr n) {
+        check_stall(n, true);
+        after(n, false, false);
+      });
+    },
   };
 }
 
@@ -336,6 +348,21 @@ node_core::node_core(caf::actor_system& sys, const node_config& cfg, std::uint64
   init.op_timeout = cfg.op_timeout;
   init.settle_wait = 2 * cfg.sup.probe_timeout;
   init.bcast_cfg = cfg.bcast;
+  if (init.bcast_cfg.acknowledge) {
+    // A stream that stops for as long as a crash takes to be found is cut off; the origin
+    // sends again what nothing covered for twice that; it gives up at op_timeout.
+    const duration ct = cfg.crash_timeout.count() > 0 ? duration(cfg.crash_timeout)
+                                                      : duration(std::chrono::seconds(10));
+    init.bcast_cfg.stale_stream = std::max<duration>(ct, std::chrono::seconds(2));
+    init.bcast_cfg.resend_after = std::max<duration>(2 * ct, std::chrono::seconds(2));
+    init.bcast_cfg.complete_within = cfg.op_timeout;
+  }
+  if (cfg.crash_timeout.count() > 0) {
+    init.stall_period = std::max<duration>(cfg.crash_timeout / 8, std::chrono::milliseconds(10));
+    init.stall_limit = cfg.crash_timeout / 4 + init.stall_period;
+    init.stall_fence = std::max<duration>(cfg.crash_timeout / 2, std::chrono::milliseconds(500));
+    init.lost_grace = std::max<duration>(cfg.crash_timeout / 2, std::chrono::seconds(1));
+  }
   init.reduce_cfg = cfg.reduce;
   init.drain_rtts = cfg.drain_rtts;
   init.drain_floor = cfg.drain_floor;

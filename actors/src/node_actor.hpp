@@ -43,6 +43,10 @@ using linger_atom = caf::atom_constant<caf::atom("blinger")>;
 using forget_atom = caf::atom_constant<caf::atom("bforget")>;
 /// Run the handlers a caller's thread left behind.
 using dispatch_atom = caf::atom_constant<caf::atom("bdispatch")>;
+/// The stall heartbeat (`node_state::stall_period`).
+using beat_atom = caf::atom_constant<caf::atom("bbeat")>;
+/// A reduction may miss a departed member's vnodes: (lost_atom, kind, seq, serial).
+using lost_atom = caf::atom_constant<caf::atom("blost")>;
 /// A reduction's time is up: (deadline_atom, kind, seq, serial).
 using deadline_atom = caf::atom_constant<caf::atom("bdeadline")>;
 /// A found or join's time is up: (join_end_atom, serial).
@@ -102,7 +106,7 @@ struct node_counters {
 /// A broadcast, send or reduction asked of the actor. A request dropped unanswered (the
 /// node stopped) answers `stopped` from its destructor.
 struct collective_request {
-  enum class kind { broadcast, send, reduce } what = kind::broadcast;
+  enum class kind { broadcast, send, reduce, outcome } what = kind::broadcast;
   shared_bytes message; ///< broadcast, send
   vnode_id to = 0;      ///< send
   vnode_id root = 0;    ///< scatter (`over`): the root vnode
@@ -111,6 +115,8 @@ struct collective_request {
   node_reduction reduction;
   std::promise<expected<wire::collective_id>> started; ///< broadcast, send
   std::promise<expected<reduce_result>> reduced;       ///< reduce
+  wire::collective_id op;                               ///< outcome: the broadcast
+  std::promise<expected<broadcast_completion>> finished; ///< outcome
   bool answered = false;
   /// Where the outcome is counted (none: not counted).
   std::shared_ptr<node_counters> counters;
@@ -135,6 +141,11 @@ struct collective_request {
     }
     answered = true;
   }
+  void answer(expected<broadcast_completion> r) {
+    if (!answered)
+      finished.set_value(std::move(r));
+    answered = true;
+  }
   void count(bool ok) {
     if (counters)
       counters->collective(counted_kind(), ok ? node_counters::completed : node_counters::failed);
@@ -148,6 +159,8 @@ struct collective_request {
     auto err = make_error(errc::stopped, "the node stopped");
     if (what == kind::reduce)
       answer(expected<reduce_result>(err));
+    else if (what == kind::outcome)
+      answer(expected<broadcast_completion>(err));
     else
       answer(expected<wire::collective_id>(err));
   }

@@ -75,6 +75,17 @@ void new_engines(node_ptr self, const vnode_set& settled) {
                                                      settled));
   st.written_to.clear();
   st.flushed_at.reset();
+  // The outcomes the last membership's engine still owed will never come.
+  auto waiters = std::move(st.outcome_waiters);
+  st.outcome_waiters.clear();
+  for (auto& [op, rs] : waiters)
+    for (auto& r : rs)
+      r->answer(expected<broadcast_completion>(make_error(
+        errc::stopped, "broadcast " + wire::to_string(op) + ": the membership that started it ended")));
+  if (st.stall_period.count() > 0 && st.last_beat.count() == 0) {
+    st.last_beat = now_of();
+    self->later(st.stall_period, beat_atom::value);
+  }
 }
 
 /// Hands `e`, from an engine, to the transport; what cannot go now waits in `overflow`
@@ -147,6 +158,86 @@ void take_deliveries(node_ptr self, broadcast_outbox& bo) {
     nd.vnodes = std::move(d.vnodes);
     nd.payload = std::move(d.payload);
     self->state.pending_deliveries.push_back(std::move(nd));
+  }
+}
+
+void take_completions(node_ptr self, broadcast_outbox& bo) {
+  auto& st = self->state;
+  for (auto& c : bo.completions) {
+    std::string why;
+    if (!c.complete) {
+      why = "broadcast " + wire::to_string(c.op) + " timed out after "
+            + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                               st.bcast_cfg.complete_within).count())
+            + " ms at processor " + std::to_string(st.sup->self()) + " (its origin): vnodes";
+      bool first = true;
+      for (auto& [p, vs] : c.owners) {
+        why += (first ? " " : ", ") + vs.to_string()
+               + (p == no_proc ? std::string(" (owner unknown)")
+                               : " (processor " + std::to_string(p)
+                                   + (p != st.sup->self() && !st.sup->is_member(p) ? ", no longer a member)" : ")"));
+        first = false;
+      }
+      why += " did not acknowledge it (sent again " + std::to_string(c.resends) + " times)";
+      emit(self, {node_event::kind::collective, {}, no_proc, no_proc, no_proc, why, c.missing});
+    }
+    if (auto w = st.outcome_waiters.find(c.op); w != st.outcome_waiters.end()) {
+      for (auto& r : w->second)
+        r->answer(why.empty() ? expected<broadcast_completion>(c)
+                              : expected<broadcast_completion>(make_error(errc::timeout, why)));
+      st.outcome_waiters.erase(w);
+    }
+    st.outcomes[c.op] = {c, why};
+    st.outcome_order.push_back(c.op);
+    while (st.outcome_order.size() > kept_outcomes) {
+      st.outcomes.erase(st.outcome_order.front());
+      st.outcome_order.pop_front();
+    }
+  }
+}
+
+void on_outcome_request(node_ptr self, const collective_request_ptr& r) {
+  auto& st = self->state;
+  if (auto o = st.outcomes.find(r->op); o != st.outcomes.end()) {
+    r->answer(o->second.second.empty()
+                ? expected<broadcast_completion>(o->second.first)
+                : expected<broadcast_completion>(make_error(errc::timeout, o->second.second)));
+    return;
+  }
+  if (!st.bcast_cfg.acknowledge) {
+    r->answer(expected<broadcast_completion>(
+      make_error(errc::invalid_argument, "broadcast outcomes need bcast.acknowledge")));
+    return;
+  }
+  if (st.bcast && st.bcast->engine().awaits(r->op)) {
+    st.outcome_waiters[r->op].push_back(r);
+    return;
+  }
+  r->answer(expected<broadcast_completion>(make_error(
+    errc::not_found, "broadcast " + wire::to_string(r->op) + " was not started here in this membership"
+                       " (or its outcome is no longer kept)")));
+}
+
+void check_stall(node_ptr self, bool beat) {
+  auto& st = self->state;
+  if (st.stall_period.count() == 0 || st.last_beat.count() == 0)
+    return;
+  const auto now = now_of();
+  if (now - st.last_beat > st.stall_limit && now >= st.fenced_until) {
+    st.fenced_until = now + st.stall_fence;
+    if (st.bcast)
+      st.bcast->engine().fence(now, st.fenced_until, st.bcast->out());
+    auto ms = [](duration d) {
+      return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+    };
+    emit(self, {node_event::kind::collective, {}, no_proc, no_proc, no_proc,
+                "this process did not run for " + ms(now - st.last_beat)
+                    + " ms (stopped?): broadcast deliveries wait " + ms(st.stall_fence)
+                    + " ms for news of an adoption of its vnodes", {}});
+  }
+  if (beat) {
+    st.last_beat = now;
+    self->later(st.stall_period, beat_atom::value);
   }
 }
 
@@ -243,7 +334,8 @@ std::string ms(duration d) {
 
 /// Gives up the open reduction `key` here (its time is up, or it was cancelled): the
 /// engine drops it, and its future fails with `code`, saying what was missing.
-bool fail_reduction(node_ptr self, const reduction_key& key, errc code) {
+bool fail_reduction(node_ptr self, const reduction_key& key, errc code,
+                    const std::string& reason) {
   auto& st = self->state;
   auto it = st.reductions.find(key);
   if (it == st.reductions.end())
@@ -260,7 +352,9 @@ bool fail_reduction(node_ptr self, const reduction_key& key, errc code) {
     rep = ag->abandon(now_of(), key.second);
   std::string why = std::string(is_allreduce(key.first) ? to_string(key.first) : "reduction")
                     + " " + std::to_string(key.second)
-                    + (code == errc::timeout ? " timed out after " + ms(o.timeout) : " cancelled")
+                    + (code != errc::timeout ? std::string(" cancelled")
+                       : reason.empty()      ? " timed out after " + ms(o.timeout)
+                                             : " " + reason)
                     + " at processor " + std::to_string(st.sup->self());
   if (rep.at_root) {
     why += " (root vnode " + std::to_string(rep.root) + "'s owner)";
@@ -290,6 +384,62 @@ void on_reduction_deadline(node_ptr self, collective_kind kind, std::uint64_t se
   if (it == st.reductions.end() || it->second.serial != serial)
     return; // answered already
   fail_reduction(self, {kind, seq}, errc::timeout);
+}
+
+namespace {
+
+/// The members that owned, when reduction `key` started here, vnodes still missing at
+/// the root, and are members no more; empty when this is not the root's owner.
+std::set<proc_id> departed_contributors(node_ptr self, const reduction_key& key,
+                                        const open_reduction& o) {
+  auto& st = self->state;
+  std::set<proc_id> out;
+  auto* red = st.host.get<reduce_collective>(key.first);
+  if (!red || !st.view)
+    return out;
+  auto got = red->engine().gathered_at_root(key.second);
+  if (!got)
+    return out;
+  const auto missing = st.view->all_vnodes() - *got;
+  for (auto& [p, vs] : o.owners)
+    if (p != no_proc && p != st.sup->self() && !st.sup->is_member(p) && !(missing & vs).empty())
+      out.insert(p);
+  return out;
+}
+
+} // namespace
+
+void check_lost_contributors(node_ptr self) {
+  auto& st = self->state;
+  if (st.lost_grace.count() == 0)
+    return;
+  for (auto& [key, o] : st.reductions) {
+    if (o.lost_armed || departed_contributors(self, key, o).empty())
+      continue;
+    o.lost_armed = true;
+    self->later(st.lost_grace, lost_atom::value, static_cast<std::uint8_t>(key.first), key.second,
+                o.serial);
+  }
+}
+
+void on_reduction_lost(node_ptr self, collective_kind kind, std::uint64_t seq,
+                       std::uint64_t serial) {
+  auto& st = self->state;
+  auto it = st.reductions.find({kind, seq});
+  if (it == st.reductions.end() || it->second.serial != serial)
+    return; // answered already
+  auto gone = departed_contributors(self, it->first, it->second);
+  if (gone.empty()) {
+    it->second.lost_armed = false; // their vnodes arrived (a handover): checked again later
+    return;
+  }
+  std::string who;
+  for (auto p : gone)
+    who += (who.empty() ? "" : ", ") + std::to_string(p);
+  fail_reduction(self, {kind, seq}, errc::timeout,
+                 "cannot complete (failed early, " + ms(st.lost_grace)
+                     + " after processor(s) " + who
+                     + " left or crashed without their contributions reaching the root)");
 }
 
 /// The vnodes whose reduction histories are here (empty without a reduction engine).
@@ -333,8 +483,10 @@ void run_engines(node_ptr self) {
       const auto kind = static_cast<std::uint8_t>(e.kind());
       for (auto& t : out.timers)
         self->later(t.after, engine_timer_atom::value, kind, m, t.token);
-      if (auto* b = dynamic_cast<broadcast_collective*>(&e))
+      if (auto* b = dynamic_cast<broadcast_collective*>(&e)) {
         take_deliveries(self, b->out());
+        take_completions(self, b->out());
+      }
       else if (auto* sag = dynamic_cast<scatter_allgather_collective*>(&e))
         take_deliveries(self, sag->out());
       else if (auto* r = dynamic_cast<reduce_collective*>(&e))
@@ -366,6 +518,7 @@ void view_changed(node_ptr self) {
   st.host.on_view_change(now_of(), view_change{st.adopted});
   st.adopted.clear();
   run_engines(self);
+  check_lost_contributors(self);
 }
 
 /// A linger poll: answers `stop` and deferred memberships once the engines drained.
@@ -438,6 +591,9 @@ void on_collective(node_ptr self, const collective_request_ptr& r) {
   const bool member = st.bcast && state == supervisor::status::member;
   using kind = collective_request::kind;
   switch (r->what) {
+  case kind::outcome:
+    on_outcome_request(self, r);
+    break;
   case kind::broadcast:
   case kind::send: {
     if (!member) {
@@ -569,6 +725,7 @@ node::result install_plan(node_ptr self, const node_request& r) {
   auto bc = st.bcast_cfg;
   bc.kind = collective_kind::static_broadcast;
   bc.message_kind = collective_kind::none;
+  bc.acknowledge = false; // a baseline, as it was measured: no recovery of its own
   bc.first_seq = st.next_seq;
   bc.life = st.life;
   bc.first_tag = first_tag | 1;

@@ -93,6 +93,8 @@ struct open_reduction {
   /// Who owned which vnodes when it started here, as this node knew it: the error of a
   /// reduction that never completes names the processors that did not contribute.
   std::map<proc_id, vnode_set> owners;
+  /// At the root: a check is armed for missing vnodes whose owner left (`lost_grace`).
+  bool lost_armed = false;
 };
 
 struct node_state {
@@ -168,7 +170,27 @@ struct node_state {
   std::uint64_t next_allreduce_release = 1;
   std::uint64_t next_barrier_release = 1;
   std::vector<std::pair<node_request_ptr, node::result>> answers; ///< given after each step
+  /// Broadcasts started here (`bcast_cfg.acknowledge`): the outcomes known (the last
+  /// `kept_outcomes`; an empty string: complete, else why it failed), and the requests
+  /// waiting for one.
+  std::map<wire::collective_id, std::pair<broadcast_completion, std::string>> outcomes;
+  std::deque<wire::collective_id> outcome_order;
+  std::map<wire::collective_id, std::vector<collective_request_ptr>> outcome_waiters;
+  /// Stalls (crash_timeout > 0): a heartbeat every `stall_period`; a heartbeat or a frame
+  /// more than `stall_limit` after the last heartbeat means this process did not run (it
+  /// was stopped): the broadcast engine delivers nothing for `stall_fence`, while news
+  /// of an adoption of our vnodes arrives (`broadcast_engine::fence`).
+  duration stall_period{0};
+  duration stall_limit{0};
+  duration stall_fence{0};
+  timestamp last_beat{0};
+  timestamp fenced_until{0};
+  /// A reduction whose root still misses vnodes of a member that has left (crashed)
+  /// fails this long after the root learnt of it, naming them, rather than at its time
+  /// limit (0: only at the limit).
+  duration lost_grace{0};
 };
+inline constexpr std::size_t kept_outcomes = 4096;
 
 } // namespace node_internal
 
@@ -257,6 +279,11 @@ bool send_engine_frame(node_ptr self, wire::envelope& e);
 void bounce_to_engine(node_ptr self, proc_id to, const wire::message& m);
 void check_part_sent(node_ptr self, const wire::reduce_partial& p);
 void take_deliveries(node_ptr self, broadcast_outbox& bo);
+/// The outcomes of broadcasts started here: kept, answered to their waiters, logged.
+void take_completions(node_ptr self, broadcast_outbox& bo);
+void on_outcome_request(node_ptr self, const collective_request_ptr& r);
+/// A heartbeat (`beat`) or a frame: fences the broadcast engine after a stall.
+void check_stall(node_ptr self, bool beat);
 void take_results(node_ptr self, collective_kind kind, reduce_outbox& ro);
 void take_allgathers(node_ptr self, allgather_collective& ag);
 void run_engines(node_ptr self);
@@ -266,7 +293,12 @@ expected<wire::collective_id> start_broadcast(node_ptr self, const collective_re
 void on_collective(node_ptr self, const collective_request_ptr& r);
 node::result install_plan(node_ptr self, const node_request& r);
 void on_linger(node_ptr self, const drained_ptr& w);
-bool fail_reduction(node_ptr self, const reduction_key& key, errc code);
+bool fail_reduction(node_ptr self, const reduction_key& key, errc code,
+                    const std::string& reason = {});
+/// At the root: arms `lost_grace` checks for reductions missing vnodes of departed owners.
+void check_lost_contributors(node_ptr self);
+void on_reduction_lost(node_ptr self, collective_kind kind, std::uint64_t seq,
+                       std::uint64_t serial);
 void on_reduction_deadline(node_ptr self, collective_kind kind, std::uint64_t seq,
                            std::uint64_t serial);
 vnode_set settled_here(node_ptr self);

@@ -104,6 +104,7 @@ void refuse(node_ptr self, const wire::envelope& e) {
 
 void on_deliver(node_ptr self, const wire::envelope& e) {
   auto& st = self->state;
+  check_stall(self, false);
   if (wire::kind_of(e.body) != collective_kind::none) {
     auto now = now_of();
     st.sup->heard_from(now, e.from);

@@ -526,7 +526,8 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
                               std::shared_ptr<collective_ledger> ledger,
                               std::shared_ptr<shared_counters> ctr,
                               std::optional<duration> blind_linger,
-                              std::shared_ptr<const supervisor> predecessor) {
+                              std::shared_ptr<const supervisor> predecessor,
+                              bool bcast_acknowledge) {
   auto& init = self->state;
   init.blind_linger = blind_linger;
   init.predecessor = std::move(predecessor);
@@ -539,6 +540,7 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
   init.view = std::make_unique<supervisor_view>(*init.sup);
   broadcast_config dynamic_cfg;
   dynamic_cfg.first_seq = (std::uint64_t{incarnation} << 32) + 1;
+  dynamic_cfg.acknowledge = bcast_acknowledge;
   init.host.set_carry_out([self](collective_engine& e) { carry_out_engine(self, e); });
   init.bcast = &init.host.add(std::make_unique<broadcast_collective>(*init.view, dynamic_cfg));
   init.scatter = &init.host.add(make_scatter_collective(*init.view, dynamic_cfg));
@@ -808,10 +810,11 @@ caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> s
                            std::shared_ptr<collective_ledger> ledger,
                            std::shared_ptr<shared_counters> counters,
                            std::optional<duration> blind_linger,
-                           std::shared_ptr<const supervisor> predecessor) {
+                           std::shared_ptr<const supervisor> predecessor,
+                           bool bcast_acknowledge) {
   return sys.spawn(processor_actor, std::move(sup), std::move(net), mon, incarnation,
                    std::move(ledger), std::move(counters), blind_linger,
-                   std::move(predecessor));
+                   std::move(predecessor), bcast_acknowledge);
 }
 
 caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> sup,

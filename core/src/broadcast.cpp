@@ -86,8 +86,10 @@ expected<wire::collective_id> broadcast_engine::broadcast(timestamp now, shared_
   const auto kind = cfg_.blocks                       ? tree_kind::latency
                     : message.size() > cfg_.max_whole ? tree_kind::bandwidth
                                                       : choose_tree(view_, message.size(), choice);
-  return originate(now, id, view_.all_vnodes(), false, kind, message, out,
-                   segment_for(cfg_, message.size()));
+  const auto segment = segment_for(cfg_, message.size());
+  if (acks_for(id))
+    track(now, id, message, kind, segment, out);
+  return originate(now, id, view_.all_vnodes(), false, kind, message, out, segment);
 }
 
 expected<wire::collective_id> broadcast_engine::send(timestamp now, vnode_set to,
@@ -150,6 +152,8 @@ wire::collective_id broadcast_engine::op_of(const wire::message& m) {
     return o->op;
   if (auto* a = std::get_if<wire::bcast_answer>(&m))
     return a->op;
+  if (auto* k = std::get_if<wire::bcast_ack>(&m))
+    return k->op;
   return {};
 }
 
@@ -169,6 +173,11 @@ bool broadcast_engine::on_message(timestamp now, proc_id from, const wire::messa
   if (auto* a = std::get_if<wire::bcast_answer>(&m)) {
     view_.refresh();
     on_answer(now, *a, out);
+    return true;
+  }
+  if (auto* k = std::get_if<wire::bcast_ack>(&m)) {
+    view_.refresh();
+    acknowledged(now, k->op, k->vnodes, out);
     return true;
   }
   return false;
@@ -212,6 +221,12 @@ bool broadcast_engine::on_segment(timestamp now, proc_id from, const wire::bcast
 }
 
 void broadcast_engine::on_timer(timestamp now, std::uint64_t token, broadcast_outbox& out) {
+  if (auto k = ticks_.find(token); k != ticks_.end()) {
+    ticks_.erase(k);
+    view_.refresh();
+    check_pending(now, out);
+    return;
+  }
   auto t = timers_.find(token);
   if (t == timers_.end())
     return;
@@ -251,7 +266,7 @@ void broadcast_engine::on_undeliverable(timestamp now, proc_id to, const wire::m
   }
   auto* seg = std::get_if<wire::bcast_segment>(&m);
   if (!seg)
-    return; // an answer whose offerer is gone: it had nothing left to hear
+    return; // an answer or acknowledgement whose receiver is gone: nobody to hear it
   view_.refresh();
   ++stats_.bounces;
   unreachable_[to] = now + cfg_.unreachable_memory;
@@ -271,8 +286,27 @@ void broadcast_engine::on_undeliverable(timestamp now, proc_id to, const wire::m
 }
 
 void broadcast_engine::on_view_change(timestamp now, broadcast_outbox& out) {
-  (void) out;
   view_.refresh();
+  if (cfg_.acknowledge) {
+    drop_stale(now);
+    // Owners of uncovered vnodes changed (an adoption, a handover): send them again
+    // once acknowledgements of deliveries made before the change have landed.
+    const auto all = view_.all_vnodes();
+    for (auto& [op, p] : pending_) {
+      if (p.resend_at != timestamp::max())
+        continue;
+      for (auto& [owner, vs] : view_.owners(all - p.covered)) {
+        if (owner == no_proc)
+          continue;
+        auto was = p.owners.find(owner);
+        if (was == p.owners.end() || !was->second.includes(vs)) {
+          p.resend_at = now + cfg_.resend_grace;
+          arm(now, p.resend_at, out);
+          break;
+        }
+      }
+    }
+  }
   for (auto i = unreachable_.begin(); i != unreachable_.end();)
     i = now >= i->second ? unreachable_.erase(i) : std::next(i);
   kept_.erase(std::remove_if(kept_.begin(), kept_.end(),
@@ -329,6 +363,7 @@ void broadcast_engine::feed(timestamp now, const stream_key& key, std::uint32_t 
   }
   s.have[index] = true;
   ++s.received;
+  s.last_fed = now;
   if (!s.planned && !s.held)
     plan(now, s, out); // once per stream, at its first segment
   if (keeps_all(s))
@@ -459,12 +494,35 @@ void broadcast_engine::settle(timestamp now, const whole& msg, const shared_byte
   vnode_set own;
   if (view_.participating())
     own = vnodes & view_.own_vnodes();
-  if (!own.empty()) {
-    stats_.delivered += own.size();
-    out.deliveries.push_back({msg.head.op, own, part_of(bytes, msg.header, own),
-                              is_p2p(msg.head.op)});
-  }
   const auto moved = vnodes - own;
+  if (!own.empty() && now < fence_until_) {
+    // Fenced: delivered when the fence ends, if still ours then (else handed on then).
+    stats_.fenced += own.size();
+    fenced_.push_back({msg, bytes, own, hops});
+    arm(now, fence_until_, out);
+  } else if (!own.empty()) {
+    auto fresh = own;
+    if (acks_for(msg.head.op)) {
+      const auto again = repeats(now, msg.head.op, own);
+      stats_.repeats += again.size();
+      fresh -= again;
+    }
+    if (!fresh.empty()) {
+      stats_.delivered += fresh.size();
+      out.deliveries.push_back({msg.head.op, fresh, part_of(bytes, msg.header, fresh),
+                                  is_p2p(msg.head.op)});
+    }
+    if (acks_for(msg.head.op)) {
+      if (msg.head.op.origin == view_.self()) {
+        acknowledged(now, msg.head.op, own, out);
+      } else {
+        out.sends.push_back({view_.self(), msg.head.op.origin, wire::bcast_ack{msg.head.op, own}});
+        ++stats_.acks_sent;
+        ++frames_sent_;
+        last_send_ = now;
+      }
+    }
+  }
   if (!moved.empty())
     hand_on(now, msg, moved, hops, cfg_.offer_handoff, out);
 }
@@ -517,9 +575,12 @@ void broadcast_engine::on_offer(timestamp now, proc_id from, const wire::bcast_o
   if (!is_p2p(m.op) && !m.vnodes.empty() && !cfg_.blocks) {
     // A stream of that broadcast here that has kept every segment delivers to them too
     // when it completes; else a completed copy kept here delivers now.
+    // (With acknowledgements, not a stream that has stopped receiving: its sender may
+    // have crashed, and the offer's vnodes would wait with it.)
     for (auto i = streams_.lower_bound({m.op, 0, 0});
          i != streams_.end() && std::get<0>(i->first) == m.op && !taken; ++i)
-      if (keeps_all(i->second)) {
+      if (keeps_all(i->second) &&
+          (!cfg_.acknowledge || i->second.held || now - i->second.last_fed <= cfg_.resend_grace)) {
         i->second.adopted |= m.vnodes;
         i->second.adopted_hops = std::max(i->second.adopted_hops, m.hops + 1);
         taken = true;
@@ -575,6 +636,138 @@ const broadcast_engine::kept* broadcast_engine::kept_copy(timestamp now,
   return nullptr;
 }
 
+void broadcast_engine::track(timestamp now, const wire::collective_id& id,
+                             const shared_bytes& message, tree_kind kind, std::size_t segment,
+                             broadcast_outbox& out) {
+  // The message as `originate` cuts it: a resend's segments are the original's.
+  pending_op p;
+  const bool is_long = kind == tree_kind::bandwidth;
+  std::size_t count = 1;
+  if (is_long)
+    count = std::max<std::size_t>(1, (message.size() + segment - 1) / segment);
+  p.msg.head = {id, kind, static_cast<std::uint32_t>(count), message.size()};
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto at = i * segment;
+    p.msg.segments.push_back(count == 1 ? message
+                                        : message.slice(at, std::min(segment, message.size() - at)));
+  }
+  const auto all = view_.all_vnodes();
+  p.owners = view_.owners(all);
+  p.progress = now;
+  p.deadline = now + cfg_.complete_within;
+  pending_[id] = std::move(p);
+  arm(now, std::min(now + cfg_.resend_after, now + cfg_.complete_within), out);
+}
+
+void broadcast_engine::acknowledged(timestamp now, const wire::collective_id& op,
+                                    const vnode_set& vnodes, broadcast_outbox& out) {
+  auto i = pending_.find(op);
+  if (i == pending_.end())
+    return; // complete or given up already, or not ours
+  auto& p = i->second;
+  const auto all = view_.all_vnodes();
+  const auto add = (vnodes & all) - p.covered;
+  if (add.empty())
+    return;
+  p.covered |= add;
+  p.progress = now;
+  if (!p.covered.includes(all))
+    return;
+  out.completions.push_back({op, true, {}, {}, p.resends});
+  ++stats_.completed;
+  pending_.erase(i);
+}
+
+void broadcast_engine::check_pending(timestamp now, broadcast_outbox& out) {
+  if (!fenced_.empty() && now >= fence_until_) {
+    auto waiting = std::move(fenced_);
+    fenced_.clear();
+    for (auto& f : waiting)
+      settle(now, f.msg, f.bytes, f.vnodes, f.hops, out);
+  }
+  if (cfg_.acknowledge)
+    drop_stale(now);
+  const auto all = view_.all_vnodes();
+  auto next = timestamp::max();
+  for (auto i = pending_.begin(); i != pending_.end();) {
+    auto& p = i->second;
+    const auto missing = all - p.covered;
+    if (now >= p.deadline) {
+      out.completions.push_back({i->first, false, missing, view_.owners(missing), p.resends});
+      ++stats_.failed;
+      i = pending_.erase(i);
+      continue;
+    }
+    if (now >= p.progress + cfg_.resend_after)
+      p.resend_at = std::min(p.resend_at, now);
+    if (now >= p.resend_at && view_.participating()) {
+      // Whoever held these vnodes' part may be gone: the origin sends it again, offered
+      // first (a receiver with a live stream or a kept copy takes it), else the bytes.
+      p.resend_at = timestamp::max();
+      p.progress = now;
+      p.owners = view_.owners(missing);
+      ++p.resends;
+      ++stats_.resends;
+      hand_on(now, p.msg, missing, 0, cfg_.offer_handoff, out);
+    }
+    next = std::min({next, p.deadline, p.resend_at, p.progress + cfg_.resend_after});
+    ++i;
+  }
+  if (!fenced_.empty())
+    next = std::min(next, fence_until_);
+  if (next != timestamp::max())
+    arm(now, next, out);
+}
+
+void broadcast_engine::drop_stale(timestamp now) {
+  for (auto i = streams_.begin(); i != streams_.end();) {
+    auto& s = i->second;
+    if (s.held || s.received == s.count || now - s.last_fed <= cfg_.stale_stream) {
+      ++i;
+      continue;
+    }
+    for (auto& f : s.forwards)
+      if (!f.local)
+        tag_owner_.erase(f.tag);
+    ++stats_.stale_dropped;
+    i = streams_.erase(i);
+  }
+}
+
+void broadcast_engine::arm(timestamp now, timestamp at, broadcast_outbox& out) {
+  for (auto& [token, when] : ticks_)
+    if (when <= at)
+      return;
+  const auto token = next_token_++;
+  ticks_[token] = at;
+  out.timers.push_back({std::max(at - now, duration::zero()), token});
+}
+
+void broadcast_engine::fence(timestamp now, timestamp until, broadcast_outbox& out) {
+  fence_until_ = std::max(fence_until_, until);
+  arm(now, fence_until_, out);
+}
+
+vnode_set broadcast_engine::repeats(timestamp now, const wire::collective_id& op,
+                                    const vnode_set& vnodes) {
+  auto& h = history_[op];
+  const auto again = vnodes & h.first;
+  h.first |= vnodes;
+  h.second = now + cfg_.history_for;
+  if (history_.size() > cfg_.history_count) {
+    for (auto i = history_.begin(); i != history_.end();)
+      i = now >= i->second.second && i->first != op ? history_.erase(i) : std::next(i);
+    while (history_.size() > cfg_.history_count) {
+      auto oldest = history_.end();
+      for (auto i = history_.begin(); i != history_.end(); ++i)
+        if (i->first != op && (oldest == history_.end() || i->second.second < oldest->second.second))
+          oldest = i;
+      history_.erase(oldest);
+    }
+  }
+  return again;
+}
+
 std::string broadcast_engine::describe() const {
   std::string r;
   for (auto& [key, s] : streams_) {
@@ -594,6 +787,10 @@ std::string broadcast_engine::describe() const {
     r += "broadcast (" + std::to_string(o.msg.head.op.origin) + "," +
          std::to_string(o.msg.head.op.seq) + ") offered to " + std::to_string(o.to) + " for " +
          o.vnodes.to_string() + " (offer " + std::to_string(tag) + "), no answer yet\n";
+  for (auto& [op, p] : pending_)
+    r += "broadcast (" + std::to_string(op.origin) + "," + std::to_string(op.seq) +
+         ") started here: acknowledged by " + p.covered.to_string() + ", sent again " +
+         std::to_string(p.resends) + " times\n";
   return r;
 }
 

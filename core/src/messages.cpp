@@ -10,13 +10,13 @@ namespace {
 // --- names ------------------------------------------------------------------
 
 // In the order of the alternatives of `message`.
-constexpr std::array<const char*, 23> message_names = {
+constexpr std::array<const char*, 24> message_names = {
     "ping",          "pong",           "bw_request",       "bw_reply",
     "adopt_request", "adopt_reply",    "release",          "orphan",
     "tree_update",   "subtree_update", "join_request",     "join_accept",
     "member_joined", "member_left",    "handover_request", "routing_update",
     "vnode_handover", "vnode_handover_ack", "bcast_segment", "reduce_partial",
-    "reduce_handoff", "bcast_offer", "bcast_answer"};
+    "reduce_handoff", "bcast_offer", "bcast_answer", "bcast_ack"};
 static_assert(message_names.size() == std::variant_size_v<message>,
               "a message type was added: name it here and model its size below");
 
@@ -83,6 +83,7 @@ constexpr shape reduce_record_shape{1, 1};
 constexpr shape reduce_handoff_shape{1, 1};
 constexpr shape bcast_offer_shape{3, 1};
 constexpr shape bcast_answer_shape{3, 0};
+constexpr shape bcast_ack_shape{2, 1};
 
 constexpr std::size_t bytes_to_words(std::size_t bytes) {
   return (bytes + word_bytes - 1) / word_bytes;
@@ -191,6 +192,9 @@ std::size_t body_words(const bcast_offer& m) {
   return bcast_offer_shape.words() + vnodes_words(m.vnodes);
 }
 std::size_t body_words(const bcast_answer&) { return bcast_answer_shape.words(); }
+std::size_t body_words(const bcast_ack& m) {
+  return bcast_ack_shape.words() + vnodes_words(m.vnodes);
+}
 
 } // namespace
 
@@ -211,6 +215,8 @@ collective_kind kind_of(const message& m) {
     return o->op.kind;
   if (auto* a = std::get_if<bcast_answer>(&m))
     return a->op.kind;
+  if (auto* k = std::get_if<bcast_ack>(&m))
+    return k->op.kind;
   return collective_kind::none;
 }
 
@@ -225,6 +231,8 @@ void set_kind(message& m, collective_kind k) {
     o->op.kind = k;
   else if (auto* a = std::get_if<bcast_answer>(&m))
     a->op.kind = k;
+  else if (auto* c = std::get_if<bcast_ack>(&m))
+    c->op.kind = k;
 }
 
 namespace {

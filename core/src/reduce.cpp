@@ -235,6 +235,13 @@ void reduce_engine::forget_op(std::uint64_t op, reduce_outbox& out) {
     timer(out, cfg_.op_linger, {timer_kind::forget, op});
 }
 
+std::optional<vnode_set> reduce_engine::gathered_at_root(std::uint64_t op) const {
+  auto i = ops_.find(op);
+  if (i == ops_.end() || !(i->second.rooted || is_root_owner(i->second)))
+    return std::nullopt;
+  return i->second.covered;
+}
+
 std::uint64_t reduce_engine::next_op() const {
   if (last_started_ > 0)
     return last_started_ + 1;

@@ -20,6 +20,9 @@ void add_bench_options(CLI::App& cmd, bench_options& opt) {
   cmd.add_option("--plot", opt.plot_path, "draw the results as SVG into this file");
   cmd.add_flag_function(
     "-q,--quiet", [&opt](std::int64_t) { opt.verbose = false; }, "no progress lines on stderr");
+  cmd.add_flag("--acks", opt.acks,
+               "broadcasts acknowledged to their origins (broadcast_config::acknowledge, as "
+               "banyan node runs them): what exactly-once through crashes costs");
 }
 
 std::variant<std::vector<std::uint64_t>, std::string> parse_seed_list(const std::string& text) {
@@ -109,6 +112,7 @@ form_cluster(const std::string& experiment, const bench_options& opt,
   cfg.topo = *topo;
   cfg.seed = opt.seed;
   cfg.clock = clock_of(opt);
+  cfg.bcast_acknowledge = opt.acks;
   if (configure)
     configure(cfg);
   bench_cluster r;

@@ -46,6 +46,7 @@ struct bench_options {
   std::string json_path;         ///< empty: no JSON
   std::string plot_path;         ///< empty: no picture
   bool verbose = true;           ///< progress lines on stderr
+  bool acks = false;             ///< broadcasts acknowledged to their origins (--acks)
 };
 
 /// Registers --topology (required), --seed, --clock, --json, --plot and --quiet on `cmd`

@@ -510,6 +510,8 @@ int run_node(const node_options& opt) {
   cfg.crash_timeout = std::chrono::milliseconds(*crash_ms);
   if (forward_us)
     cfg.sup.forward_overhead = std::chrono::microseconds(*forward_us);
+  if (opt.no_bcast_acks)
+    cfg.bcast.acknowledge = false;
   if (segment_kib) // one size for every long broadcast: no choice by the links
     cfg.bcast.segment_size = cfg.bcast.max_segment = static_cast<std::size_t>(*segment_kib) << 10;
   if (!opt.topology.empty()) {
@@ -721,6 +723,9 @@ void add_node_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--forward-overhead-us", opt->forward_overhead_us,
                   "the latency rule's cost per child of a LAN parent, microseconds (default 20)")
     ->type_name("MICROSECONDS");
+  cmd->add_flag("--no-bcast-acks", opt->no_bcast_acks,
+                "broadcasts are not acknowledged to their origins: no resend after a crash and "
+                "no outcome (broadcast_config::acknowledge; for comparisons)");
   cmd->add_option("--segment-kib", opt->segment_kib,
                   "segment size of every long broadcast, KiB (default: 64, doubled up to 1024 while a message still makes 64 segments)")
     ->type_name("KIB");

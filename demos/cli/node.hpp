@@ -53,6 +53,7 @@ struct node_options {
   /// broadcast_config::segment_size and max_segment in KiB: one segment size for every
   /// long broadcast (empty: the node's defaults, 64 KiB up to 1 MiB by the message size)
   std::string segment_kib;
+  bool no_bcast_acks = false; ///< broadcasts not acknowledged (no exactly-once through crashes)
   std::string metrics;              ///< IP:PORT to serve GET /metrics on (empty: none)
   std::string log_level = "info";   ///< error, warn, info, debug
   std::string log_format = "text";  ///< text, json

@@ -412,6 +412,8 @@ bool control_session::handle(const std::string& line) {
     cmd_send(in);
   else if (cmd == "acks")
     cmd_acks(in);
+  else if (cmd == "trace")
+    cmd_trace(in);
   else if (cmd == "reduce")
     cmd_reduce(in);
   else if (cmd == "leave")
@@ -432,7 +434,7 @@ bool control_session::handle(const std::string& line) {
            {"busy", s.busy}});
   } else {
     error("unknown command \"" + cmd
-          + "\" (bcast, send, acks, reduce, leave, join, status, quit)");
+          + "\" (bcast, send, acks, trace, reduce, leave, join, status, quit)");
   }
   return true;
 }
@@ -484,6 +486,18 @@ void control_session::cmd_bcast(std::istringstream& in) {
             return;
           }
           started(*id, seq);
+          bool trace = false;
+          {
+            std::lock_guard<std::mutex> lk(mtx_);
+            trace = trace_;
+          }
+          if (trace)
+            await(n_.broadcast_outcome(*id), "outcome", [this, op = op_name(*id)](expected<broadcast_completion> r) {
+              if (r)
+                put({{"ev", "outcome"}, {"op", op}, {"ok", true}, {"resends", r->resends}});
+              else
+                put({{"ev", "outcome"}, {"op", op}, {"ok", false}, {"detail", r.err().to_string()}});
+            });
           {
             // Now that its name is known, "acked" can be said (if it is not too early).
             std::lock_guard<std::mutex> lk(mtx_);
@@ -524,6 +538,15 @@ void control_session::cmd_send(std::istringstream& in) {
           started(*id, seq);
           put({{"ev", "sent"}, {"op", op_name(*id)}, {"size", size}, {"t_us", t0}});
         });
+}
+
+void control_session::cmd_trace(std::istringstream& in) {
+  std::string mode;
+  in >> mode;
+  if ((mode != "on" && mode != "off") || trailing(in))
+    return error("usage: trace on|off");
+  std::lock_guard<std::mutex> lk(mtx_);
+  trace_ = mode == "on";
 }
 
 void control_session::cmd_acks(std::istringstream& in) {
@@ -687,6 +710,13 @@ void control_session::on_delivery(const node_delivery& d) {
   }
   if (!print)
     return;
+  bool trace = false;
+  {
+    std::lock_guard<std::mutex> lk(mtx_);
+    trace = trace_;
+  }
+  if (trace)
+    emit_or_hold(nlohmann::json{{"ev", "delivered_to"}, {"op", op_name(d.op)}, {"set", vnodes_text(d.vnodes)}});
   const auto seq = d.op.seq;
   const auto t = now_us(); // when it came, not when it was checked
   emit_or_hold(delivered_line(d.op, message, d.vnodes.size(), d.payload.size(),

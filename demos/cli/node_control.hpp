@@ -12,6 +12,10 @@
 //                            prints {"ev":"acked","op":"O:S","acks":M} once all have acked
 //                            (holding its bcast/delivered lines back until then, at
 //                            most 50 ms: see emit_or_hold)
+//   <- trace on|off          on: each delivery also prints {"ev":"delivered_to","op":"O:S",
+//                            "set":"0-9"} (the vnodes), and the origin of each broadcast
+//                            started here prints {"ev":"outcome","op":"O:S","ok":bool,
+//                            "resends":N} or, failed, "detail" (`node::broadcast_outcome`)
 //   <- send VNODE BYTES      -> {"ev":"sent","op":"O:S","size":B}; the receiver: delivered
 //   <- reduce SEQ ROOT COUNT OP TYPE
 //                            -> the root's owner {"ev":"reduced","seq":"S","vnodes":K,"ok":bool},
@@ -106,6 +110,7 @@ private:
   void cmd_bcast(std::istringstream& in);
   void cmd_send(std::istringstream& in);
   void cmd_acks(std::istringstream& in);
+  void cmd_trace(std::istringstream& in);
   void cmd_reduce(std::istringstream& in);
   void cmd_leave();
   void cmd_join(std::istringstream& in);
@@ -139,6 +144,7 @@ private:
   std::mutex mtx_; // guards what follows (the actor's handler and the command thread)
   std::uint64_t next_seq_ = 1;
   bool acks_ = false;
+  bool trace_ = false; ///< `trace on`
   std::map<proc_id, vnode_id> ack_to_; ///< where each origin takes its acks
   /// Broadcasts delivered here: the vnodes reached so far, and whether acked.
   struct received {

@@ -47,6 +47,7 @@ wire::message read_body(body_reader b) {
     case W::REDUCE_HANDOFF: return read(b.getReduceHandoff());
     case W::BCAST_OFFER: return read(b.getBcastOffer());
     case W::BCAST_ANSWER: return read(b.getBcastAnswer());
+    case W::BCAST_ACK: return read(b.getBcastAck());
   }
   reject("unknown message type " + std::to_string(static_cast<unsigned>(b.which())));
 }
@@ -116,6 +117,7 @@ expected<schema::frame> read_frame(capnp::MessageReader& reader) {
   const bool collective = std::holds_alternative<wire::bcast_segment>(body) ||
                           std::holds_alternative<wire::bcast_offer>(body) ||
                           std::holds_alternative<wire::bcast_answer>(body) ||
+                          std::holds_alternative<wire::bcast_ack>(body) ||
                           std::holds_alternative<wire::reduce_partial>(body) ||
                           std::holds_alternative<wire::reduce_handoff>(body);
   // (A collective's message of kind `none` is nobody's: an engine host hands it back.)

@@ -99,6 +99,13 @@ void write(const wire::bcast_answer& m, body_builder b) {
   r.setAccepted(m.accepted);
 }
 
+void write(const wire::bcast_ack& m, body_builder b) {
+  auto r = b.initBcastAck();
+  r.setOrigin(m.op.origin);
+  r.setSeq(wire_seq(m.op));
+  write_vnodes(m.vnodes, [&](unsigned n) { return r.initVnodes(n); });
+}
+
 // The buffer of the frame being decoded when the decoded envelope may keep it (a large
 // frame's own buffer, see frame_decoder): data inside it is sliced, not copied.
 thread_local const shared_bytes* backing = nullptr;
@@ -173,6 +180,11 @@ wire::bcast_offer read(cs::BcastOffer::Reader r) {
 wire::bcast_answer read(cs::BcastAnswer::Reader r) {
   return wire::bcast_answer{collective_id_of(r.getOrigin(), r.getSeq(), collective_kind::none), r.getTag(),
                             r.getAccepted()};
+}
+
+wire::bcast_ack read(cs::BcastAck::Reader r) {
+  return wire::bcast_ack{collective_id_of(r.getOrigin(), r.getSeq(), collective_kind::none),
+                         read_vnodes(r.getVnodes())};
 }
 
 } // namespace banyan::schema::codec_internal

@@ -30,6 +30,9 @@ struct delivery_ledger {
   std::map<wire::collective_id, vnode_set> targets;
   std::map<std::pair<wire::collective_id, vnode_id>, int> count; ///< deliveries
   std::vector<std::string> problems; ///< deliveries that were wrong in themselves
+  /// Outcomes reported at the origins (`broadcast_config::acknowledge`), and how often.
+  std::map<wire::collective_id, broadcast_completion> outcomes;
+  std::map<wire::collective_id, int> outcome_count;
 
   /// Every broadcast sent reached each vnode of [0, vnodes) exactly once, and every
   /// point-to-point message each of its vnodes exactly once (and no other); the first
@@ -278,6 +281,13 @@ private:
         ledger_.problems.push_back("wrong bytes delivered at processor " +
                                    std::to_string(view_->self()));
       d.vnodes.for_each([&](vnode_id v) { ++ledger_.count[{d.op, v}]; });
+    }
+    for (auto& c : bo.completions) {
+      if (c.op.origin != view_->self())
+        ledger_.problems.push_back("an outcome of a broadcast of another origin at processor " +
+                                   std::to_string(view_->self()));
+      ledger_.outcomes[c.op] = c;
+      ++ledger_.outcome_count[c.op];
     }
     bo.clear();
   }

@@ -179,6 +179,8 @@ BOOST_AUTO_TEST_CASE(wire_size_equals_encoding_at_rounding_edges) {
                                  vnode_set{1, 5, 9}, 7, 2});
   ms.push_back(wire::bcast_answer{});
   ms.push_back(wire::bcast_answer{{3, 4, banyan::collective_kind::message}, 5, true});
+  ms.push_back(wire::bcast_ack{});
+  ms.push_back(wire::bcast_ack{{3, 4, banyan::collective_kind::broadcast, 9}, vnode_set{0, 2, 7}});
   for (const auto& m : ms) {
     BOOST_TEST_CONTEXT(wire::name_of(m)) {
       const wire::envelope e{1, 2, m};

@@ -68,6 +68,9 @@ struct cluster_config {
   /// `drain_linger`; 2 s before the network knew); too short a one lets frames come back
   /// after it detached (`network_stats::stray_returns`).
   std::optional<duration> blind_linger;
+  /// The processors' broadcast engines acknowledge deliveries to origins and keep each
+  /// broadcast until covered (`broadcast_config::acknowledge`, as `banyan::node` does).
+  bool bcast_acknowledge = false;
   /// Instrumentation (may be empty): every frame the emulated network carries, and every
   /// tree event a processor reports, as they happen. Called on the actors' threads (one
   /// at a time in virtual time; concurrently in real time, so it must be thread-safe

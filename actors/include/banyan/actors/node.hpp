@@ -78,6 +78,8 @@ struct node_contact {
 inline broadcast_config tcp_broadcast_config() {
   broadcast_config c;
   c.max_segment = std::size_t{1} << 20;
+  c.acknowledge = true; // exactly once through crashes; `resend_after`, `stale_stream` and
+                        // `complete_within` are set from crash_timeout and op_timeout
   return c;
 }
 
@@ -366,6 +368,15 @@ public:
   /// Errors also: `invalid_argument` (no such plan installed, not a broadcast kind).
   std::future<expected<wire::collective_id>> broadcast(
     shared_bytes message, collective_kind over = collective_kind::broadcast);
+  /// How broadcast `op`, started here over the adaptive trees, ended (with
+  /// `bcast.acknowledge`, the default): resolves once every vnode acknowledged it, each
+  /// delivered exactly once, also through crashes (the vnodes a crash cut off are sent
+  /// again once adopted); fails with `timeout` once `op_timeout` passed since its start
+  /// without, naming the vnodes it did not reach and their owners. Other errors:
+  /// `not_found` (no such broadcast started here in this membership, or its outcome is
+  /// no longer kept: the last 4096 are), `invalid_argument` (acknowledgements off),
+  /// `stopped` (the node stopped, or left, first). See docs/api.md, "Exactly once".
+  std::future<expected<broadcast_completion>> broadcast_outcome(const wire::collective_id& op);
   /// Sends `message` to vnode `to` alone (delivered exactly once, at its owner at
   /// delivery time, as a `node_delivery::kind::message`). Resolves once handed to the
   /// engine. Errors: `invalid_argument` (not a member, no such vnode), `stopped`.

@@ -158,6 +158,27 @@ struct broadcast_config {
   /// frame carries shrinks at every hop), and vnodes that moved get their blocks sent
   /// on, never offered.
   bool blocks = false;
+
+  /// Exactly once through crashes (docs/collectives.md, "Through crashes"). Receivers
+  /// acknowledge every broadcast delivery to its origin (`wire::bcast_ack`, repeats too)
+  /// and deliver each (broadcast, vnode) once (a history of `history_count` broadcasts,
+  /// each kept `history_for`); the origin keeps the broadcast until every vnode is
+  /// covered, sends the uncovered ones again (offered first, the bytes when not taken)
+  /// when their owners change or nothing new was covered for `resend_after`, and reports
+  /// the outcome (`broadcast_completion`): complete, or failed after `complete_within`
+  /// naming the vnodes not reached. Incomplete streams that received nothing for
+  /// `stale_stream` are dropped (the origin sends their part again). Off: none of this
+  /// (no frames, no state).
+  bool acknowledge = false;
+  /// After the owners of uncovered vnodes changed (an adoption), the origin waits this
+  /// long before sending again (acknowledgements of deliveries made just before the
+  /// change land first).
+  duration resend_grace = std::chrono::milliseconds(200);
+  duration resend_after = std::chrono::seconds(10);
+  duration complete_within = std::chrono::seconds(60);
+  duration stale_stream = std::chrono::seconds(5);
+  std::size_t history_count = 1024;
+  duration history_for = std::chrono::seconds(120);
 };
 
 /// The segment a long broadcast of `bytes` is cut into: `segment_size`, doubled while
@@ -180,13 +201,26 @@ struct broadcast_delivery {
   bool p2p = false; ///< a point-to-point message (`send`), not a broadcast
 };
 
+/// The outcome of a broadcast started here (`broadcast_config::acknowledge`): every
+/// vnode acknowledged it (`complete`), or it failed after `complete_within`, naming the
+/// vnodes not acknowledged and their owners as this processor knows them.
+struct broadcast_completion {
+  wire::collective_id op;
+  bool complete = false;
+  vnode_set missing;
+  std::map<proc_id, vnode_set> owners; ///< of `missing`
+  std::uint32_t resends = 0;           ///< times the uncovered vnodes were sent again
+};
+
 /// What handling one event produced.
 struct broadcast_outbox : engine_outbox {
   std::vector<broadcast_delivery> deliveries;
+  std::vector<broadcast_completion> completions;
   void clear() {
     sends.clear();
     timers.clear();
     deliveries.clear();
+    completions.clear();
   }
 };
 
@@ -204,6 +238,13 @@ struct broadcast_stats {
   std::uint64_t holds = 0;         ///< streams held for `retry_delay`
   std::uint64_t bounces = 0;       ///< frames that came back undeliverable
   std::uint64_t malformed = 0;     ///< segments dropped as inconsistent with their stream
+  std::uint64_t acks_sent = 0;     ///< acknowledgements sent to origins
+  std::uint64_t repeats = 0;       ///< vnode deliveries not made: delivered here before
+  std::uint64_t resends = 0;       ///< times an origin sent uncovered vnodes again
+  std::uint64_t completed = 0;     ///< broadcasts started here that every vnode acknowledged
+  std::uint64_t failed = 0;        ///< broadcasts started here given up (`complete_within`)
+  std::uint64_t stale_dropped = 0; ///< incomplete streams dropped after `stale_stream`
+  std::uint64_t fenced = 0;        ///< deliveries deferred by a fence
 };
 
 class broadcast_engine {
@@ -235,7 +276,8 @@ public:
   static bool handles(const wire::message& m) {
     return std::holds_alternative<wire::bcast_segment>(m) ||
            std::holds_alternative<wire::bcast_offer>(m) ||
-           std::holds_alternative<wire::bcast_answer>(m);
+           std::holds_alternative<wire::bcast_answer>(m) ||
+           std::holds_alternative<wire::bcast_ack>(m);
   }
   /// The broadcast a frame for this engine belongs to (`handles(m)` must hold).
   static wire::collective_id op_of(const wire::message& m);
@@ -259,6 +301,15 @@ public:
                         broadcast_outbox& out);
   /// The view may have changed (call after every event of the processor's supervisor).
   void on_view_change(timestamp now, broadcast_outbox& out);
+  /// No vnode is delivered to here before `until`: deliveries due meanwhile wait and are
+  /// made then, to the vnodes still owned here (the others are handed on). A runtime
+  /// that finds its process was stopped (a stall: its timers came late) fences until
+  /// news of a possible adoption of its vnodes has had time to arrive.
+  void fence(timestamp now, timestamp until, broadcast_outbox& out);
+  /// Broadcasts started here whose outcome is not known yet (`acknowledge`).
+  std::size_t unacknowledged() const noexcept { return pending_.size(); }
+  /// Whether broadcast `op` was started here and its outcome is still to come.
+  bool awaits(const wire::collective_id& op) const { return pending_.count(op) > 0; }
 
   /// Still responsible for some vnodes of some broadcast (a stream, or an offer not
   /// answered yet).
@@ -320,6 +371,7 @@ private:
     /// completed in one event (`run_whole`). Its forwards need no `tag_owner_` entry:
     /// it has no later segment to divert.
     bool transient = false;
+    timestamp last_fed{0}; ///< when its last segment came (`stale_stream`)
   };
   /// What every frame of one message says about it.
   struct message_head {
@@ -401,8 +453,43 @@ private:
   void keep(timestamp now, whole msg, const shared_bytes& bytes);
   const kept* kept_copy(timestamp now, const wire::collective_id& op) const;
 
+  /// Through crashes (`acknowledge`): a broadcast started here, kept until covered.
+  struct pending_op {
+    whole msg;
+    vnode_set covered;
+    std::map<proc_id, vnode_set> owners; ///< of the uncovered vnodes, when last sent
+    timestamp progress{0};               ///< when something was last covered (or sent)
+    timestamp resend_at = timestamp::max();
+    timestamp deadline{0};
+    std::uint32_t resends = 0;
+  };
+  /// Deliveries waiting for a fence to end.
+  struct fenced {
+    whole msg;
+    shared_bytes bytes;
+    vnode_set vnodes;
+    std::uint32_t hops = 0;
+  };
+  bool acks_for(const wire::collective_id& op) const {
+    return cfg_.acknowledge && !is_p2p(op) && op.kind == cfg_.kind;
+  }
+  void track(timestamp now, const wire::collective_id& id, const shared_bytes& message,
+             tree_kind kind, std::size_t segment, broadcast_outbox& out);
+  void acknowledged(timestamp now, const wire::collective_id& op, const vnode_set& vnodes,
+                    broadcast_outbox& out);
+  void check_pending(timestamp now, broadcast_outbox& out);
+  void drop_stale(timestamp now);
+  void arm(timestamp now, timestamp at, broadcast_outbox& out);
+  /// Of `vnodes` of `op`, those delivered here before (and records the rest as delivered).
+  vnode_set repeats(timestamp now, const wire::collective_id& op, const vnode_set& vnodes);
+
   tree_view& view_;
   broadcast_config cfg_;
+  std::map<wire::collective_id, pending_op> pending_;
+  std::map<wire::collective_id, std::pair<vnode_set, timestamp>> history_;
+  std::vector<fenced> fenced_;
+  timestamp fence_until_{timestamp::min() / 2};
+  std::map<std::uint64_t, timestamp> ticks_; ///< check timers armed: token -> when
   std::uint64_t next_seq_;
   std::uint64_t next_tag_;
   std::uint64_t next_token_ = 1;

@@ -344,12 +344,23 @@ struct bcast_answer {
   }
 };
 
+/// A receiver of broadcast `op` -> its origin: `vnodes` have it (delivered now, or
+/// earlier: a repeat is acknowledged again, not delivered). The origin keeps the
+/// broadcast until every vnode is covered (docs/collectives.md, "Through crashes").
+struct bcast_ack {
+  collective_id op;
+  vnode_set vnodes;
+  friend bool operator==(const bcast_ack& a, const bcast_ack& b) {
+    return a.op == b.op && a.vnodes == b.vnodes;
+  }
+};
+
 using message = std::variant<ping, pong, bw_request, bw_reply, adopt_request, adopt_reply,
                              release, orphan, tree_update, subtree_update, join_request,
                              join_accept, member_joined, member_left, handover_request,
                              routing_update, vnode_handover, vnode_handover_ack,
                              bcast_segment, reduce_partial, reduce_handoff, bcast_offer,
-                             bcast_answer>;
+                             bcast_answer, bcast_ack>;
 
 /// A message with its endpoints, as the network moves it.
 struct envelope {

@@ -218,6 +218,9 @@ public:
   /// reduction a vnode here still owes: a founder's `first_op`); with none settled, the
   /// lowest reduction whose partials reached this processor, else `first_op`.
   std::uint64_t next_op() const;
+  /// At the root vnode's owner: the vnodes whose contributions to reduction `op` have
+  /// arrived so far; nothing elsewhere, or when `op` is not open here.
+  std::optional<vnode_set> gathered_at_root(std::uint64_t op) const;
 
   /// Whether `m` is for this engine (a `reduce_partial` or `reduce_handoff`).
   static bool handles(const wire::message& m) {
