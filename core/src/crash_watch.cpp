@@ -42,10 +42,9 @@ void crash_watch::tick(timestamp now, outbox& out) {
     watched_ = succ;
     heard_ = now;
   } else if (now - heard_ >= s_.cfg.crash_timeout) {
-    watched_ = no_proc;
-    declare_crashed(now, succ, out);
+    // Suspected: declared crashed only if neither it nor the helpers answer in time.
+    s_.suspects.suspect(now, succ, out);
     s_.updates.flush(out);
-    return;
   }
   s_.send(out, succ, wire::ping{watch_seq});
 }

@@ -36,6 +36,7 @@ void join_leave::join(timestamp, proc_id contact, const vnode_set& wanted, outbo
   s_.probes.reset();
   s_.seeding.reset();
   s_.owners.reset();
+  s_.suspects.reset();
   reset();
   auto& me = s_.members.me();
   me.id = s_.self;
@@ -177,6 +178,7 @@ void join_leave::finish_leave(timestamp now, std::vector<wire::route_entry> rout
   s_.trees.reset();
   s_.members.reset();
   s_.watch.end_life();
+  s_.suspects.reset();
   s_.repairs.end_life();
   s_.seeding.reset();
   reset();

@@ -68,6 +68,7 @@ void membership::remove(timestamp now, proc_id p, outbox& out) {
   s_.paths.forget(p, member_info_[p].address);
   member_info_.erase(p);
   s_.probes.forget_strikes(p);
+  s_.suspects.forget(p);
   s_.trees.drop_root(p);
   bool orphaned = false;
   for (auto& t : s_.trees.all()) {

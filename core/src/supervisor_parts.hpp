@@ -15,6 +15,7 @@
 //   repair            step-parents: asked, deferred, handed over when leaving
 //   newcomer_seeding  newcomers' trees seeded from their giver's; joiners chained
 //   crash_watch       the watched successor, orphaned vnodes, refuting our own burial
+//   suspicion         suspects and the indirect probes about them; pinging for others
 //   join_leave        joining (contact, attempts, givers) and leaving (recipients)
 
 #include <cstdint>
@@ -30,6 +31,7 @@
 #include "path_memory.hpp"
 #include "prober.hpp"
 #include "repair.hpp"
+#include "suspicion.hpp"
 #include "timer_token.hpp"
 #include "tree_table.hpp"
 #include "update_batching.hpp"
@@ -62,6 +64,7 @@ struct parts {
   repair repairs;
   newcomer_seeding seeding;
   crash_watch watch;
+  suspicion suspects;
   join_leave life;
 
   void send(outbox& out, proc_id to, wire::message m) const;

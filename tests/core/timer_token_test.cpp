@@ -18,6 +18,7 @@ std::vector<timer_token> samples() {
     ts.push_back(timer_token::watch(seq));
     ts.push_back(timer_token::seed(seq));
     ts.push_back(timer_token::lend(seq));
+    ts.push_back(timer_token::suspect(seq));
   }
   for (std::uint64_t n : {1u, 2u, 3u})
     ts.push_back(timer_token::join_attempt(n));
