@@ -44,6 +44,14 @@ bool membership::depart(timestamp now, proc_id who, std::uint64_t inc, outbox& o
   return news;
 }
 
+void membership::exhume(proc_id p, std::uint64_t inc) {
+  if (auto t = tombstones_.find(p); t != tombstones_.end()) {
+    t->second.erase(inc);
+    if (t->second.empty())
+      tombstones_.erase(t);
+  }
+}
+
 void membership::add(const wire::member& m) {
   auto p = m.id;
   if (p >= is_member_.size())

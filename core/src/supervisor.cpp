@@ -24,6 +24,9 @@ void handle(parts& s, timestamp now, proc_id from, const wire::ping_req& m, outb
 void handle(parts& s, timestamp now, proc_id from, const wire::ping_ack& m, outbox& out) {
   s.suspects.on(now, from, m, out);
 }
+void handle(parts& s, timestamp now, proc_id from, const wire::merge_offer& m, outbox& out) {
+  s.merges.on(now, from, m, out);
+}
 void handle(parts& s, timestamp now, proc_id from, const wire::bw_request& m, outbox& out) {
   s.probes.on(now, from, m, out);
 }
@@ -121,6 +124,8 @@ void dispatch(parts& s, timestamp now, proc_id from, const wire::message& m, out
       break;
     default: break;
   }
+  if (s.merges.from_old_side(from, m))
+    return; // the side we yielded from: its news is not ours
   std::visit([&](const auto& msg) { handle(s, now, from, msg, out); }, m);
   s.updates.flush(out);
 }

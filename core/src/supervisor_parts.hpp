@@ -16,6 +16,7 @@
 //   newcomer_seeding  newcomers' trees seeded from their giver's; joiners chained
 //   crash_watch       the watched successor, orphaned vnodes, refuting our own burial
 //   suspicion         suspects and the indirect probes about them; pinging for others
+//   partition_merge   processors we buried, offered a merge; yielding to a larger side
 //   join_leave        joining (contact, attempts, givers) and leaving (recipients)
 
 #include <cstdint>
@@ -30,6 +31,7 @@
 #include "parent_selection.hpp"
 #include "path_memory.hpp"
 #include "prober.hpp"
+#include "partition_merge.hpp"
 #include "repair.hpp"
 #include "suspicion.hpp"
 #include "timer_token.hpp"
@@ -65,6 +67,7 @@ struct parts {
   newcomer_seeding seeding;
   crash_watch watch;
   suspicion suspects;
+  partition_merge merges;
   join_leave life;
 
   void send(outbox& out, proc_id to, wire::message m) const;
