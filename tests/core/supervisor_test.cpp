@@ -661,6 +661,7 @@ BOOST_AUTO_TEST_CASE(a_healed_partition_merges_into_one_membership_with_one_owne
                                                                 << g.sup(p)->members().size());
     }
     check_routing(g, 32);
+    check_trees(g);
     // The losers learnt that they lost their vnodes; the winners lost none.
     std::set<proc_id> disowned_after;
     for (auto& [p, e] : crash_events(g, tree_event::kind::disowned))
