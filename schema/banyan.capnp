@@ -105,9 +105,11 @@ struct PingReq {
 }
 
 struct PingAck {
-  # Helper -> suspector: `target` answered the ping asked for by the PingReq `seq`.
+  # Helper -> suspector, about the ping asked for by the PingReq `seq`: `target` answered
+  # it (reached), or the helper could not connect to it (not reached).
   seq @0 :UInt64;
   target @1 :UInt32;
+  reached @2 :Bool;
 }
 
 struct BwRequest {

@@ -269,6 +269,7 @@ void join_leave::on(timestamp now, proc_id from, const wire::join_accept& m, out
       }
   }
   s_.event(out, tree_event::kind::joined, now);
+  out.events.back().peer = from; // the contact that let us in
   s_.watch.start(out);
   if (givers_.empty()) {
     s_.probes.trigger(now, out);

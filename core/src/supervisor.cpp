@@ -219,9 +219,9 @@ void supervisor::on_timer(timestamp now, std::uint64_t token, outbox& out) {
 
 void supervisor::on_unreachable(timestamp now, proc_id p, outbox& out) {
   auto& s = *p_;
-  // A helper's ping that failed is the asker's evidence, not ours.
+  // A helper's ping that failed is the asker's evidence, not ours; a suspect's is counted.
   if ((s.status == status::member || s.status == status::leaving) && s.members.is_member(p)
-      && !s.suspects.helper_ping_failed(p)) {
+      && !s.suspects.unreachable(now, p, out)) {
     s.suspects.suspect(now, p, out);
     s.updates.flush(out);
   }

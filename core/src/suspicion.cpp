@@ -15,7 +15,8 @@ void suspicion::suspect(timestamp now, proc_id p, outbox& out) {
     return;
   }
   const auto seq = s_.next_seq++;
-  suspects_[p] = {seq, s_.members.info(p)->incarnation, now};
+  auto& e = suspects_[p];
+  e = {seq, s_.members.info(p)->incarnation, now, {}, {}, false};
   s_.send(out, p, wire::ping{seq}); // the connection may work again
   // k helpers drawn among the other members not suspected themselves.
   std::vector<proc_id> helpers;
@@ -26,21 +27,34 @@ void suspicion::suspect(timestamp now, proc_id p, outbox& out) {
   for (std::size_t i = 0; i < helpers.size() && i < k; ++i) {
     auto j = std::uniform_int_distribution<std::size_t>(i, helpers.size() - 1)(s_.rng);
     std::swap(helpers[i], helpers[j]);
+    e.asked.insert(helpers[i]);
     s_.send(out, helpers[i], wire::ping_req{seq, p});
   }
   s_.start_timer(out, s_.cfg.suspect_timeout, timer_token::suspect(seq));
 }
 
-bool suspicion::helper_ping_failed(proc_id p) {
+bool suspicion::unreachable(timestamp now, proc_id p, outbox& out) {
   bool helping = false;
   for (auto i = helping_.begin(); i != helping_.end();)
     if (i->second.target == p) {
       helping = true;
+      s_.send(out, i->second.asker, wire::ping_ack{i->second.asker_seq, p, false});
       i = helping_.erase(i);
     } else {
       ++i;
     }
-  return helping && suspects_.count(p) == 0;
+  auto i = suspects_.find(p);
+  if (i == suspects_.end())
+    return helping;
+  i->second.direct_failed = true;
+  if (hopeless(i->second))
+    declare(now, p, out);
+  return true;
+}
+
+bool suspicion::hopeless(const suspect_entry& e) const {
+  // Without helpers nobody corroborates our failure: the timeout decides.
+  return e.direct_failed && !e.asked.empty() && e.unreached == e.asked;
 }
 
 void suspicion::on(timestamp now, proc_id from, const wire::ping_req& m, outbox& out) {
@@ -54,17 +68,27 @@ void suspicion::on(timestamp now, proc_id from, const wire::ping_req& m, outbox&
     s_.send(out, from, wire::ping_ack{m.seq, m.target}); // asked about ourselves: alive
     return;
   }
-  if (!s_.members.is_member(m.target))
-    return; // we buried it, or never knew it: no evidence from us
+  if (!s_.members.is_member(m.target)) {
+    s_.send(out, from, wire::ping_ack{m.seq, m.target, false}); // we buried it, or never knew it
+    return;
+  }
   const auto seq = s_.next_seq++;
   helping_[seq] = {from, m.seq, m.target, now};
   s_.send(out, m.target, wire::ping{seq});
 }
 
-void suspicion::on(timestamp now, proc_id from, const wire::ping_ack& m, outbox&) {
+void suspicion::on(timestamp now, proc_id from, const wire::ping_ack& m, outbox& out) {
   auto i = suspects_.find(m.target);
-  if (i != suspects_.end() && i->second.seq == m.seq && from != m.target)
+  if (i == suspects_.end() || i->second.seq != m.seq || from == m.target)
+    return;
+  if (m.reached) {
     clear(now, m.target);
+    return;
+  }
+  if (i->second.asked.count(from) != 0)
+    i->second.unreached.insert(from);
+  if (hopeless(i->second))
+    declare(now, m.target, out);
 }
 
 bool suspicion::on(timestamp now, proc_id from, const wire::pong& m, outbox& out) {
@@ -92,7 +116,11 @@ void suspicion::on_timer(timestamp now, std::uint64_t seq, outbox& out) {
                         [&](auto& e) { return e.second.seq == seq; });
   if (i == suspects_.end())
     return; // cleared, or the suspect left meanwhile
-  const auto p = i->first;
+  declare(now, i->first, out);
+}
+
+void suspicion::declare(timestamp now, proc_id p, outbox& out) {
+  auto i = suspects_.find(p);
   const auto inc = i->second.incarnation;
   suspects_.erase(i);
   // Still the incarnation we suspected (a newer one came back through a join: not it).

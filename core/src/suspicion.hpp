@@ -16,10 +16,13 @@
 //   (either answer clears S; none within suspect_timeout: S is declared crashed)
 //
 // Only answers to pings sent after the suspicion began count: a frame S sent before it
-// crashed, arriving late, proves nothing.
+// crashed, arriving late, proves nothing. A helper that cannot connect to S says so
+// (ping_ack, not reached); once our own ping failed too and every helper asked said so,
+// S is declared at once rather than at the timeout (a killed process: its port refuses).
 
 #include <cstdint>
 #include <map>
+#include <set>
 
 #include "banyan/core/supervisor.hpp"
 
@@ -35,9 +38,10 @@ public:
   /// declare it crashed at once). Nothing when it is already suspected.
   void suspect(timestamp now, proc_id p, outbox& out);
   bool suspected(proc_id p) const { return suspects_.count(p) != 0; }
-  /// A ping we sent to p (ours or as a helper) could not be delivered. Returns whether it
-  /// was a helper's ping: the suspector that asked decides, we do not suspect p ourselves.
-  bool helper_ping_failed(proc_id p);
+  /// Nothing could be delivered to p (a refused connection). For the pings we sent as a
+  /// helper, the askers are told (they decide; returns true, and we do not suspect p
+  /// ourselves); for our own suspicion of p, it counts towards the verdict.
+  bool unreachable(timestamp now, proc_id p, outbox& out);
 
   void on(timestamp now, proc_id from, const wire::ping_req& m, outbox& out);
   void on(timestamp now, proc_id from, const wire::ping_ack& m, outbox& out);
@@ -54,7 +58,13 @@ private:
     std::uint64_t seq = 0; ///< our ping's, and the helpers' ping_req's
     std::uint64_t incarnation = 0;
     timestamp since{0};
+    std::set<proc_id> asked;       ///< helpers asked
+    std::set<proc_id> unreached;   ///< helpers that could not connect to it
+    bool direct_failed = false;    ///< our own connection was refused since
   };
+  /// Every way to reach it failed: declared now.
+  bool hopeless(const suspect_entry& e) const;
+  void declare(timestamp now, proc_id p, outbox& out);
   struct help_entry {
     proc_id asker = no_proc;
     std::uint64_t asker_seq = 0;

@@ -180,7 +180,8 @@ BOOST_AUTO_TEST_CASE(wire_size_equals_encoding_at_rounding_edges) {
   ms.push_back(wire::bcast_answer{});
   ms.push_back(wire::bcast_answer{{3, 4, banyan::collective_kind::message}, 5, true});
   ms.push_back(wire::ping_req{7, 3});
-  ms.push_back(wire::ping_ack{7, 3});
+  ms.push_back(wire::ping_ack{7, 3, true});
+  ms.push_back(wire::ping_ack{7, 3, false});
   ms.push_back(wire::merge_offer{});
   ms.push_back(wire::merge_offer{{{1, "10.0.0.1:7001", 9}, {4, "", 0}}});
   for (const auto& m : ms) {

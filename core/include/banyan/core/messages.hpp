@@ -84,11 +84,15 @@ struct ping_req {
   proc_id target = no_proc;
   friend bool operator==(ping_req a, ping_req b) { return a.seq == b.seq && a.target == b.target; }
 };
-/// Helper -> suspector: `target` answered the ping asked for by ping_req `seq`.
+/// Helper -> suspector, about the ping asked for by ping_req `seq`: `target` answered it
+/// (`reached`), or the helper could not connect to it (not reached).
 struct ping_ack {
   std::uint64_t seq = 0;
   proc_id target = no_proc;
-  friend bool operator==(ping_ack a, ping_ack b) { return a.seq == b.seq && a.target == b.target; }
+  bool reached = true;
+  friend bool operator==(ping_ack a, ping_ack b) {
+    return a.seq == b.seq && a.target == b.target && a.reached == b.reached;
+  }
 };
 /// Bandwidth probe: the prober asks for a 128 KiB download.
 struct bw_request { std::uint64_t seq = 0; friend bool operator==(bw_request a, bw_request b) { return a.seq == b.seq; } };

@@ -139,7 +139,7 @@ struct tree_event {
     busy, ///< started measuring, holding updates, joining or leaving
     idle, ///< nothing more to do until something happens
     cycle_broken,      ///< tree, old_parent: left a parent to break a cycle
-    joined,            ///< became a member
+    joined,            ///< became a member (peer: the contact that let us in; none: founded)
     join_failed,       ///< the contact never answered: back to idle
     left,              ///< handed its vnodes over and stopped
     crash_detected,    ///< peer: taken to have crashed (unreachable, silent, strikes)
