@@ -51,5 +51,6 @@ BOOST_AUTO_TEST_CASE(tokens_pack_the_payload_above_a_code_of_four_bits) {
   BOOST_TEST(timer_token::join_attempt(1).encode() == 2u * 16 + 3);
   BOOST_TEST(timer_token::giver_wait().encode() == 10u * 16 + 3);
   BOOST_TEST(timer_token::seed(9).encode() == 9u * 16 + 6);
-  BOOST_TEST(!timer_token::decode(8).has_value()); // a code nobody issues
+  BOOST_TEST(timer_token::suspect(9).encode() == 9u * 16 + 8);
+  BOOST_TEST(!timer_token::decode(9).has_value()); // a code nobody issues
 }
