@@ -97,6 +97,21 @@ struct Pong {
   seq @0 :UInt64;
 }
 
+struct PingReq {
+  # Suspector -> another member: ping `target` for me (an indirect probe). The helper
+  # pings the target and, if it answers, sends a PingAck with the same seq.
+  seq @0 :UInt64;
+  target @1 :UInt32;
+}
+
+struct PingAck {
+  # Helper -> suspector, about the ping asked for by the PingReq `seq`: `target` answered
+  # it (reached), or the helper could not connect to it (not reached).
+  seq @0 :UInt64;
+  target @1 :UInt32;
+  reached @2 :Bool;
+}
+
 struct BwRequest {
   # Bandwidth probe: the prober asks the candidate for a BwReply of about 128 KiB.
   seq @0 :UInt64;
@@ -190,6 +205,14 @@ struct MemberLeft {
   who @0 :UInt32;
   routes @1 :List(RouteEntry);
   incarnation @2 :UInt64;   # of the leaver; receivers keep it as a tombstone
+}
+
+struct MergeOffer {
+  # A member -> a processor it took for crashed (sent once per watch period for a while):
+  # my side's members. The receiver, if it is a member of a side that does not know the
+  # sender, compares the two sides (more members wins, then the lowest id) and, if it
+  # loses, gives its vnodes up and joins the sender's side.
+  members @0 :List(Member);
 }
 
 struct HandoverRequest {
@@ -423,6 +446,9 @@ struct Frame {
     bcastOffer @25 :BcastOffer;     # appended after `returned` (@24)
     bcastAnswer @26 :BcastAnswer;
     bcastAck @28 :BcastAck;
+    pingReq @29 :PingReq;
+    pingAck @30 :PingAck;
+    mergeOffer @31 :MergeOffer;
   }
   returned @24 :Bool;
   # A frame handed back to the processor that sent it (`from` is the processor that

@@ -154,6 +154,10 @@ struct node_state {
   std::string address;
   duration discover_timeout{0}; ///< how long a contact may take to name itself
   std::map<proc_id, std::string> peers; ///< the addresses given to the transport
+  /// Addresses of processors that are not members but may merge with us after a
+  /// partition: those we took for crashed, and the members of a side that offered us a
+  /// merge (`merge_offer`). Merge offers and a join through the offer's sender use them.
+  std::map<proc_id, std::string> merge_addresses;
   /// Members that left whose address the transport keeps until nothing is on its way to
   /// them (see `sync_members`), and since when.
   std::map<proc_id, timestamp> departed;

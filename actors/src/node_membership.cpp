@@ -240,8 +240,23 @@ void sync_members(node_ptr self) {
 void send_one(node_ptr self, wire::envelope e) {
   auto& st = self->state;
   auto to = e.to;
-  if (st.tp->send(std::move(e)) == net::send_status::unknown_peer && st.sup->is_member(to))
+  // A merge offer to a processor we buried, or a join through the side that offered one:
+  // their address was forgotten with their membership.
+  const bool merging = std::holds_alternative<wire::merge_offer>(e.body)
+                       || std::holds_alternative<wire::join_request>(e.body);
+  std::optional<wire::envelope> again;
+  if (merging)
+    again = e;
+  auto sent = st.tp->send(std::move(e));
+  if (sent == net::send_status::unknown_peer && st.sup->is_member(to)) {
     self->tell(unreachable_atom::value, to); // no address: as good as refused
+  } else if (sent == net::send_status::unknown_peer && again) {
+    if (auto a = st.merge_addresses.find(to); a != st.merge_addresses.end()) {
+      st.peers[to] = a->second;
+      st.tp->add_peer(to, a->second);
+      st.tp->send(std::move(*again));
+    }
+  }
   // backpressure: the frame is lost, which the protocol tolerates (probes time out,
   // updates are resent with the next change).
 }
@@ -279,6 +294,10 @@ void on_tree_event(node_ptr self, const tree_event& e) {
       // when the supervisor stops waiting for its givers and as long again has passed.
       j.accepted = true;
       self->later(st.settle_wait, settle_atom::value, j.serial);
+    } else if (e.peer != no_proc) {
+      emit(self, {node_event::kind::joined, {}, no_proc, no_proc, e.peer,
+                  "rejoined through processor " + std::to_string(e.peer)
+                    + " (our side of a partition yielded to its side)", {}});
     } else {
       emit(self, {node_event::kind::joined, {}, no_proc, no_proc, no_proc,
                   "founded the computation with vnodes " + st.sup->own_vnodes().to_string(), {}});
@@ -303,6 +322,8 @@ void on_tree_event(node_ptr self, const tree_event& e) {
     complete(self, st.leaving, std::nullopt);
     break;
   case k::crash_detected:
+    if (auto a = st.peers.find(e.peer); a != st.peers.end())
+      st.merge_addresses[e.peer] = a->second; // offered a merge while it stays away
     node_counters::add(st.shared->counters->crashes_detected);
     emit(self, {node_event::kind::member_crashed, {}, no_proc, no_proc, e.peer,
                 "processor " + std::to_string(e.peer) + " taken to have crashed (unreachable, "

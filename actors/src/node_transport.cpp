@@ -116,7 +116,13 @@ void on_deliver(node_ptr self, const wire::envelope& e) {
   // The probes' small messages change nothing worth a new snapshot.
   const bool hot = std::holds_alternative<wire::ping>(e.body)
                    || std::holds_alternative<wire::pong>(e.body)
-                   || std::holds_alternative<wire::bw_request>(e.body);
+                   || std::holds_alternative<wire::bw_request>(e.body)
+                   || std::holds_alternative<wire::ping_req>(e.body)
+                   || std::holds_alternative<wire::ping_ack>(e.body);
+  if (auto* offer = std::get_if<wire::merge_offer>(&e.body))
+    for (auto& m : offer->members) // the other side: we may have to join through them
+      if (!m.address.empty() && !st.sup->is_member(m.id) && m.id != st.sup->self())
+        st.merge_addresses[m.id] = m.address;
   st.sup->on_message(now_of(), e.from, e.body, st.out);
   after(self, !hot, true);
 }

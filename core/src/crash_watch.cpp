@@ -29,6 +29,7 @@ void crash_watch::on_timer(timestamp now, std::uint64_t gen, outbox& out) {
 }
 
 void crash_watch::tick(timestamp now, outbox& out) {
+  s_.merges.tick(now, out); // those we buried: a partition may have healed
   auto succ = s_.members.adopter_of(s_.self); // the next member after us, wrapping around
   if (succ == s_.self || succ == no_proc) {
     watched_ = no_proc;
@@ -42,10 +43,9 @@ void crash_watch::tick(timestamp now, outbox& out) {
     watched_ = succ;
     heard_ = now;
   } else if (now - heard_ >= s_.cfg.crash_timeout) {
-    watched_ = no_proc;
-    declare_crashed(now, succ, out);
+    // Suspected: declared crashed only if neither it nor the helpers answer in time.
+    s_.suspects.suspect(now, succ, out);
     s_.updates.flush(out);
-    return;
   }
   s_.send(out, succ, wire::ping{watch_seq});
 }
@@ -67,6 +67,7 @@ void crash_watch::declare_crashed(timestamp now, proc_id p, outbox& out) {
       s_.send(out, m, wire::member_left{p, {}, inc});
   s_.send(out, p, wire::member_left{p, {}, inc});
   s_.members.depart(now, p, inc, out);
+  s_.merges.buried(now, p, inc);
   // A leave waiting on an offer to p goes on at once.
   s_.owners.drop_offer_to(now, p, out);
 }

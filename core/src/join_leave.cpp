@@ -36,6 +36,8 @@ void join_leave::join(timestamp, proc_id contact, const vnode_set& wanted, outbo
   s_.probes.reset();
   s_.seeding.reset();
   s_.owners.reset();
+  s_.suspects.reset();
+  s_.merges.reset();
   reset();
   auto& me = s_.members.me();
   me.id = s_.self;
@@ -168,8 +170,12 @@ void join_leave::finish_leave(timestamp now, std::vector<wire::route_entry> rout
       s_.send(out, m, wire::member_left{s_.self, routes, s_.members.me().incarnation});
   s_.owners.set_farewell(std::move(routes));
   s_.status = supervisor::status::left;
-  // Forget everything but the paths measured (and what lets us point those who still ask
-  // us for adoption on): a later join starts afresh.
+  end_life(); // a later join starts afresh
+  s_.repairs.answer_deferred(out); // refusals, pointing on
+  s_.event(out, tree_event::kind::left, now);
+}
+
+void join_leave::end_life() {
   s_.paths.remember_all();
   s_.probes.reset();
   s_.updates.reset();
@@ -177,11 +183,17 @@ void join_leave::finish_leave(timestamp now, std::vector<wire::route_entry> rout
   s_.trees.reset();
   s_.members.reset();
   s_.watch.end_life();
+  s_.suspects.reset();
   s_.repairs.end_life();
   s_.seeding.reset();
   reset();
-  s_.repairs.answer_deferred(out); // refusals, pointing on
-  s_.event(out, tree_event::kind::left, now);
+}
+
+void join_leave::rejoin(timestamp now, proc_id contact, outbox& out) {
+  s_.status = supervisor::status::left;
+  end_life();
+  s_.repairs.answer_deferred(out);
+  join(now, contact, {}, out);
 }
 
 void join_leave::on(timestamp now, proc_id, const wire::join_request& m, outbox& out) {
@@ -257,6 +269,7 @@ void join_leave::on(timestamp now, proc_id from, const wire::join_accept& m, out
       }
   }
   s_.event(out, tree_event::kind::joined, now);
+  out.events.back().peer = from; // the contact that let us in
   s_.watch.start(out);
   if (givers_.empty()) {
     s_.probes.trigger(now, out);

@@ -40,6 +40,9 @@ public:
   void offer_vnodes(timestamp now, outbox& out);
   /// Our vnodes were taken (`routes`: where they went): tell everyone and stop.
   void finish_leave(timestamp now, std::vector<wire::route_entry> routes, outbox& out);
+  /// Our side lost a partition merge: end this membership without a word to its members
+  /// (they yield too) and join the winner's side through `contact`.
+  void rejoin(timestamp now, proc_id contact, outbox& out);
 
   void reset();
 
@@ -48,6 +51,9 @@ public:
   bool awaiting_givers() const noexcept { return givers_due_ && !givers_.empty(); }
 
 private:
+  /// Forgets everything of this membership but the paths measured (and what lets us point
+  /// those who still ask us for adoption on).
+  void end_life();
   /// Ranks the members for our vnodes as we leave, nearest first.
   void rank_nearest();
 

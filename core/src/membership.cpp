@@ -44,6 +44,14 @@ bool membership::depart(timestamp now, proc_id who, std::uint64_t inc, outbox& o
   return news;
 }
 
+void membership::exhume(proc_id p, std::uint64_t inc) {
+  if (auto t = tombstones_.find(p); t != tombstones_.end()) {
+    t->second.erase(inc);
+    if (t->second.empty())
+      tombstones_.erase(t);
+  }
+}
+
 void membership::add(const wire::member& m) {
   auto p = m.id;
   if (p >= is_member_.size())
@@ -68,6 +76,7 @@ void membership::remove(timestamp now, proc_id p, outbox& out) {
   s_.paths.forget(p, member_info_[p].address);
   member_info_.erase(p);
   s_.probes.forget_strikes(p);
+  s_.suspects.forget(p);
   s_.trees.drop_root(p);
   bool orphaned = false;
   for (auto& t : s_.trees.all()) {

@@ -44,6 +44,9 @@ public:
   /// Incarnation `inc` of `who` left: tombstone it, and forget it if it is the one we
   /// know (its vnodes become orphans, see crash_watch). Returns whether this was news.
   bool depart(timestamp now, proc_id who, std::uint64_t inc, outbox& out);
+  /// Incarnation `inc` of p did not leave after all (we were cut off from it): it may be
+  /// admitted again.
+  void exhume(proc_id p, std::uint64_t inc);
   /// The member that adopts the vnodes a crashed processor `dead` left owning: the first
   /// member after `dead` in id order, wrapping around (see supervisor::adopter_of).
   proc_id adopter_of(proc_id dead) const;

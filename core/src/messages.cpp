@@ -10,13 +10,14 @@ namespace {
 // --- names ------------------------------------------------------------------
 
 // In the order of the alternatives of `message`.
-constexpr std::array<const char*, 24> message_names = {
+constexpr std::array<const char*, 27> message_names = {
     "ping",          "pong",           "bw_request",       "bw_reply",
     "adopt_request", "adopt_reply",    "release",          "orphan",
     "tree_update",   "subtree_update", "join_request",     "join_accept",
     "member_joined", "member_left",    "handover_request", "routing_update",
     "vnode_handover", "vnode_handover_ack", "bcast_segment", "reduce_partial",
-    "reduce_handoff", "bcast_offer", "bcast_answer", "bcast_ack"};
+    "reduce_handoff", "bcast_offer", "bcast_answer", "bcast_ack", "ping_req", "ping_ack",
+    "merge_offer"};
 static_assert(message_names.size() == std::variant_size_v<message>,
               "a message type was added: name it here and model its size below");
 
@@ -84,6 +85,9 @@ constexpr shape reduce_handoff_shape{1, 1};
 constexpr shape bcast_offer_shape{3, 1};
 constexpr shape bcast_answer_shape{3, 0};
 constexpr shape bcast_ack_shape{2, 1};
+constexpr shape ping_req_shape{2, 0};
+constexpr shape ping_ack_shape{2, 0};
+constexpr shape merge_offer_shape{0, 1};
 
 constexpr std::size_t bytes_to_words(std::size_t bytes) {
   return (bytes + word_bytes - 1) / word_bytes;
@@ -194,6 +198,10 @@ std::size_t body_words(const bcast_offer& m) {
 std::size_t body_words(const bcast_answer&) { return bcast_answer_shape.words(); }
 std::size_t body_words(const bcast_ack& m) {
   return bcast_ack_shape.words() + vnodes_words(m.vnodes);
+std::size_t body_words(const ping_req&) { return ping_req_shape.words(); }
+std::size_t body_words(const ping_ack&) { return ping_ack_shape.words(); }
+std::size_t body_words(const merge_offer& m) {
+  return merge_offer_shape.words() + list_words(m.members, member_shape);
 }
 
 } // namespace

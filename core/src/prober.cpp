@@ -315,7 +315,7 @@ void prober::on_reply_timer(timestamp now, std::uint64_t seq, outbox& out) {
     strikes_.erase(cand);
     probe_.reset();
     ++abandoned_;
-    s_.watch.declare_crashed(now, cand, out); // may finish the probe
+    s_.suspects.suspect(now, cand, out); // declared crashed unless it answers someone
     maybe_probe(now, out);
   } else {
     finish_probe(now, false, out);

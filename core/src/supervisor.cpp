@@ -15,7 +15,17 @@ void handle(parts& s, timestamp now, proc_id from, const wire::ping& m, outbox& 
   s.probes.on(now, from, m, out);
 }
 void handle(parts& s, timestamp now, proc_id from, const wire::pong& m, outbox& out) {
-  s.probes.on(now, from, m, out);
+  if (!s.suspects.on(now, from, m, out)) // an answer to a suspicion's or a helper's ping
+    s.probes.on(now, from, m, out);
+}
+void handle(parts& s, timestamp now, proc_id from, const wire::ping_req& m, outbox& out) {
+  s.suspects.on(now, from, m, out);
+}
+void handle(parts& s, timestamp now, proc_id from, const wire::ping_ack& m, outbox& out) {
+  s.suspects.on(now, from, m, out);
+}
+void handle(parts& s, timestamp now, proc_id from, const wire::merge_offer& m, outbox& out) {
+  s.merges.on(now, from, m, out);
 }
 void handle(parts& s, timestamp now, proc_id from, const wire::bw_request& m, outbox& out) {
   s.probes.on(now, from, m, out);
@@ -114,6 +124,8 @@ void dispatch(parts& s, timestamp now, proc_id from, const wire::message& m, out
       break;
     default: break;
   }
+  if (s.merges.from_old_side(from, m))
+    return; // the side we yielded from: its news is not ours
   std::visit([&](const auto& msg) { handle(s, now, from, msg, out); }, m);
   s.updates.flush(out);
 }
@@ -125,6 +137,10 @@ void fire(parts& s, timestamp now, timer_token t, outbox& out) {
     case kind::giver_wait: s.life.on_giver_timer(now, out); return;
     case kind::flush: s.updates.on_timer(out); return;
     case kind::watch: s.watch.on_timer(now, t.seq, out); return;
+    case kind::suspect:
+      s.suspects.on_timer(now, t.seq, out);
+      s.updates.flush(out);
+      return;
     case kind::adopt: return; // the orphans are looked at after every event
     case kind::lend: s.owners.on_lend_timer(t.seq, out); return;
     case kind::seed: s.seeding.on_seed_timer(now, static_cast<proc_id>(t.seq), out); return;
@@ -203,8 +219,10 @@ void supervisor::on_timer(timestamp now, std::uint64_t token, outbox& out) {
 
 void supervisor::on_unreachable(timestamp now, proc_id p, outbox& out) {
   auto& s = *p_;
-  if ((s.status == status::member || s.status == status::leaving) && s.members.is_member(p)) {
-    s.watch.declare_crashed(now, p, out);
+  // A helper's ping that failed is the asker's evidence, not ours; a suspect's is counted.
+  if ((s.status == status::member || s.status == status::leaving) && s.members.is_member(p)
+      && !s.suspects.unreachable(now, p, out)) {
+    s.suspects.suspect(now, p, out);
     s.updates.flush(out);
   }
   after_event(s, now, out);

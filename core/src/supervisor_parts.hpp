@@ -15,6 +15,8 @@
 //   repair            step-parents: asked, deferred, handed over when leaving
 //   newcomer_seeding  newcomers' trees seeded from their giver's; joiners chained
 //   crash_watch       the watched successor, orphaned vnodes, refuting our own burial
+//   suspicion         suspects and the indirect probes about them; pinging for others
+//   partition_merge   processors we buried, offered a merge; yielding to a larger side
 //   join_leave        joining (contact, attempts, givers) and leaving (recipients)
 
 #include <cstdint>
@@ -29,7 +31,9 @@
 #include "parent_selection.hpp"
 #include "path_memory.hpp"
 #include "prober.hpp"
+#include "partition_merge.hpp"
 #include "repair.hpp"
+#include "suspicion.hpp"
 #include "timer_token.hpp"
 #include "tree_table.hpp"
 #include "update_batching.hpp"
@@ -62,6 +66,8 @@ struct parts {
   repair repairs;
   newcomer_seeding seeding;
   crash_watch watch;
+  suspicion suspects;
+  partition_merge merges;
   join_leave life;
 
   void send(outbox& out, proc_id to, wire::message m) const;

@@ -48,6 +48,9 @@ wire::message read_body(body_reader b) {
     case W::BCAST_OFFER: return read(b.getBcastOffer());
     case W::BCAST_ANSWER: return read(b.getBcastAnswer());
     case W::BCAST_ACK: return read(b.getBcastAck());
+    case W::PING_REQ: return read(b.getPingReq());
+    case W::PING_ACK: return read(b.getPingAck());
+    case W::MERGE_OFFER: return read(b.getMergeOffer());
   }
   reject("unknown message type " + std::to_string(static_cast<unsigned>(b.which())));
 }

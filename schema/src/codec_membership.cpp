@@ -21,6 +21,11 @@ void write(const wire::member_joined& m, body_builder b) {
   write(m.who, b.initMemberJoined().initWho());
 }
 
+void write(const wire::merge_offer& m, body_builder b) {
+  auto r = b.initMergeOffer();
+  write_list(m.members, [&](unsigned n) { return r.initMembers(n); });
+}
+
 void write(const wire::member_left& m, body_builder b) {
   auto r = b.initMemberLeft();
   r.setWho(m.who);
@@ -59,6 +64,10 @@ wire::join_accept read(cs::JoinAccept::Reader r) {
 
 wire::member_joined read(cs::MemberJoined::Reader r) {
   return wire::member_joined{read(r.getWho())};
+}
+
+wire::merge_offer read(cs::MergeOffer::Reader r) {
+  return wire::merge_offer{read_list(r.getMembers())};
 }
 
 wire::member_left read(cs::MemberLeft::Reader r) {

@@ -7,6 +7,17 @@ namespace banyan::schema::codec_internal {
 
 void write(const wire::ping& m, body_builder b) { b.initPing().setSeq(m.seq); }
 void write(const wire::pong& m, body_builder b) { b.initPong().setSeq(m.seq); }
+void write(const wire::ping_req& m, body_builder b) {
+  auto r = b.initPingReq();
+  r.setSeq(m.seq);
+  r.setTarget(m.target);
+}
+void write(const wire::ping_ack& m, body_builder b) {
+  auto r = b.initPingAck();
+  r.setSeq(m.seq);
+  r.setTarget(m.target);
+  r.setReached(m.reached);
+}
 void write(const wire::bw_request& m, body_builder b) { b.initBwRequest().setSeq(m.seq); }
 
 void write(const wire::bw_reply& m, body_builder b) {
@@ -64,6 +75,10 @@ void write(const wire::subtree_update& m, body_builder b) {
 
 wire::ping read(cs::Ping::Reader r) { return wire::ping{r.getSeq()}; }
 wire::pong read(cs::Pong::Reader r) { return wire::pong{r.getSeq()}; }
+wire::ping_req read(cs::PingReq::Reader r) { return wire::ping_req{r.getSeq(), r.getTarget()}; }
+wire::ping_ack read(cs::PingAck::Reader r) {
+  return wire::ping_ack{r.getSeq(), r.getTarget(), r.getReached()};
+}
 wire::bw_request read(cs::BwRequest::Reader r) { return wire::bw_request{r.getSeq()}; }
 
 wire::bw_reply read(cs::BwReply::Reader r) {

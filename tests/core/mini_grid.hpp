@@ -21,6 +21,7 @@
 #include <optional>
 #include <memory>
 #include <queue>
+#include <set>
 #include <random>
 #include <cstdio>
 #include <cstdlib>
@@ -166,6 +167,19 @@ public:
     slow_extra_ = extra;
   }
 
+  /// Cuts every link between a processor of `a` and one of `b`, both ways: a message that
+  /// arrives over a cut link is refused, as when nobody runs there (the sender learns it
+  /// one way later, as from a refused connection). Cuts add up until `heal`.
+  void cut(const std::vector<proc_id>& a, const std::vector<proc_id>& b) {
+    for (auto x : a)
+      for (auto y : b) {
+        cut_.insert({x, y});
+        cut_.insert({y, x});
+      }
+  }
+  /// Every cut link works again (for messages arriving from now on).
+  void heal() { cut_.clear(); }
+
   /// Processor `at` is told that `p` is unreachable (a refused connection), now.
   void suspect(proc_id at, proc_id p) {
     outbox out;
@@ -210,7 +224,7 @@ public:
       }
       bool running = s && s->state() != supervisor::status::left &&
                      s->state() != supervisor::status::idle;
-      if (!running) {
+      if (!running || (!ev.is_timer && cut_.count({envelopes_[ev.msg].from, ev.to}) != 0)) {
         // Nobody there: the sender learns it one way later, as from a refused connection.
         if (!ev.is_timer) {
           auto from = envelopes_[ev.msg].from;
@@ -451,7 +465,7 @@ private:
     }
     // Delivered only to the instance it was sent to, while its processor is reachable;
     // what the rider does not take bounces too.
-    if (r && here == ev.target && reachable(ev.to)) {
+    if (r && here == ev.target && reachable(ev.to) && cut_.count({e.from, ev.to}) == 0) {
       bool taken = r->on_message(now_, e.from, e.body, out);
       carry_out_rider(ev.to, out);
       if (taken)
@@ -529,6 +543,7 @@ private:
   std::vector<std::pair<proc_id, tree_event>> crash_events_;
   std::vector<std::pair<proc_id, tree_event>> handover_events_;
   std::map<proc_id, timestamp> frozen_; ///< freeze(): until when
+  std::set<std::pair<proc_id, proc_id>> cut_; ///< cut(): links (from, to) that refuse
   std::function<bool(const wire::envelope&)> slow_; ///< slow(): which messages
   duration slow_extra_{0};
   std::map<proc_id, std::vector<tree_event>> rider_events_; ///< for the rider, not yet seen

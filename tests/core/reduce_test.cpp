@@ -394,7 +394,9 @@ BOOST_AUTO_TEST_CASE(vnodes_moving_mid_reduction_count_once) {
 BOOST_AUTO_TEST_CASE(adopted_vnodes_count_once_after_a_crash_and_a_false_suspicion) {
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
     fixture f;
-    mini_grid g{tiny(), seed};
+    supervisor_config eager; // no suspicion: one refused connection declares a crash
+    eager.suspect_timeout = duration{0};
+    mini_grid g{tiny(), seed, eager};
     f.install(g);
     g.start(8);
     g.run();

@@ -413,6 +413,13 @@ supervisor_config crash_cfg() {
   return cfg;
 }
 
+/// Without suspicion: the first evidence declares a member crashed, as a suspicion does
+/// when neither the suspect nor any helper answers (the suspect frozen, or cut off).
+supervisor_config eager_cfg(supervisor_config cfg = {}) {
+  cfg.suspect_timeout = duration{0};
+  return cfg;
+}
+
 /// The crash events of kind `k` reported so far.
 std::vector<std::pair<proc_id, tree_event>> crash_events(const mini_grid& g, tree_event::kind k) {
   std::vector<std::pair<proc_id, tree_event>> r;
@@ -442,11 +449,12 @@ BOOST_AUTO_TEST_CASE(a_silent_crash_is_detected_and_the_successor_adopts_its_vno
   BOOST_TEST(adopted[0].first == 4u); // the next member after 3
   BOOST_TEST(adopted[0].second.peer == 3u);
   BOOST_TEST((adopted[0].second.vnodes == vnode_set::range(12, 16)));
-  // Bounded: the timeout, one watch period, the adoption delay, and a few WAN trips.
+  // Bounded: the timeout, one watch period, the suspicion, the adoption delay, and a few
+  // WAN trips.
   auto cfg = crash_cfg();
   BOOST_TEST((adopted[0].second.at - crashed_at
-              <= cfg.crash_timeout + cfg.crash_timeout / 4 + cfg.adopt_delay +
-                   std::chrono::milliseconds(500)));
+              <= cfg.crash_timeout + cfg.crash_timeout / 4 + cfg.suspect_timeout +
+                   cfg.adopt_delay + std::chrono::milliseconds(500)));
   for (proc_id p = 0; p < 8; ++p)
     if (p != 3)
       BOOST_TEST(!g.sup(p)->is_member(3));
@@ -456,21 +464,29 @@ BOOST_AUTO_TEST_CASE(a_silent_crash_is_detected_and_the_successor_adopts_its_vno
 
 BOOST_AUTO_TEST_CASE(concurrent_detections_converge_to_one_owner) {
   // Every member finds processor 5 unreachable at the same moment (each sends the notice
-  // to all): one adoption, and every table names the same owner.
-  mini_grid g{tiny(), 12};
-  g.start(0, 4);
-  g.run();
-  g.crash(5);
-  for (proc_id p = 0; p < 8; ++p)
-    if (p != 5)
-      g.suspect(p, 5);
-  g.run();
-  BOOST_TEST(crash_events(g, tree_event::kind::crash_detected).size() == 7u);
-  auto adopted = crash_events(g, tree_event::kind::adopted);
-  BOOST_TEST_REQUIRE(adopted.size() == 1u);
-  BOOST_TEST(adopted[0].first == 6u);
-  check_routing(g, 32);
-  check_trees(g);
+  // to all): one adoption, and every table names the same owner. Without suspicion all
+  // seven declare it, each before hearing another's notice; with it, seven suspicions
+  // (each asking helpers that are suspectors too) end in at least one verdict.
+  for (bool suspicion : {false, true}) {
+    mini_grid g{tiny(), 12, suspicion ? supervisor_config{} : eager_cfg()};
+    g.start(0, 4);
+    g.run();
+    g.crash(5);
+    for (proc_id p = 0; p < 8; ++p)
+      if (p != 5)
+        g.suspect(p, 5);
+    g.run();
+    const auto detected = crash_events(g, tree_event::kind::crash_detected).size();
+    if (suspicion)
+      BOOST_TEST(detected >= 1u);
+    else
+      BOOST_TEST(detected == 7u);
+    auto adopted = crash_events(g, tree_event::kind::adopted);
+    BOOST_TEST_REQUIRE(adopted.size() == 1u, "suspicion " << suspicion);
+    BOOST_TEST(adopted[0].first == 6u);
+    check_routing(g, 32);
+    check_trees(g);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(members_with_different_views_claim_and_the_higher_epoch_wins) {
@@ -497,7 +513,8 @@ BOOST_AUTO_TEST_CASE(members_with_different_views_claim_and_the_higher_epoch_win
 BOOST_AUTO_TEST_CASE(a_wrongly_suspected_processor_learns_it_lost_its_vnodes) {
   // 2 takes 3 for crashed although it runs: 3 hears it, comes back as a new incarnation
   // without vnodes (a `disowned` event), 4 adopts them, and nobody owns them twice.
-  mini_grid g{tiny(), 13};
+  // (Without suspicion, one refused connection is enough to take it for crashed.)
+  mini_grid g{tiny(), 13, eager_cfg()};
   g.start(0, 4);
   g.run();
   g.suspect(2, 3);
@@ -521,7 +538,7 @@ BOOST_AUTO_TEST_CASE(a_suspect_that_hears_the_adopters_claim_first_reports_the_l
   // the adopter's connection first), so 4's claim over 3's vnodes reaches 3 before it
   // knows it was taken for crashed. The vnodes are gone the moment the claim lands:
   // that is when 3 must report them lost, once, and not again when the notice follows.
-  mini_grid g{tiny(), 13};
+  mini_grid g{tiny(), 13, eager_cfg()};
   g.start(0, 4);
   g.run();
   g.slow([](const wire::envelope& e) {
@@ -544,6 +561,134 @@ BOOST_AUTO_TEST_CASE(a_suspect_that_hears_the_adopters_claim_first_reports_the_l
   BOOST_TEST((g.sup(4)->own_vnodes() == vnode_set::range(12, 20)));
   check_routing(g, 32);
   check_trees(g);
+}
+
+BOOST_AUTO_TEST_CASE(one_refused_connection_does_not_evict_a_live_member) {
+  // 2 cannot reach 3 at all (as when strangers hold every handshake slot of 3 against
+  // it), but the others can. 2's suspicions of 3, from the refused connection and then
+  // from its watch (3 is its successor), are each cleared by the helpers it asks: 3 stays
+  // a member with its vnodes for as long as the link stays cut. Without suspicion the
+  // same cut evicts it.
+  for (bool suspicion : {true, false}) {
+    mini_grid g{tiny(), 13, suspicion ? crash_cfg() : eager_cfg(crash_cfg())};
+    g.start(0, 4);
+    g.run_for(std::chrono::seconds(20));
+    g.cut({2}, {3});
+    g.suspect(2, 3);
+    g.run_for(std::chrono::seconds(30));
+    auto detected = crash_events(g, tree_event::kind::crash_detected);
+    if (!suspicion) {
+      BOOST_TEST(!detected.empty()); // what suspicion prevents
+      continue;
+    }
+    for (auto& [p, e] : detected)
+      BOOST_TEST(false, "processor " << p << " took " << e.peer << " for crashed");
+    BOOST_TEST(crash_events(g, tree_event::kind::disowned).empty());
+    for (proc_id p = 0; p < 8; ++p)
+      BOOST_TEST(g.sup(p)->is_member(3), "processor " << p << " lost 3");
+    BOOST_TEST((g.sup(3)->own_vnodes() == vnode_set::range(12, 16)));
+    check_routing(g, 32);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_crash_is_declared_once_the_suspect_answers_nobody) {
+  // 0 finds 5 unreachable. Crashed: 0's own ping and every helper's connection are
+  // refused, and the helpers say so, so 0 declares it at once, long before the timeout.
+  // Frozen (a stopped process: its connections stay open, nothing answers): nobody can
+  // tell, and the timeout decides. Either way 6 adopts 5's vnodes.
+  for (bool frozen : {false, true}) {
+    mini_grid g{tiny(), 12};
+    g.start(0, 4);
+    g.run();
+    if (frozen)
+      g.freeze(5, std::chrono::seconds(5));
+    else
+      g.crash(5);
+    const auto suspected_at = g.now();
+    g.suspect(0, 5);
+    g.run_for(std::chrono::seconds(3));
+    auto detected = crash_events(g, tree_event::kind::crash_detected);
+    BOOST_TEST_REQUIRE(detected.size() == 1u, "frozen " << frozen);
+    BOOST_TEST(detected[0].first == 0u);
+    BOOST_TEST(detected[0].second.peer == 5u);
+    const supervisor_config cfg;
+    const auto took = detected[0].second.at - suspected_at;
+    if (frozen)
+      BOOST_TEST((took == cfg.suspect_timeout));
+    else
+      BOOST_TEST((took < cfg.suspect_timeout / 10), "took " << to_ms(took) << " ms");
+    auto adopted = crash_events(g, tree_event::kind::adopted);
+    BOOST_TEST_REQUIRE(adopted.size() == 1u);
+    BOOST_TEST(adopted[0].first == 6u);
+    BOOST_TEST((adopted[0].second.vnodes == vnode_set::range(20, 24)));
+    if (frozen)
+      continue; // (it wakes later and yields: a_watcher_that_did_not_run_...)
+    g.run();
+    for (proc_id p = 0; p < 8; ++p)
+      if (p != 5)
+        BOOST_TEST(!g.sup(p)->is_member(5));
+    check_routing(g, 32);
+    check_trees(g);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_suspect_cut_off_from_the_suspector_and_every_helper_is_declared) {
+  // 3 runs, but is cut off from 2 and from every member 2 could ask: nobody can vouch for
+  // it, and 2 declares it crashed (the bound's assumption does not hold).
+  mini_grid g{tiny(), 15};
+  g.start(0, 4);
+  g.run();
+  g.cut({3}, {0, 1, 2, 4, 5, 6, 7});
+  g.suspect(2, 3);
+  g.run_for(std::chrono::seconds(2));
+  auto detected = crash_events(g, tree_event::kind::crash_detected);
+  BOOST_TEST_REQUIRE(!detected.empty());
+  BOOST_TEST(detected[0].first == 2u);
+  BOOST_TEST(detected[0].second.peer == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(a_healed_partition_merges_into_one_membership_with_one_owner_per_vnode) {
+  // The grid splits in two for 30 s: each side takes the other's members for crashed and
+  // adopts their vnodes, so both own every vnode. Then the links come back. The side with
+  // fewer members (equal: the one without processor 0) yields: its members report their
+  // vnodes disowned and join the other side; in the end every processor is a member of
+  // one membership, every table names the same owner for each vnode, and each vnode has
+  // exactly one owner.
+  struct split {
+    std::vector<proc_id> loser, winner;
+  };
+  for (const auto& s : {split{{0, 1, 2}, {3, 4, 5, 6, 7}}, split{{3}, {0, 1, 2, 4, 5, 6, 7}},
+                        split{{4, 5, 6, 7}, {0, 1, 2, 3}}}) {
+    mini_grid g{tiny(), 30 + s.loser.size(), crash_cfg()};
+    g.start(0, 4);
+    g.run_for(std::chrono::seconds(20));
+    g.cut(s.loser, s.winner);
+    g.run_for(std::chrono::seconds(30));
+    for (auto side : {&s.loser, &s.winner})
+      for (auto p : *side) {
+        BOOST_TEST_REQUIRE(g.sup(p)->members() == *side, "processor " << p << " before the heal");
+        vnode_set side_owns; // the side adopted the other's vnodes: it owns them all
+        for (auto q : *side)
+          side_owns |= g.sup(p)->routes().owned_by(q);
+        BOOST_TEST_REQUIRE((side_owns == vnode_set::range(0, 32)), "processor " << p);
+      }
+    const auto healed_at = g.now();
+    g.heal();
+    g.run_for(std::chrono::seconds(60));
+    for (proc_id p = 0; p < 8; ++p) {
+      BOOST_TEST_REQUIRE((g.sup(p)->state() == supervisor::status::member), "processor " << p);
+      BOOST_TEST(g.sup(p)->members().size() == 8u, "processor " << p << " knows "
+                                                                << g.sup(p)->members().size());
+    }
+    check_routing(g, 32);
+    check_trees(g);
+    // The losers learnt that they lost their vnodes; the winners lost none.
+    std::set<proc_id> disowned_after;
+    for (auto& [p, e] : crash_events(g, tree_event::kind::disowned))
+      if (e.at >= healed_at && !e.vnodes.empty())
+        disowned_after.insert(p);
+    BOOST_TEST((disowned_after == std::set<proc_id>(s.loser.begin(), s.loser.end())));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_watcher_that_did_not_run_does_not_bury_its_successor) {

@@ -181,6 +181,11 @@ BOOST_AUTO_TEST_CASE(wire_size_equals_encoding_at_rounding_edges) {
   ms.push_back(wire::bcast_answer{{3, 4, banyan::collective_kind::message}, 5, true});
   ms.push_back(wire::bcast_ack{});
   ms.push_back(wire::bcast_ack{{3, 4, banyan::collective_kind::broadcast, 9}, vnode_set{0, 2, 7}});
+  ms.push_back(wire::ping_req{7, 3});
+  ms.push_back(wire::ping_ack{7, 3, true});
+  ms.push_back(wire::ping_ack{7, 3, false});
+  ms.push_back(wire::merge_offer{});
+  ms.push_back(wire::merge_offer{{{1, "10.0.0.1:7001", 9}, {4, "", 0}}});
   for (const auto& m : ms) {
     BOOST_TEST_CONTEXT(wire::name_of(m)) {
       const wire::envelope e{1, 2, m};

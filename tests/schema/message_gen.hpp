@@ -163,6 +163,9 @@ struct gen {
       case 21: return wire::bcast_offer{op(), vnodes(), u64(), u32()};
       case 22: return wire::bcast_answer{op(), u64(), coin()};
       case 23: return wire::bcast_ack{op(), vnodes()};
+      case 24: return wire::ping_req{u64(), proc()};
+      case 25: return wire::ping_ack{u64(), proc(), coin()};
+      case 26: return wire::merge_offer{list([&] { return member(); })};
     }
     throw std::out_of_range("no message type " + std::to_string(type));
   }

@@ -76,6 +76,24 @@ struct member {
 /// RTT probe: a 1-byte ping-pong.
 struct ping { std::uint64_t seq = 0; friend bool operator==(ping a, ping b) { return a.seq == b.seq; } };
 struct pong { std::uint64_t seq = 0; friend bool operator==(pong a, pong b) { return a.seq == b.seq; } };
+/// Indirect probe (SWIM's ping-req): a member that suspects `target` asks another member
+/// to ping it; the helper answers with a `ping_ack` of the same seq if the target
+/// answered its ping.
+struct ping_req {
+  std::uint64_t seq = 0;
+  proc_id target = no_proc;
+  friend bool operator==(ping_req a, ping_req b) { return a.seq == b.seq && a.target == b.target; }
+};
+/// Helper -> suspector, about the ping asked for by ping_req `seq`: `target` answered it
+/// (`reached`), or the helper could not connect to it (not reached).
+struct ping_ack {
+  std::uint64_t seq = 0;
+  proc_id target = no_proc;
+  bool reached = true;
+  friend bool operator==(ping_ack a, ping_ack b) {
+    return a.seq == b.seq && a.target == b.target && a.reached == b.reached;
+  }
+};
 /// Bandwidth probe: the prober asks for a 128 KiB download.
 struct bw_request { std::uint64_t seq = 0; friend bool operator==(bw_request a, bw_request b) { return a.seq == b.seq; } };
 /// The download: the candidate's place in every tree, and its view of the
@@ -185,6 +203,16 @@ struct member_left {
   std::uint64_t incarnation = 0; ///< of the leaver
   friend bool operator==(const member_left& a, const member_left& b) {
     return a.who == b.who && a.routes == b.routes && a.incarnation == b.incarnation;
+  }
+};
+/// A member -> a processor it took for crashed (once per watch period, for a while):
+/// the members of the sender's side. After a partition heals, the receiver (if its side
+/// does not know the sender) compares the sides (more members wins, then the lowest
+/// processor id) and, if its side loses, gives its vnodes up and joins the sender's.
+struct merge_offer {
+  std::vector<member> members;
+  friend bool operator==(const merge_offer& a, const merge_offer& b) {
+    return a.members == b.members;
   }
 };
 /// Newcomer -> an owner, once the newcomer is a member: hand these vnodes (those you
@@ -360,7 +388,7 @@ using message = std::variant<ping, pong, bw_request, bw_reply, adopt_request, ad
                              join_accept, member_joined, member_left, handover_request,
                              routing_update, vnode_handover, vnode_handover_ack,
                              bcast_segment, reduce_partial, reduce_handoff, bcast_offer,
-                             bcast_answer, bcast_ack>;
+                             bcast_answer, bcast_ack, ping_req, ping_ack, merge_offer>;
 
 /// A message with its endpoints, as the network moves it.
 struct envelope {

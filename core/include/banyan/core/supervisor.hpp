@@ -99,6 +99,22 @@ struct supervisor_config {
   /// order every `crash_timeout / 4` and takes it for crashed after `crash_timeout` of
   /// silence. Assumes no live peer is silent that long. Default 0.
   duration crash_timeout{0};
+  /// Suspicion (SWIM's indirect probes): a member found unreachable (a refused
+  /// connection, `probe_strikes`, or the watch's silence) is only suspected at first. The
+  /// suspector pings it again and asks `indirect_probes` other members (ping_req) to ping
+  /// it; an answer to any of these pings within `suspect_timeout` clears the suspicion,
+  /// and only without one is the member declared crashed. Assumes that a live member
+  /// answers the suspector or one of those helpers, through it, within the timeout (no
+  /// partition cuts it off from all of them for that long). 0 helpers: the suspector's own
+  /// ping only. Default 3.
+  int indirect_probes = 3;
+  /// How long a suspicion waits for an answer before the suspect is declared crashed
+  /// (0: no suspicion, the first evidence declares it). Default 1 s.
+  duration suspect_timeout = std::chrono::seconds(1);
+  /// How long a member that declared a processor crashed keeps sending it `merge_offer`s
+  /// (one per watch period, so only with `crash_timeout` > 0), so that the two sides of a
+  /// partition that heals find each other and merge (0: never). Default 5 min.
+  duration merge_window = std::chrono::minutes(5);
   /// How long after learning of a crash the adopter waits before it claims the crashed
   /// processor's vnodes, so that a handover already on its way lands first. Assumes
   /// routing news crosses the network within it. Default 100 ms.
@@ -123,7 +139,7 @@ struct tree_event {
     busy, ///< started measuring, holding updates, joining or leaving
     idle, ///< nothing more to do until something happens
     cycle_broken,      ///< tree, old_parent: left a parent to break a cycle
-    joined,            ///< became a member
+    joined,            ///< became a member (peer: the contact that let us in; none: founded)
     join_failed,       ///< the contact never answered: back to idle
     left,              ///< handed its vnodes over and stopped
     crash_detected,    ///< peer: taken to have crashed (unreachable, silent, strikes)

@@ -1,0 +1,145 @@
+#include "suspicion.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "supervisor_parts.hpp"
+
+namespace banyan::sup {
+
+void suspicion::suspect(timestamp now, proc_id p, outbox& out) {
+  if (p == s_.self || !s_.members.is_member(p) || suspects_.count(p) != 0)
+    return;
+  if (s_.cfg.suspect_timeout.count() <= 0) {
+    s_.watch.declare_crashed(now, p, out);
+    return;
+  }
+  const auto seq = s_.next_seq++;
+  auto& e = suspects_[p];
+  e = {seq, s_.members.info(p)->incarnation, now, {}, {}, false};
+  s_.send(out, p, wire::ping{seq}); // the connection may work again
+  // k helpers drawn among the other members not suspected themselves.
+  std::vector<proc_id> helpers;
+  for (auto m : s_.members.list())
+    if (m != s_.self && m != p && suspects_.count(m) == 0)
+      helpers.push_back(m);
+  const auto k = static_cast<std::size_t>(std::max(0, s_.cfg.indirect_probes));
+  for (std::size_t i = 0; i < helpers.size() && i < k; ++i) {
+    auto j = std::uniform_int_distribution<std::size_t>(i, helpers.size() - 1)(s_.rng);
+    std::swap(helpers[i], helpers[j]);
+    e.asked.insert(helpers[i]);
+    s_.send(out, helpers[i], wire::ping_req{seq, p});
+  }
+  s_.start_timer(out, s_.cfg.suspect_timeout, timer_token::suspect(seq));
+}
+
+bool suspicion::unreachable(timestamp now, proc_id p, outbox& out) {
+  bool helping = false;
+  for (auto i = helping_.begin(); i != helping_.end();)
+    if (i->second.target == p) {
+      helping = true;
+      s_.send(out, i->second.asker, wire::ping_ack{i->second.asker_seq, p, false});
+      i = helping_.erase(i);
+    } else {
+      ++i;
+    }
+  auto i = suspects_.find(p);
+  if (i == suspects_.end())
+    return helping;
+  i->second.direct_failed = true;
+  if (hopeless(i->second))
+    declare(now, p, out);
+  return true;
+}
+
+bool suspicion::hopeless(const suspect_entry& e) const {
+  // Without helpers nobody corroborates our failure: the timeout decides.
+  return e.direct_failed && !e.asked.empty() && e.unreached == e.asked;
+}
+
+void suspicion::on(timestamp now, proc_id from, const wire::ping_req& m, outbox& out) {
+  // Requests nobody answered (the target never did) are forgotten after the timeout.
+  for (auto i = helping_.begin(); i != helping_.end();)
+    if (now - i->second.since > s_.cfg.suspect_timeout)
+      i = helping_.erase(i);
+    else
+      ++i;
+  if (m.target == s_.self) {
+    s_.send(out, from, wire::ping_ack{m.seq, m.target}); // asked about ourselves: alive
+    return;
+  }
+  if (!s_.members.is_member(m.target)) {
+    s_.send(out, from, wire::ping_ack{m.seq, m.target, false}); // we buried it, or never knew it
+    return;
+  }
+  const auto seq = s_.next_seq++;
+  helping_[seq] = {from, m.seq, m.target, now};
+  s_.send(out, m.target, wire::ping{seq});
+}
+
+void suspicion::on(timestamp now, proc_id from, const wire::ping_ack& m, outbox& out) {
+  auto i = suspects_.find(m.target);
+  if (i == suspects_.end() || i->second.seq != m.seq || from == m.target)
+    return;
+  if (m.reached) {
+    clear(now, m.target);
+    return;
+  }
+  if (i->second.asked.count(from) != 0)
+    i->second.unreached.insert(from);
+  if (hopeless(i->second))
+    declare(now, m.target, out);
+}
+
+bool suspicion::on(timestamp now, proc_id from, const wire::pong& m, outbox& out) {
+  if (auto h = helping_.find(m.seq); h != helping_.end()) {
+    if (h->second.target != from)
+      return false;
+    s_.send(out, h->second.asker, wire::ping_ack{h->second.asker_seq, from});
+    helping_.erase(h);
+    return true;
+  }
+  auto i = suspects_.find(from);
+  if (i == suspects_.end() || i->second.seq != m.seq)
+    return false;
+  clear(now, from);
+  return true;
+}
+
+void suspicion::clear(timestamp now, proc_id p) {
+  suspects_.erase(p);
+  s_.watch.heard_from(now, p); // the watch's silence is over too
+}
+
+void suspicion::on_timer(timestamp now, std::uint64_t seq, outbox& out) {
+  auto i = std::find_if(suspects_.begin(), suspects_.end(),
+                        [&](auto& e) { return e.second.seq == seq; });
+  if (i == suspects_.end())
+    return; // cleared, or the suspect left meanwhile
+  declare(now, i->first, out);
+}
+
+void suspicion::declare(timestamp now, proc_id p, outbox& out) {
+  auto i = suspects_.find(p);
+  const auto inc = i->second.incarnation;
+  suspects_.erase(i);
+  // Still the incarnation we suspected (a newer one came back through a join: not it).
+  if (auto* info = s_.members.info(p); info && info->incarnation == inc)
+    s_.watch.declare_crashed(now, p, out);
+}
+
+void suspicion::forget(proc_id p) {
+  suspects_.erase(p);
+  for (auto i = helping_.begin(); i != helping_.end();)
+    if (i->second.target == p || i->second.asker == p)
+      i = helping_.erase(i);
+    else
+      ++i;
+}
+
+void suspicion::reset() {
+  suspects_.clear();
+  helping_.clear();
+}
+
+} // namespace banyan::sup
