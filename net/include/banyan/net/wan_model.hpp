@@ -36,6 +36,12 @@
 ///
 /// A message to oneself is delivered at its start and uses no resources. Times are whole
 /// nanoseconds; a transmission's end is rounded up to the next nanosecond.
+///
+/// Networks that change: the topology's scheduled changes (`topology::changes`,
+/// core/network_change.hpp) take effect at their time, measured from time zero of the
+/// owner's clock. A new capacity (bandwidth, or the share cross-traffic leaves) applies at
+/// once to the messages transmitting then, whose rates are recomputed at that instant; a
+/// new RTT applies to messages sent from then on (delivery stays FIFO per pair).
 
 #include <cstddef>
 #include <cstdint>
@@ -93,7 +99,10 @@ public:
   wan_model(const wan_model&) = delete;
   wan_model& operator=(const wan_model&) = delete;
 
+  /// The network as it is now: the topology with the changes applied so far.
   const topology& topo() const noexcept;
+  /// How many of the topology's scheduled changes have taken effect.
+  std::size_t changes_applied() const noexcept;
 
   /// Hands over a message of `bytes` from `from` to `to` at `now`. Both processors must
   /// exist, and `now` must not be earlier than the last `advance` (the model cannot
