@@ -11,10 +11,15 @@ namespace banyan::sup {
 
 std::vector<wire::subtree_entry>
 parent_selection::judge_candidate(timestamp now, proc_id from, duration rtt, rate bw,
-                                  const std::vector<wire::tree_info>& trees) {
+                                  const std::vector<wire::tree_info>& trees,
+                                  const judge_scope& scope) {
   auto ctx = s_.paths.context();
+  ctx.bw_margin = std::max(ctx.bw_margin, scope.bw_margin);
+  const bool limited = scope.only && !scope.only->empty();
   std::vector<wire::subtree_entry> wanted;
   for (auto& info : trees) {
+    if (limited && !scope.only->count(info.tree))
+      continue; // re-examining other trees
     auto t = s_.trees.find(info.tree);
     if (!t || t->is_root() || s_.repairs.has_step(info.tree) || s_.seeding.waiting(info.tree.root))
       continue; // (a step-parent is being asked in that tree, or a seed awaited)

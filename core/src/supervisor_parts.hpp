@@ -16,12 +16,16 @@
 //   newcomer_seeding  newcomers' trees seeded from their giver's; joiners chained
 //   crash_watch       the watched successor, orphaned vnodes, refuting our own burial
 //   join_leave        joining (contact, attempts, givers) and leaving (recipients)
+//   background_probing  the background budget once trees are stable; its candidates
+//   drift_watch       parent edges that no longer give what the trees assumed
 
 #include <cstdint>
 #include <random>
 
 #include "banyan/core/supervisor.hpp"
+#include "background_probing.hpp"
 #include "crash_watch.hpp"
+#include "drift_watch.hpp"
 #include "join_leave.hpp"
 #include "membership.hpp"
 #include "newcomer_seeding.hpp"
@@ -63,6 +67,8 @@ struct parts {
   newcomer_seeding seeding;
   crash_watch watch;
   join_leave life;
+  background_probing background;
+  drift_watch drift;
 
   void send(outbox& out, proc_id to, wire::message m) const;
   void start_timer(outbox& out, duration after, timer_token t) const;

@@ -239,7 +239,7 @@ struct wan_model::impl {
   std::optional<timestamp> next_change_at() const {
     if (next_change >= changes.size())
       return std::nullopt;
-    return timestamp{changes[next_change].at.count()};
+    return opts.origin + changes[next_change].at;
   }
 
   /// Applies change `c` at `t`: new capacities take effect for the flows transmitting
@@ -679,6 +679,16 @@ std::optional<rate> wan_model::current_rate(std::uint64_t id) const {
   if (it == m.slot_of.end())
     return std::nullopt;
   return m.flows[it->second].speed;
+}
+
+void wan_model::schedule(const network_change& c) {
+  auto& m = *impl_;
+  auto pos = std::upper_bound(m.changes.begin() + static_cast<std::ptrdiff_t>(m.next_change),
+                              m.changes.end(), c,
+                              [](const network_change& x, const network_change& y) { return x.at < y.at; });
+  auto& added = *m.changes.insert(pos, c);
+  if (m.opts.origin + added.at < m.advanced)
+    added.at = m.advanced - m.opts.origin; // (it cannot change what was reported)
 }
 
 std::size_t wan_model::changes_applied() const noexcept {

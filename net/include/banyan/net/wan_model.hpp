@@ -64,6 +64,9 @@ struct wan_options {
   /// 0 makes every message share. Also the main cost saver: rates are recomputed
   /// only for bulk transfers.
   std::size_t squeeze_bytes = 4096;
+  /// Time zero of the scheduled changes (`topology::changes`): a change `at 5s` takes
+  /// effect at origin + 5 s of the owner's clock.
+  timestamp origin{0};
 };
 
 /// A message that has arrived at its destination.
@@ -101,7 +104,11 @@ public:
 
   /// The network as it is now: the topology with the changes applied so far.
   const topology& topo() const noexcept;
-  /// How many of the topology's scheduled changes have taken effect.
+  /// Adds a scheduled change (its `at` counts from wan_options::origin, like the
+  /// topology's); one dated before the last `advance` takes effect at the next event.
+  /// `c` must name a link or uplink of the topology (check_network_change).
+  void schedule(const network_change& c);
+  /// How many of the scheduled changes have taken effect.
   std::size_t changes_applied() const noexcept;
 
   /// Hands over a message of `bytes` from `from` to `to` at `now`. Both processors must
