@@ -21,6 +21,9 @@ struct parts;
 /// probes: hysteresis), and only the trees being re-examined (empty or null: all).
 struct judge_scope {
   double bw_margin = 0;
+  /// Latency trees: a move must shorten the RTT to the parent and the distance to the
+  /// root by this fraction (background probes: the same hysteresis as `bw_margin`).
+  double dist_margin = 0;
   const std::set<tree_key>* only = nullptr;
 };
 

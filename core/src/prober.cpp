@@ -275,7 +275,7 @@ void prober::on(timestamp now, proc_id from, const wire::bw_reply& m, outbox& ou
     return;
   judge_scope scope;
   if (probe_->background)
-    scope.bw_margin = s_.cfg.adapt_margin;
+    scope.bw_margin = scope.dist_margin = s_.cfg.adapt_margin;
   if (schedule_.active())
     scope.only = &s_.drift.reexamining();
   auto wanted = s_.parents.judge_candidate(now, from, rtt, bw, m.trees, scope);

@@ -129,9 +129,10 @@ struct supervisor_config {
   /// unchanged path vary by less than this (the bandwidth rule's own margin is 5%).
   /// Default 0.3.
   double drift = 0.3;
-  /// A background probe moves a tree only when the estimate improves by this much (the
-  /// rules' own margins apply to rounds of measuring): hysteresis, so that trees do not
-  /// flap under noise on a network that has not changed. Default 0.2.
+  /// A background probe moves a tree only when the estimate improves by this much, or a
+  /// latency tree's RTT to its parent and distance to the root shrink by this much (the rules' own margins
+  /// apply to rounds of measuring): hysteresis, so that trees do not flap under noise on
+  /// a network that has not changed. Default 0.2.
   double adapt_margin = 0.2;
 };
 
