@@ -10,6 +10,7 @@
 #include <caf/all.hpp>
 
 #include "banyan/core/messages.hpp"
+#include "banyan/core/network_change.hpp"
 #include "banyan/core/routing_table.hpp"
 #include "banyan/core/vnode_set.hpp"
 
@@ -29,6 +30,8 @@ using leave_atom = caf::atom_constant<caf::atom("bleave")>;
 using unreachable_atom = caf::atom_constant<caf::atom("bunreach")>;
 /// A processor stops at once, as if its process were killed (emulation only).
 using crash_atom = caf::atom_constant<caf::atom("bcrash")>;
+/// A scheduled change of the emulated network (core/network_change.hpp), sent to it later.
+using change_atom = caf::atom_constant<caf::atom("bchange")>;
 
 /// What a founding member starts with.
 struct found_args {
@@ -44,3 +47,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::wire::envelope)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::actors::envelope_batch)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::actors::found_args_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::vnode_set)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(banyan::network_change)

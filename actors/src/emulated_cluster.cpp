@@ -376,6 +376,14 @@ std::optional<error> emulated_cluster::crash(proc_id p) {
   return std::nullopt;
 }
 
+std::optional<error> emulated_cluster::schedule_change(const network_change& c) {
+  auto& d = *impl_;
+  if (auto err = check_network_change(d.cfg.topo, c))
+    return err;
+  caf::anon_send(d.net, change_atom::value, c, (d.t0 + c.at).count());
+  return std::nullopt;
+}
+
 duration emulated_cluster::elapsed() const {
   return impl_->now() - impl_->t0;
 }

@@ -38,6 +38,7 @@ struct parked_frame {
 
 struct network_state {
   std::unique_ptr<net::wan_model> model;
+  timestamp origin{0}; ///< time zero of the model's scheduled changes
   std::unordered_map<std::uint64_t, flight> flying;
   std::vector<caf::actor> procs;
   /// A rejoining incarnation whose id is still held by its draining predecessor, with
@@ -246,7 +247,10 @@ caf::behavior network_actor(
   init.confirmed.assign(n, 0);
   init.syncing.assign(n, false);
   init.last_from.resize(n);
-  init.model = std::make_unique<net::wan_model>(std::move(topo));
+  net::wan_options opts;
+  opts.origin = now_of(self); // scheduled changes count from the network's start
+  init.origin = opts.origin;
+  init.model = std::make_unique<net::wan_model>(std::move(topo), opts);
   init.ctr = std::move(ctr);
   return {
     [=](send_atom, envelope_batch& batch) {
@@ -271,6 +275,14 @@ caf::behavior network_actor(
         ++st.ctr->messages;
         st.ctr->bytes += bytes;
       }
+      pump(self);
+    },
+    [=](change_atom, const network_change& c, std::int64_t at) {
+      // `at` is the change's time on the actor clock.
+      auto& st = self->state;
+      auto rel = c;
+      rel.at = timestamp{at} - st.origin;
+      st.model->schedule(rel);
       pump(self);
     },
     [=](tick_atom, std::int64_t at) {

@@ -11,10 +11,15 @@ namespace banyan::sup {
 
 std::vector<wire::subtree_entry>
 parent_selection::judge_candidate(timestamp now, proc_id from, duration rtt, rate bw,
-                                  const std::vector<wire::tree_info>& trees) {
+                                  const std::vector<wire::tree_info>& trees,
+                                  const judge_scope& scope) {
   auto ctx = s_.paths.context();
+  ctx.bw_margin = std::max(ctx.bw_margin, scope.bw_margin);
+  const bool limited = scope.only && !scope.only->empty();
   std::vector<wire::subtree_entry> wanted;
   for (auto& info : trees) {
+    if (limited && !scope.only->count(info.tree))
+      continue; // re-examining other trees
     auto t = s_.trees.find(info.tree);
     if (!t || t->is_root() || s_.repairs.has_step(info.tree) || s_.seeding.waiting(info.tree.root))
       continue; // (a step-parent is being asked in that tree, or a seed awaited)
@@ -29,6 +34,16 @@ parent_selection::judge_candidate(timestamp now, proc_id from, duration rtt, rat
       if (!(t->info() == before))
         s_.updates.mark_info(*t);
     } else if (v == verdict::adopt) {
+      // A background probe (hysteresis): the rule's condition (I), a shorter RTT than
+      // the parent's, must hold by the margin, and so must the gain in distance. Repeated
+      // probes of equal LAN RTTs lower their minima at random, and would otherwise move
+      // trees by that noise alone.
+      const auto keep = 1 - scope.dist_margin;
+      if (scope.dist_margin > 0 && info.tree.kind == tree_kind::latency && t->connected()
+          && (static_cast<double>(rtt.count()) > keep * static_cast<double>(t->rtt_parent().count())
+              || static_cast<double>((info.dist + rtt).count())
+                   > keep * static_cast<double>(t->dist().count())))
+        continue;
       if (hold_move(now, *t, rtt, ctx)) {
         ++held_moves_; // judged against a lost path's est: wait for the parent's new one
         continue;

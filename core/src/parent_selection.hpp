@@ -7,6 +7,7 @@
 // it would judge the candidate against the estimate of a path that no longer exists.
 
 #include <cstdint>
+#include <set>
 #include <vector>
 
 #include "banyan/core/rule_context.hpp"
@@ -15,6 +16,16 @@
 namespace banyan::sup {
 
 struct parts;
+
+/// What one probe's verdicts are limited to: a larger bandwidth margin (background
+/// probes: hysteresis), and only the trees being re-examined (empty or null: all).
+struct judge_scope {
+  double bw_margin = 0;
+  /// Latency trees: a move must shorten the RTT to the parent and the distance to the
+  /// root by this fraction (background probes: the same hysteresis as `bw_margin`).
+  double dist_margin = 0;
+  const std::set<tree_key>* only = nullptr;
+};
 
 class parent_selection {
 public:
@@ -25,7 +36,8 @@ public:
   /// trees where it already is.
   std::vector<wire::subtree_entry> judge_candidate(timestamp now, proc_id from, duration rtt,
                                                    rate bw,
-                                                   const std::vector<wire::tree_info>& trees);
+                                                   const std::vector<wire::tree_info>& trees,
+                                                   const judge_scope& scope = {});
   /// Our verdict on adopting `from` in one tree.
   wire::adopt_verdict judge(proc_id from, const wire::subtree_entry& e);
 

@@ -34,6 +34,10 @@ public:
   duration note_rtt(proc_id p, duration rtt);
   /// Records a probe's rate to p; returns the best so far.
   rate note_bw(proc_id p, rate bw);
+  /// The path to p drifted (drift_watch): its figure is now `rtt` / `bw`, whatever was
+  /// measured before (the best-figure rule assumes a path that does not change).
+  void replace_rtt(proc_id p, duration rtt) { figures_[p].rtt = rtt; }
+  void replace_bw(proc_id p, rate bw) { figures_[p].bw = bw; }
   /// The best RTT to p, duration::max() if none (no entry is made).
   duration best_rtt(proc_id p);
   /// The widest rate measured to anyone: the sender capacity of the bandwidth rule.

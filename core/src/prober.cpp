@@ -20,10 +20,33 @@ std::string prober::describe() const {
 void prober::trigger(timestamp now, outbox& out) {
   if (s_.status != supervisor::status::member)
     return;
+  s_.drift.round_ended(); // a round that judges every tree
   if (!schedule_.active())
     round_probed_.clear(); // a new round
   schedule_.trigger();
   maybe_probe(now, out);
+}
+
+void prober::reexamine(timestamp now, outbox& out) {
+  if (s_.status != supervisor::status::member)
+    return;
+  if (!schedule_.active())
+    round_probed_.clear();
+  schedule_.trigger();
+  maybe_probe(now, out);
+}
+
+bool prober::start_background(timestamp now, proc_id cand, outbox& out) {
+  if (probe_ || schedule_.active() || s_.status != supervisor::status::member
+      || !s_.members.is_member(cand) || cand == s_.self)
+    return false;
+  probe p;
+  p.seq = s_.next_seq++;
+  p.cand = cand;
+  p.background = true;
+  probe_ = std::move(p);
+  start_probe(now, out);
+  return true;
 }
 
 void prober::progress() {
@@ -47,8 +70,10 @@ void prober::maybe_probe(timestamp now, outbox& out) {
   });
   const bool was_active = schedule_.active();
   if (!(s_.members.size() >= 2 && schedule_.next(parented))) {
-    if (was_active)
+    if (was_active) {
       settling_ = repair_round_ = false;
+      s_.drift.round_ended();
+    }
     if (s_.members.size() < 2)
       schedule_ = measurement_schedule(s_.cfg.extra_measurements);
     return;
@@ -61,6 +86,14 @@ void prober::maybe_probe(timestamp now, outbox& out) {
     remeasure_.erase(remeasure_.begin());
     if (s_.members.is_member(r) && r != s_.self)
       p.cand = r; // adopted without a measurement: measure it now
+  }
+  if (p.cand == no_proc && !s_.drift.reexamining().empty()) {
+    // Re-examining after a drift: the best alternatives first, each once.
+    for (auto q : s_.background.alternatives(4))
+      if (std::find(round_probed_.begin(), round_probed_.end(), q) == round_probed_.end()) {
+        p.cand = q;
+        break;
+      }
   }
   if (p.cand == no_proc)
     p.cand = pick_candidate(parented && (repair_round_ || settling_));
@@ -120,6 +153,13 @@ void prober::finish_probe(timestamp now, bool completed, outbox& out) {
     ++completed_;
   else
     ++abandoned_;
+  if (confirm_ != no_proc && !schedule_.active()) {
+    const auto c = confirm_;
+    confirm_ = no_proc;
+    if (start_background(now, c, out))
+      return;
+  }
+  confirm_ = no_proc;
   maybe_probe(now, out);
 }
 
@@ -199,7 +239,9 @@ void prober::on(timestamp now, proc_id from, const wire::bw_reply& m, outbox& ou
   transfer = std::max(transfer, duration{1000});
   auto bytes = static_cast<double>(wire::wire_size(m));
   probe_->bw = bytes * 1e9 / static_cast<double>(transfer.count());
-  const auto bw = s_.paths.note_bw(from, probe_->bw);
+  const auto raw_rtt = probe_->rtt;
+  const auto raw_bw = probe_->bw;
+  auto bw = s_.paths.note_bw(from, probe_->bw);
   if (s_.decision.sender_capacity && probe_->bw > s_.paths.widest()) {
     // A wider sender capacity changes every bandwidth estimate (bandwidth_rule.hpp).
     s_.paths.set_widest(probe_->bw);
@@ -212,6 +254,14 @@ void prober::on(timestamp now, proc_id from, const wire::bw_reply& m, outbox& ou
         s_.updates.mark_info(*t);
     }
   }
+  if (probe_->background) {
+    // The path may have changed since the trees took its figures (drift_watch); a drift
+    // replaces the best figures by those measured now.
+    s_.drift.on_measured(now, from, raw_rtt, raw_bw, out);
+    if (!probe_ || probe_->seq != m.seq)
+      return;
+    bw = *s_.paths.measured_bw(from);
+  }
   // Judged by the best figures measured so far (minimum RTT, maximum bandwidth):
   // contention only ever makes a measurement look worse.
   const auto rtt = s_.paths.best_rtt(from);
@@ -223,7 +273,12 @@ void prober::on(timestamp now, proc_id from, const wire::bw_reply& m, outbox& ou
   // candidate itself, which buries the one we were probing.
   if (!probe_ || probe_->seq != m.seq)
     return;
-  auto wanted = s_.parents.judge_candidate(now, from, rtt, bw, m.trees);
+  judge_scope scope;
+  if (probe_->background)
+    scope.bw_margin = scope.dist_margin = s_.cfg.adapt_margin;
+  if (schedule_.active())
+    scope.only = &s_.drift.reexamining();
+  auto wanted = s_.parents.judge_candidate(now, from, rtt, bw, m.trees, scope);
   if (wanted.empty()) {
     finish_probe(now, true, out);
     return;
@@ -310,6 +365,12 @@ void prober::on_reply_timer(timestamp now, std::uint64_t seq, outbox& out) {
     return; // belongs to a probe that already ended
   // Unanswered: after `probe_strikes` in a row, the candidate is taken to be gone.
   auto cand = probe_->cand;
+  if (probe_->background) {
+    // No strike: under a running broadcast the reply may queue behind the segments.
+    finish_probe(now, false, out);
+    s_.updates.flush(out);
+    return;
+  }
   if (s_.cfg.probe_strikes > 0 && ++strikes_[cand] >= s_.cfg.probe_strikes
       && s_.members.is_member(cand)) {
     strikes_.erase(cand);
@@ -325,6 +386,9 @@ void prober::on_reply_timer(timestamp now, std::uint64_t seq, outbox& out) {
 
 void prober::forget(proc_id p) {
   remeasure_.erase(std::remove(remeasure_.begin(), remeasure_.end(), p), remeasure_.end());
+  if (confirm_ == p)
+    confirm_ = no_proc;
+  s_.drift.forget(p);
 }
 
 void prober::reset() {
@@ -334,6 +398,9 @@ void prober::reset() {
   remeasure_.clear();
   round_probed_.clear();
   settling_ = repair_round_ = false;
+  confirm_ = no_proc;
+  s_.drift.reset();
+  s_.background.reset();
 }
 
 } // namespace banyan::sup

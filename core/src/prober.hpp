@@ -41,6 +41,10 @@ public:
     duration rtt{0};
     rate bw = 0;
     std::vector<wire::subtree_entry> requested; // what the adopt_request offered
+    /// Spent from the background budget (background_probing.hpp): its candidate's
+    /// figures are checked for drift, it moves a tree only for `adapt_margin`, and an
+    /// unanswered one is no strike.
+    bool background = false;
   };
 
   prober(parts& s, int extra) : s_(s), schedule_(extra) {}
@@ -68,6 +72,15 @@ public:
   /// tree has a parent, its probes stay in the LAN.
   void settling() noexcept { settling_ = true; }
   void repair_round() noexcept { repair_round_ = true; }
+  /// A background probe of `cand` (background_probing), if no probe and no round runs.
+  bool start_background(timestamp now, proc_id cand, outbox& out);
+  /// Probe p again as soon as this probe ends, from the background budget (drift_watch:
+  /// a second figure confirms a drift).
+  void confirm(proc_id p) { confirm_ = p; }
+  /// A round of measuring that judges only the trees drift_watch re-examines.
+  void reexamine(timestamp now, outbox& out);
+  /// A round of measuring runs (rather than single background probes).
+  bool round_active() const noexcept { return schedule_.active(); }
   /// We leave: the probe in flight is dropped.
   void abandon() { probe_.reset(); }
 
@@ -101,6 +114,7 @@ private:
   std::vector<proc_id> remeasure_;
   /// Candidates probed in this round: a joiner's LAN round draws each once before any again.
   std::vector<proc_id> round_probed_;
+  proc_id confirm_ = no_proc; ///< to probe again once the current probe ends
   bool settling_ = false;     ///< placed by our giver: extra probes counted from parented
   bool repair_round_ = false; ///< repaired by step-parents in this round
   std::uint64_t completed_ = 0;

@@ -152,6 +152,10 @@ void fire(parts& s, timestamp now, timer_token t, outbox& out) {
         s.probes.on_reply_timer(now, t.seq, out);
       return;
     case kind::probe_start: s.probes.on_start_timer(now, t.seq, out); return;
+    case kind::background:
+      s.background.on_timer(now, t.seq, out);
+      s.updates.flush(out);
+      return;
   }
 }
 
@@ -172,6 +176,7 @@ void supervisor::set_address(std::string address) { p_->members.me().address = s
 namespace {
 void after_event(parts& s, timestamp now, outbox& out) {
   s.watch.adopt_orphans(now, out);
+  s.background.arm(out);
   if (s.busy() == s.reported_busy)
     return;
   s.reported_busy = !s.reported_busy;
@@ -231,6 +236,17 @@ void supervisor::on_unreachable(timestamp now, proc_id p, outbox& out) {
 proc_id supervisor::adopter_of(proc_id dead) const { return p_->members.adopter_of(dead); }
 void supervisor::heard_from(timestamp now, proc_id p) { p_->watch.heard_from(now, p); }
 
+void supervisor::stream_sample(timestamp now, proc_id p, tree_key k, std::size_t bytes,
+                               outbox& out) {
+  auto& s = *p_;
+  if (s.cfg.background_period.count() <= 0 || s.status != status::member)
+    return;
+  s.now = now;
+  s.drift.on_stream(now, p, k, bytes, out);
+  s.updates.flush(out);
+  after_event(s, now, out);
+}
+
 // --- inspection ------------------------------------------------------------------
 
 proc_id supervisor::self() const noexcept { return p_->self; }
@@ -260,6 +276,8 @@ std::uint64_t supervisor::hinted_adoptions() const noexcept {
   return p_->repairs.hinted_adoptions();
 }
 std::uint64_t supervisor::held_moves() const noexcept { return p_->parents.held_moves(); }
+std::uint64_t supervisor::background_probes() const noexcept { return p_->background.probes(); }
+std::uint64_t supervisor::drifts() const noexcept { return p_->drift.drifts(); }
 proc_id supervisor::step_parent(tree_key k) const { return p_->repairs.step_parent(k); }
 std::optional<duration> supervisor::measured_rtt(proc_id p) const {
   return p_->paths.measured_rtt(p);

@@ -18,12 +18,16 @@
 //   suspicion         suspects and the indirect probes about them; pinging for others
 //   partition_merge   processors we buried, offered a merge; yielding to a larger side
 //   join_leave        joining (contact, attempts, givers) and leaving (recipients)
+//   background_probing  the background budget once trees are stable; its candidates
+//   drift_watch       parent edges that no longer give what the trees assumed
 
 #include <cstdint>
 #include <random>
 
 #include "banyan/core/supervisor.hpp"
+#include "background_probing.hpp"
 #include "crash_watch.hpp"
+#include "drift_watch.hpp"
 #include "join_leave.hpp"
 #include "membership.hpp"
 #include "newcomer_seeding.hpp"
@@ -69,6 +73,8 @@ struct parts {
   suspicion suspects;
   partition_merge merges;
   join_leave life;
+  background_probing background;
+  drift_watch drift;
 
   void send(outbox& out, proc_id to, wire::message m) const;
   void start_timer(outbox& out, duration after, timer_token t) const;

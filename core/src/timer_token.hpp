@@ -21,6 +21,7 @@ struct timer_token {
     seed,         ///< seq: the newcomer whose trees were not seeded in time
     lend,         ///< seq: vnodes lent to a newcomer are no longer reported
     suspect,      ///< seq: a suspicion's indirect probes had their time
+    background,   ///< seq: the background measurement's tick of this generation
   };
   kind what = kind::flush;
   std::uint64_t seq = 0;
@@ -36,6 +37,7 @@ struct timer_token {
   static timer_token seed(std::uint64_t newcomer) { return {kind::seed, newcomer}; }
   static timer_token lend(std::uint64_t seq) { return {kind::lend, seq}; }
   static timer_token suspect(std::uint64_t seq) { return {kind::suspect, seq}; }
+  static timer_token background(std::uint64_t gen) { return {kind::background, gen}; }
 
   std::uint64_t encode() const;
   /// nullopt: not a token of ours.

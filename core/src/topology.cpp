@@ -10,6 +10,8 @@
 #include <sstream>
 #include <utility>
 
+#include "topology_text.hpp"
+
 namespace banyan {
 
 // ---------------------------------------------------------------------------------------
@@ -389,6 +391,14 @@ public:
     }
     if (auto err = finish())
       return *err;
+    for (const auto& [line, words] : at_lines_) {
+      auto c = parse_network_change(t_, line, tokens(words.begin(), words.end()));
+      if (!c)
+        return c.err();
+      t_.changes.push_back(*c);
+    }
+    std::stable_sort(t_.changes.begin(), t_.changes.end(),
+                     [](const network_change& x, const network_change& y) { return x.at < y.at; });
     return std::move(t_);
   }
 
@@ -408,8 +418,13 @@ private:
       return parse_group(line, toks);
     if (kw == "link")
       return parse_link(line, toks);
+    if (kw == "at") {
+      // Changes name links and groups as they are once every line is read.
+      at_lines_.emplace_back(line, std::vector<std::string>(toks.begin(), toks.end()));
+      return {};
+    }
     return line_error(line, "unknown keyword " + quote(kw)
-                                + " (expected topology, send_overhead, default, group or link)");
+                                + " (expected topology, send_overhead, default, group, link or at)");
   }
 
   std::optional<error> parse_name(int line, const tokens& toks) {
@@ -711,6 +726,7 @@ private:
   }
 
   topology t_;
+  std::vector<std::pair<int, std::vector<std::string>>> at_lines_;
   std::vector<group_extra> gx_;
   std::vector<link_extra> lx_;
   rate default_nic_ = infinite_rate;
@@ -722,6 +738,24 @@ private:
 };
 
 } // namespace
+
+namespace detail {
+error topology_line_error(int line, const std::string& msg) {
+  return line_error(line, msg);
+}
+std::string topology_quote(std::string_view s) {
+  return quote(s);
+}
+std::vector<std::string_view> topology_tokenize(std::string_view line) {
+  return tokenize(line);
+}
+expected<duration> topology_time(int line, std::string_view tok) {
+  return parse_time(line, tok);
+}
+expected<rate> topology_rate(int line, std::string_view tok) {
+  return parse_rate(line, tok);
+}
+} // namespace detail
 
 expected<topology> parse_topology(std::string_view text) {
   return parser{}.run(text);

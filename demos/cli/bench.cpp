@@ -1,4 +1,5 @@
 #include "bench.hpp"
+#include "bench_adapt.hpp"
 #include "bench_bandwidth.hpp"
 #include "bench_churn.hpp"
 #include "bench_reduce.hpp"
@@ -217,6 +218,7 @@ void add_bench_command(CLI::App& app, std::function<int()>& action) {
   add_bench_suite_command(*bench, action);
   add_bench_allreduce_command(*bench, action);
   add_bench_blocks_command(*bench, action);
+  add_bench_adapt_command(*bench, action);
 }
 
 } // namespace banyan::cli

@@ -110,6 +110,14 @@ int main(int argc, char** argv) {
                     "list the extra group entries of up to this many trees per kind (0)");
   trees->add_option("--local-bias", st.local_bias,
                     "chance a probe goes to a known LAN peer (0.5; 0 = the paper's uniform choice)");
+  trees->add_option("--events", st.events_path,
+                    "FILE of 'at' lines: scheduled changes of the network (docs/topology.md)");
+  trees->add_option("--background", st.background_s,
+                    "background measurement period once trees are stable (0: off)")
+    ->type_name("SECONDS");
+  trees->add_option("--observe", st.observe_s,
+                    "after forming, run until this emulated time and report again")
+    ->type_name("SECONDS");
   bool quiet_flag = false;
   trees->add_flag("-q,--quiet", quiet_flag, "no progress lines");
 

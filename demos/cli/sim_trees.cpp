@@ -1,8 +1,10 @@
 #include "sim_trees.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "tree_report.hpp"
 
@@ -81,6 +83,27 @@ int run_sim_trees(const sim_trees_options& opt) {
               << "'\n";
     return 2;
   }
+  if (!opt.events_path.empty()) {
+    std::ifstream in(opt.events_path);
+    if (!in) {
+      std::cerr << "banyan sim trees: cannot read " << opt.events_path << "\n";
+      return 2;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    auto changes = parse_network_changes(*topo, text.str());
+    if (!changes) {
+      std::cerr << "banyan sim trees: " << opt.events_path << ": " << changes.err().message << "\n";
+      return 2;
+    }
+    topo->changes.insert(topo->changes.end(), changes->begin(), changes->end());
+    std::stable_sort(topo->changes.begin(), topo->changes.end(),
+                     [](auto& x, auto& y) { return x.at < y.at; });
+  }
+  if (opt.background_s < 0) {
+    std::cerr << "banyan sim trees: --background must be >= 0\n";
+    return 2;
+  }
   if (opt.extra < 0 || opt.local_bias < 0 || opt.local_bias > 1) {
     std::cerr << "banyan sim trees: --extra must be >= 0 and --local-bias within [0, 1]\n";
     return 2;
@@ -107,6 +130,13 @@ int run_sim_trees(const sim_trees_options& opt) {
   cfg.sup.rules = opt.rules == "paper" ? rule_variant::paper : rule_variant::banyan;
   cfg.sup.extra_measurements = opt.extra;
   cfg.sup.local_bias = opt.local_bias; // (the paper variant draws uniformly: variant_decision)
+  cfg.sup.background_period = from_ms(opt.background_s * 1000);
+  std::uint64_t changes_seen = 0;
+  bool observing = false;
+  cfg.on_tree_event = [&](proc_id, const tree_event& e) {
+    if (observing && e.what == tree_event::kind::parent_changed)
+      ++changes_seen;
+  };
   actors::emulated_cluster c(cfg);
   if (opt.verbose)
     std::cerr << "banyan sim trees: " << topo->name << ", " << topo->proc_count()
@@ -194,6 +224,31 @@ int run_sim_trees(const sim_trees_options& opt) {
     j["events"] = evs;
     j["after_churn"] = {{"latency", to_json(lat2)}, {"bandwidth", to_json(bw2)}};
     ok = ok && lat2.invalid == 0 && bw2.invalid == 0;
+  }
+  if (opt.observe_s >= 0) {
+    const auto from = c.elapsed();
+    observing = true;
+    c.run_until(std::max(from, from_ms(opt.observe_s * 1000)));
+    observing = false;
+    std::uint64_t drifts = 0, background = 0;
+    for (auto p : c.running_procs())
+      if (auto* s = c.inspect(p)) {
+        drifts += s->drifts();
+        background += s->background_probes();
+      }
+    auto lat3 = summarize(c, tree_kind::latency);
+    auto bw3 = summarize(c, tree_kind::bandwidth);
+    std::printf("  observed from %.1f s to %.1f s: %llu parent changes, %llu background probes, "
+                "%llu drifts\n",
+                to_ms(from) / 1000, to_ms(c.elapsed()) / 1000,
+                static_cast<unsigned long long>(changes_seen),
+                static_cast<unsigned long long>(background), static_cast<unsigned long long>(drifts));
+    print_kind("latency", lat3);
+    print_kind("bandwidth", bw3);
+    j["observed"] = {{"from_s", to_ms(from) / 1000}, {"until_s", to_ms(c.elapsed()) / 1000},
+                     {"parent_changes", changes_seen}, {"background_probes", background},
+                     {"drifts", drifts}, {"latency", to_json(lat3)}, {"bandwidth", to_json(bw3)}};
+    ok = ok && lat3.invalid == 0 && bw3.invalid == 0;
   }
   auto ns = c.net_stats();
   j["messages"] = ns.messages;

@@ -27,6 +27,10 @@ struct sim_trees_options {
   int extra = 10;               ///< extra measurements after every tree has a parent
   double local_bias = 0.5;      ///< chance a probe goes to a known LAN peer
   std::size_t explain_entries = 0; ///< trees per kind whose extra group entries are listed
+  std::string events_path;  ///< a file of `at` lines: scheduled changes of the network
+  double background_s = 0;  ///< background measurement period (0: off)
+  double observe_s = -1;    ///< after formation (and churn), run until this emulated time
+                            ///< and report the trees, parent changes and drifts again
   bool verbose = true;
 };
 

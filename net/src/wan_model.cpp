@@ -145,12 +145,22 @@ struct wan_model::impl {
   std::vector<std::pair<double, std::uint32_t>> fill;
   std::uint64_t epoch = 0;
 
+  // Scheduled changes of the network (topology::changes), applied at their time.
+  std::vector<network_change> changes;
+  std::size_t next_change = 0;
+  network_state capacities;
+  /// Once an RTT changed, a later message of a pair could overtake an earlier one on a
+  /// link whose RTT shrank: arrivals are then kept in order per pair.
+  bool rtt_changed = false;
+  std::unordered_map<std::uint64_t, timestamp> last_arrival; ///< (from, to) -> latest
+
   std::uint64_t next_id = 1;
   std::uint64_t undelivered = 0;
   timestamp advanced{std::numeric_limits<timestamp::rep>::min()}; ///< last advance's now
   wan_stats stats;
 
-  explicit impl(topology t, wan_options o) : topo(std::move(t)), opts(o) {
+  explicit impl(topology t, wan_options o)
+    : topo(std::move(t)), opts(o), changes(topo.changes), capacities(topo) {
     leaf = topo.cluster_of();
     const auto n = static_cast<std::uint32_t>(leaf.size());
     cpu_free.assign(n, timestamp{std::numeric_limits<timestamp::rep>::min()});
@@ -214,12 +224,77 @@ struct wan_model::impl {
     return routes.emplace(key, std::move(r)).first->second;
   }
 
+  /// Queues the arrival of `m` at `at`, after any earlier message of its pair.
+  void arrive(const message& m, timestamp at) {
+    if (rtt_changed && m.from != m.to) {
+      auto& last = last_arrival[pair_key(m.from, m.to)];
+      at = std::max(at, last);
+      last = at;
+    }
+    arrivals.push({at, m});
+  }
+
+  // --- scheduled changes --------------------------------------------------------------
+
+  std::optional<timestamp> next_change_at() const {
+    if (next_change >= changes.size())
+      return std::nullopt;
+    return opts.origin + changes[next_change].at;
+  }
+
+  /// Applies change `c` at `t`: new capacities take effect for the flows transmitting
+  /// now (their rates are recomputed at `t`), a new RTT for messages sent from now on.
+  void apply_change(const network_change& c) {
+    capacities.apply(topo, c);
+    auto set = [this](std::uint32_t x, rate cap) {
+      auto& r = res[x];
+      if (r.capacity == cap)
+        return;
+      r.capacity = cap;
+      // Its flows are reallocated whole, as when a full resource loses a flow.
+      if (!r.flows.empty())
+        freed.push_back(x);
+      else
+        r.bottleneck = false;
+    };
+    if (c.what == network_change::target::link) {
+      const auto l = static_cast<std::uint32_t>(c.link);
+      set(link_base + 2 * l, topo.links[l].bw_ab);
+      set(link_base + 2 * l + 1, topo.links[l].bw_ba);
+      if (c.rtt) {
+        routes.clear(); // one-way latencies are cached per pair of leaves
+        if (!rtt_changed) {
+          // From now on arrivals are ordered per pair: start from those on their way.
+          rtt_changed = true;
+          auto pending = arrivals;
+          for (; !pending.empty(); pending.pop()) {
+            const auto& a = pending.top();
+            auto& last = last_arrival[pair_key(a.msg.from, a.msg.to)];
+            last = std::max(last, a.at);
+          }
+        }
+      }
+    } else {
+      const auto g = static_cast<std::uint32_t>(c.group);
+      set(uplink_base + 2 * g, topo.groups[g].uplink);
+      set(uplink_base + 2 * g + 1, topo.groups[g].uplink);
+    }
+  }
+
+  /// With nothing in flight no flow can feel a change at its own time: apply those due.
+  void catch_up(timestamp now) {
+    if (undelivered > 0)
+      return;
+    for (auto at = next_change_at(); at && *at <= now; at = next_change_at())
+      apply_change(changes[next_change++]);
+  }
+
   // --- stages -------------------------------------------------------------------------
 
   /// The sender's CPU is done with `m`: deliver it to oneself, or queue it on its stream.
   void ready(const message& m, timestamp t) {
     if (m.from == m.to) {
-      arrivals.push({t, m});
+      arrive(m, t);
       return;
     }
     if (m.bytes <= opts.squeeze_bytes && streams.find(pair_key(m.from, m.to)) == streams.end()) {
@@ -232,7 +307,7 @@ struct wan_model::impl {
       const auto tx = std::isinf(bw) ? duration{0}
                                      : duration{static_cast<std::int64_t>(
                                          std::ceil(static_cast<double>(m.bytes) * 1e9 / bw))};
-      arrivals.push({t + tx + r.one_way, m});
+      arrive(m, t + tx + r.one_way);
       return;
     }
     auto& s = streams[pair_key(m.from, m.to)];
@@ -312,7 +387,7 @@ struct wan_model::impl {
     slot_of.erase(m.id);
     free_slots.push_back(slot);
     const auto& r = route_between(leaf[m.from], leaf[m.to], m.from, m.to);
-    arrivals.push({t + r.one_way, m});
+    arrive(m, t + r.one_way);
     auto it = streams.find(pair_key(m.from, m.to));
     assert(it != streams.end() && it->second.busy);
     if (it->second.waiting.empty()) {
@@ -528,6 +603,7 @@ std::uint64_t wan_model::submit(timestamp now, proc_id from, proc_id to, std::si
   auto& m = *impl_;
   assert(from < m.leaf.size() && to < m.leaf.size());
   assert(now >= m.advanced);
+  m.catch_up(now);
   const message msg{m.next_id++, from, to, bytes};
   const timestamp start = std::max(now, m.cpu_free[from]) + m.topo.send_overhead;
   m.cpu_free[from] = start;
@@ -551,6 +627,10 @@ std::optional<timestamp> wan_model::next_event() const {
     consider(std::get<0>(*m.finishes.begin()));
   if (!m.arrivals.empty())
     consider(m.arrivals.top().at);
+  // A change matters only to what is in flight (`catch_up` applies the others).
+  if (m.undelivered > 0)
+    if (auto c = m.next_change_at())
+      consider(*c);
   return t;
 }
 
@@ -558,10 +638,14 @@ std::vector<delivery> wan_model::advance(timestamp now) {
   auto& m = *impl_;
   assert(now >= m.advanced);
   m.advanced = now;
+  m.catch_up(now);
   std::vector<delivery> out;
   // All events of one instant are applied before rates are recomputed once for it; an
   // instant may take several rounds when it creates events at itself (zero latency).
   for (auto t = next_event(); t && *t <= now; t = next_event()) {
+    // Changes first: a transmission starting at this instant gets the new capacities.
+    for (auto c = m.next_change_at(); c && *c == *t; c = m.next_change_at())
+      m.apply_change(m.changes[m.next_change++]);
     while (!m.arrivals.empty() && m.arrivals.top().at == *t) {
       m.deliver(m.arrivals.top(), out);
       m.arrivals.pop();
@@ -595,6 +679,20 @@ std::optional<rate> wan_model::current_rate(std::uint64_t id) const {
   if (it == m.slot_of.end())
     return std::nullopt;
   return m.flows[it->second].speed;
+}
+
+void wan_model::schedule(const network_change& c) {
+  auto& m = *impl_;
+  auto pos = std::upper_bound(m.changes.begin() + static_cast<std::ptrdiff_t>(m.next_change),
+                              m.changes.end(), c,
+                              [](const network_change& x, const network_change& y) { return x.at < y.at; });
+  auto& added = *m.changes.insert(pos, c);
+  if (m.opts.origin + added.at < m.advanced)
+    added.at = m.advanced - m.opts.origin; // (it cannot change what was reported)
+}
+
+std::size_t wan_model::changes_applied() const noexcept {
+  return impl_->next_change;
 }
 
 const wan_stats& wan_model::stats() const noexcept {

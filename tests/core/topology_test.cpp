@@ -278,8 +278,8 @@ BOOST_AUTO_TEST_CASE(error_messages) {
   const item items[] = {
       {"group A procs 2 rtt 1ms\n\n# c\ngroup B procs 2 rtt 1ms\nlink A B rtt 2ms\n\n"
        "lnk A B",
-       "line 7: unknown keyword 'lnk' (expected topology, send_overhead, default, group or "
-       "link)"},
+       "line 7: unknown keyword 'lnk' (expected topology, send_overhead, default, group, "
+       "link or at)"},
       {"group A procs 2 rtt 1ms\n# again\ngroup A procs 3 rtt 1ms\n",
        "line 3: group 'A' declared twice"},
       {"group A procs 2 rtt 5xs", "line 1: unknown time unit 'xs' in '5xs' (use ns, us, ms or s)"},
@@ -417,7 +417,7 @@ BOOST_AUTO_TEST_CASE(load_builtin_or_file) {
   BOOST_CHECK(e.err().code == errc::parse_error);
   BOOST_CHECK_EQUAL(e.err().message, bad
                                          + ": line 2: unknown keyword 'lnk' (expected "
-                                           "topology, send_overhead, default, group or link)");
+                                           "topology, send_overhead, default, group, link or at)");
   auto missing = load_topology((dir / "missing.topo").string());
   BOOST_REQUIRE(!missing);
   BOOST_CHECK(missing.err().code == errc::not_found);

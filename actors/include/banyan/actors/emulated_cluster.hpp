@@ -199,6 +199,11 @@ public:
   /// undeliverable; with `supervisor_config::crash_timeout` also when nobody sends it
   /// anything), and its successor adopts its vnodes (docs/architecture.md).
   std::optional<error> crash(proc_id p);
+  /// Schedules a change of the emulated network (core/network_change.hpp) at `c.at`
+  /// after `start()`, besides the topology's own (`topology::changes`); `topo()` stays
+  /// the network at time zero (`topology_at` gives it later). An error when `c` does not
+  /// fit the topology.
+  std::optional<error> schedule_change(const network_change& c);
 
   /// Emulated time since `start()`.
   duration elapsed() const;

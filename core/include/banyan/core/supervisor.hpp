@@ -130,6 +130,26 @@ struct supervisor_config {
   /// (`reattaching`) refuses bandwidth-rule moves to candidates outside its LAN.
   /// Assumes a parent that lost its path finds one again within it. Default 200 ms.
   duration reattach_hold = std::chrono::milliseconds(200);
+  /// Measurement that never quite stops (docs/tree-protocol.md, "Trees that keep
+  /// learning"; 0: off). Once no round of measuring runs, one background probe every
+  /// `background_period` (jittered by up to a quarter), to a current parent first (in
+  /// turn), every third to one of the best alternatives. Assumes the network may change
+  /// while nobody measures, slowly enough that one probe per period finds it: a probe is
+  /// 128 KiB, so with period T a processor's background traffic is 128 KiB / T (26 KB/s
+  /// at 5 s). Off by default: the emulated runs that wait for quiet trees, and their
+  /// figures, are those of trees measured once. Default 0.
+  duration background_period{0};
+  /// A path drifted when a measurement of a parent edge falls below (1 - drift) of the
+  /// rate the tree assumed for it (or an RTT rises above (1 + drift) of the assumed one),
+  /// twice in a row; the trees with that parent re-examine. Assumes measurements of an
+  /// unchanged path vary by less than this (the bandwidth rule's own margin is 5%).
+  /// Default 0.3.
+  double drift = 0.3;
+  /// A background probe moves a tree only when the estimate improves by this much, or a
+  /// latency tree's RTT to its parent and distance to the root shrink by this much (the rules' own margins
+  /// apply to rounds of measuring): hysteresis, so that trees do not flap under noise on
+  /// a network that has not changed. Default 0.2.
+  double adapt_margin = 0.2;
 };
 
 /// Something worth reporting to a monitor.
@@ -236,6 +256,11 @@ public:
   /// alive to the crash watch as much as a supervisor message would (its pongs may queue
   /// behind long streams). Produces nothing.
   void heard_from(timestamp now, proc_id p);
+  /// A passive sample (only with `background_period`): `bytes` of a broadcast's segments
+  /// following tree k arrived from `p` now. A child sees the rate its parent's segments
+  /// arrive at; a rate well below what the tree assumed shows a path that drifted
+  /// (docs/tree-protocol.md, "Re-examination on drift"). May start measuring.
+  void stream_sample(timestamp now, proc_id p, tree_key k, std::size_t bytes, outbox& out);
 
   // --- inspection ----------------------------------------------------------
   proc_id self() const noexcept;
@@ -272,6 +297,10 @@ public:
   /// Bandwidth-rule moves to a remote candidate not asked for because the figures of
   /// the path were marked reattaching (see reattach_hold).
   std::uint64_t held_moves() const noexcept;
+  /// Background probes started (background_period), and parent edges found drifted
+  /// (actively or passively), each followed by a re-examination of its trees.
+  std::uint64_t background_probes() const noexcept;
+  std::uint64_t drifts() const noexcept;
   /// The step-parent this processor will ask (or is asking) in tree k, if any.
   proc_id step_parent(tree_key k) const;
   /// One line on what the supervisor is doing (status, schedule, probe), for logs.

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "banyan/core/error.hpp"
+#include "banyan/core/network_change.hpp"
 #include "banyan/core/types.hpp"
 
 namespace banyan {
@@ -82,6 +83,9 @@ struct topology {
   /// no explicit link (`default rtt`, `default bw`).
   duration root_rtt{};
   rate root_link_bw = infinite_rate;
+  /// Scheduled changes (`at` lines, network_change.hpp), sorted by time. The rest of this
+  /// struct is the network at time zero; `topology_at` gives it at a later time.
+  std::vector<network_change> changes;
 
   std::size_t proc_count() const;
   /// Index of the group named `name`, or -1.

@@ -36,6 +36,12 @@
 ///
 /// A message to oneself is delivered at its start and uses no resources. Times are whole
 /// nanoseconds; a transmission's end is rounded up to the next nanosecond.
+///
+/// Networks that change: the topology's scheduled changes (`topology::changes`,
+/// core/network_change.hpp) take effect at their time, measured from time zero of the
+/// owner's clock. A new capacity (bandwidth, or the share cross-traffic leaves) applies at
+/// once to the messages transmitting then, whose rates are recomputed at that instant; a
+/// new RTT applies to messages sent from then on (delivery stays FIFO per pair).
 
 #include <cstddef>
 #include <cstdint>
@@ -58,6 +64,9 @@ struct wan_options {
   /// 0 makes every message share. Also the main cost saver: rates are recomputed
   /// only for bulk transfers.
   std::size_t squeeze_bytes = 4096;
+  /// Time zero of the scheduled changes (`topology::changes`): a change `at 5s` takes
+  /// effect at origin + 5 s of the owner's clock.
+  timestamp origin{0};
 };
 
 /// A message that has arrived at its destination.
@@ -93,7 +102,14 @@ public:
   wan_model(const wan_model&) = delete;
   wan_model& operator=(const wan_model&) = delete;
 
+  /// The network as it is now: the topology with the changes applied so far.
   const topology& topo() const noexcept;
+  /// Adds a scheduled change (its `at` counts from wan_options::origin, like the
+  /// topology's); one dated before the last `advance` takes effect at the next event.
+  /// `c` must name a link or uplink of the topology (check_network_change).
+  void schedule(const network_change& c);
+  /// How many of the scheduled changes have taken effect.
+  std::size_t changes_applied() const noexcept;
 
   /// Hands over a message of `bytes` from `from` to `to` at `now`. Both processors must
   /// exist, and `now` must not be earlier than the last `advance` (the model cannot

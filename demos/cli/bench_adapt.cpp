@@ -1,0 +1,481 @@
+#include "bench_adapt.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "banyan/actors/emulated_cluster.hpp"
+#include "banyan/core/network_change.hpp"
+#include "banyan/core/stream_ceiling.hpp"
+#include "banyan/core/topology.hpp"
+#include "banyan/core/tree_builders.hpp"
+#include "bench_bandwidth.hpp"
+#include "svg_plot.hpp"
+
+namespace banyan::cli {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* tag = "banyan bench adapt: ";
+const std::vector<std::string> default_algorithms = {"dynamic", "frozen", "magpie", "list"};
+
+double seconds(duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+duration from_s(double s) {
+  return duration{static_cast<duration::rep>(std::llround(s * 1e9))};
+}
+
+struct point {
+  double start_s = 0, end_s = 0;
+  double completion_ms = 0;
+  double rate_MBps = 0;    ///< size / completion
+  double ceiling_MBps = 0; ///< at the start
+  bool complete = false;
+};
+
+struct run_result {
+  std::string algorithm;
+  double formed_ms = 0;
+  std::vector<point> timeline;
+  double tree_moved_s = -1; ///< dynamic: the root's bandwidth tree's first change after the change
+  double idle_max_share = 0; ///< the largest share of a link direction's capacity when idle
+  std::string idle_max_link;
+  std::uint64_t background_probes = 0, drifts = 0;
+  std::uint64_t idle_drifts = 0, idle_parent_changes = 0;
+  double idle_s = 0;
+};
+
+/// The default scenario: the link between the root's group and its widest sibling
+/// (`names` overrides) loses `drop` of its bandwidth at `at`.
+std::optional<network_change> default_change(const topology& topo, proc_id root,
+                                             const std::vector<std::string>& names, double drop,
+                                             duration at, std::string& why) {
+  int l = -1;
+  if (names.size() == 2) {
+    const int a = topo.find_group(names[0]), b = topo.find_group(names[1]);
+    if (a < 0 || b < 0) {
+      why = "--link: unknown group '" + (a < 0 ? names[0] : names[1]) + "'";
+      return std::nullopt;
+    }
+    l = topo.find_link(a, b);
+    if (l < 0) {
+      why = "--link: no link line between '" + names[0] + "' and '" + names[1] + "'";
+      return std::nullopt;
+    }
+  } else {
+    // The root's group (or its ancestor) at either end, widest first.
+    std::vector<int> mine;
+    for (int g = topo.leaf_of(root); g >= 0; g = topo.groups[g].parent)
+      mine.push_back(g);
+    rate best = 0;
+    for (std::size_t i = 0; i < topo.links.size(); ++i) {
+      const auto& k = topo.links[i];
+      const bool ours = std::count(mine.begin(), mine.end(), k.a) + std::count(mine.begin(), mine.end(), k.b) > 0;
+      const rate w = std::min(k.bw_ab, k.bw_ba);
+      if (ours && std::isfinite(w) && w > best) {
+        best = w;
+        l = static_cast<int>(i);
+      }
+    }
+    if (l < 0) {
+      why = "no link of finite bandwidth next to the root's group: give --link or --events";
+      return std::nullopt;
+    }
+  }
+  network_change c;
+  c.at = at;
+  c.link = l;
+  c.bw_ab = topo.links[l].bw_ab * (1 - drop / 100);
+  c.bw_ba = topo.links[l].bw_ba * (1 - drop / 100);
+  if (auto err = check_network_change(topo, c)) {
+    why = err->message;
+    return std::nullopt;
+  }
+  return c;
+}
+
+/// The wide-area link crossed by the root's bandwidth tree in `c` whose capacity in the
+/// direction crossed is the smallest: the tree's narrowest wide-area link; -1 if none.
+int narrowest_crossed_link(const actors::emulated_cluster& c, proc_id root) {
+  const auto& topo = c.topo();
+  const auto parents = c.monitor().tree_of({root, tree_kind::bandwidth}).parents();
+  int best = -1;
+  rate narrowest = infinite_rate;
+  for (proc_id p = 0; p < parents.size(); ++p) {
+    const auto q = parents[p];
+    if (q == no_proc || topo.leaf_of(q) == topo.leaf_of(p))
+      continue;
+    const auto s = topo.split_of(q, p);
+    const int l = topo.find_link(s.side_a, s.side_b);
+    if (l < 0)
+      continue;
+    const auto& k = topo.links[l];
+    const rate cap = k.a == s.side_a ? k.bw_ab : k.bw_ba;
+    if (std::isfinite(cap) && cap < narrowest) {
+      narrowest = cap;
+      best = l;
+    }
+  }
+  return best;
+}
+
+} // namespace
+
+int run_bench_adapt(const bench_adapt_options& aopt) {
+  const auto& opt = aopt.common;
+  auto fail = [](const std::string& what) {
+    std::cerr << tag << what << "\n";
+    return 2;
+  };
+  auto size = parse_size(aopt.size);
+  if (!size)
+    return fail("bad --size '" + aopt.size + "' (expected e.g. 64M, 1M or 1)");
+  auto algorithms = aopt.algorithms.empty() ? default_algorithms : aopt.algorithms;
+  for (auto& a : algorithms)
+    if (std::find(default_algorithms.begin(), default_algorithms.end(), a) == default_algorithms.end())
+      return fail("unknown algorithm '" + a + "' (dynamic, frozen, magpie, list)");
+  if (auto err = check(opt))
+    return fail(*err);
+  if (opt.clock != "virtual")
+    return fail("--clock real is not supported (the timeline reads the supervisors)");
+  if (!(aopt.drop_percent > 0 && aopt.drop_percent < 100))
+    return fail("--drop must be within (0, 100)");
+  if (!aopt.link.empty() && aopt.link.size() != 2)
+    return fail("--link takes two group names");
+  if (!(aopt.period_s > 0) || !(aopt.change_at_s > 0))
+    return fail("--period and --change-at must be positive");
+  const double start_s = aopt.start_s >= 0 ? aopt.start_s : std::max(0.0, aopt.change_at_s - 6);
+  const double until_s = aopt.until_s >= 0 ? aopt.until_s : aopt.change_at_s + 12;
+  if (until_s <= start_s)
+    return fail("--until must come after --start");
+  for (auto* path : {&opt.json_path, &opt.plot_path})
+    if (!path->empty() && !std::ofstream(*path, std::ios::app))
+      return fail("cannot write " + *path);
+  auto loaded = load_topology(opt.topology);
+  if (!loaded)
+    return fail(loaded.err().to_string());
+  auto topo = *loaded;
+  const proc_id root = 0;
+  if (!aopt.events_path.empty()) {
+    std::ifstream in(aopt.events_path);
+    if (!in)
+      return fail("cannot read " + aopt.events_path);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto changes = parse_network_changes(topo, text.str());
+    if (!changes)
+      return fail(aopt.events_path + ": " + changes.err().message);
+    topo.changes.insert(topo.changes.end(), changes->begin(), changes->end());
+    std::stable_sort(topo.changes.begin(), topo.changes.end(),
+                     [](auto& x, auto& y) { return x.at < y.at; });
+  }
+  // The default change: on the link --link names, or else on the narrowest wide-area
+  // link of the root's bandwidth tree as the first run formed it (the same change for
+  // every run, scheduled once its trees are formed). `timeline` is the network with every
+  // change, for the ceilings.
+  std::optional<network_change> planned;
+  const bool scenario_given = !topo.changes.empty();
+  if (!scenario_given && aopt.link.size() == 2) {
+    std::string why;
+    planned = default_change(topo, root, aopt.link, aopt.drop_percent, from_s(aopt.change_at_s), why);
+    if (!planned)
+      return fail(why);
+  }
+  if (!aopt.events_path.empty() && topo.changes.empty())
+    return fail("no change to the network: the events file holds none");
+  auto timeline = topo;
+  auto cluster_topo = topo;
+  if (planned)
+    timeline.changes.push_back(*planned);
+  double change_s = timeline.changes.empty() ? aopt.change_at_s : seconds(timeline.changes.front().at);
+
+  // The oracle ceiling at each moment: the network as it is then.
+  auto ceiling_at = [&](double t) {
+    return broadcast_ceiling(topology_at(timeline, from_s(t)), root).ceiling / 1e6;
+  };
+  const auto n = topo.proc_count();
+  auto cl = topo.cluster_of();
+  auto magpie = magpie_tree(n, root, cl);
+  auto list = chain_tree(widest_chain(bandwidth_matrix(topo), root));
+
+  std::vector<run_result> results;
+  int rc = 0;
+  for (auto& a : algorithms) {
+    run_result r;
+    r.algorithm = a;
+    actors::cluster_config cfg;
+    cfg.topo = cluster_topo;
+    cfg.seed = opt.seed;
+    cfg.clock = actors::clock_mode::virtual_time;
+    if (a == "dynamic")
+      cfg.sup.background_period = from_s(aopt.period_s);
+    // Instrumentation: wide-area bytes while idle, and the root's bandwidth tree.
+    bool idle = false;
+    std::map<std::pair<int, int>, std::uint64_t> crossing;
+    cfg.on_frame = [&](const actors::frame_trace& f) {
+      if (idle && f.what == actors::frame_trace::kind::delivered && cl[f.frame->from] != cl[f.frame->to])
+        crossing[{cl[f.frame->from], cl[f.frame->to]}] += f.bytes;
+    };
+    cfg.on_tree_event = [&](proc_id, const tree_event& e) {
+      if (idle && e.what == tree_event::kind::parent_changed)
+        ++r.idle_parent_changes;
+      if (e.what == tree_event::kind::parent_changed && e.tree == tree_key{root, tree_kind::bandwidth}
+          && r.tree_moved_s < 0 && seconds(duration{e.at.count()}) >= change_s)
+        r.tree_moved_s = seconds(duration{e.at.count()}) - change_s;
+    };
+    if (opt.verbose)
+      std::cerr << tag << a << ": " << topo.name << ", " << n << " processors, seed " << opt.seed
+                << "; forming trees\n";
+    actors::emulated_cluster c(cfg);
+    c.start();
+    bool settled = wait_until_quiet(c, 3600s, false);
+    r.formed_ms = std::chrono::duration<double, std::milli>(c.last_change()).count();
+    if (!settled || seconds(c.elapsed()) + 1 >= start_s) {
+      std::cerr << tag << a << ": trees formed at " << r.formed_ms
+                << " ms, too late for --start " << start_s << " s\n";
+      return 1;
+    }
+    if (!scenario_given) {
+      if (!planned) {
+        const int l = narrowest_crossed_link(c, root);
+        if (l < 0) {
+          std::cerr << tag << "the root's bandwidth tree crosses no wide-area link of finite "
+                               "bandwidth: give --link or --events\n";
+          return 2;
+        }
+        const auto& k = topo.links[l];
+        std::string why;
+        planned = default_change(topo, root, {topo.groups[k.a].name, topo.groups[k.b].name},
+                                 aopt.drop_percent, from_s(aopt.change_at_s), why);
+        if (!planned)
+          return fail(why);
+        timeline.changes.push_back(*planned);
+        change_s = seconds(planned->at);
+      }
+      if (auto err = c.schedule_change(*planned))
+        return fail(err->message);
+    }
+    const double idle_from = seconds(c.elapsed()) + 1;
+    c.run_until(from_s(idle_from));
+    auto drifts_now = [&] {
+      std::uint64_t d = 0;
+      for (proc_id p = 0; p < n; ++p)
+        if (auto* s = c.inspect(p))
+          d += s->drifts();
+      return d;
+    };
+    const auto drifts_before = drifts_now();
+    idle = true;
+    c.run_until(from_s(start_s));
+    idle = false;
+    r.idle_drifts = drifts_now() - drifts_before;
+    r.idle_s = start_s - idle_from;
+    for (auto& [dir, bytes] : crossing) {
+      const auto s = topo.split_of(topo.groups[dir.first].first_proc, topo.groups[dir.second].first_proc);
+      const auto l = topo.find_link(s.side_a, s.side_b);
+      if (l < 0)
+        continue;
+      const auto& k = topology_at(topo, from_s(idle_from)).links[l];
+      const rate cap = k.a == s.side_a ? k.bw_ab : k.bw_ba;
+      const double share = static_cast<double>(bytes) / (cap * (start_s - idle_from));
+      if (share > r.idle_max_share) {
+        r.idle_max_share = share;
+        r.idle_max_link = topo.groups[s.side_a].name + "->" + topo.groups[s.side_b].name;
+      }
+    }
+    while (seconds(c.elapsed()) < until_s) {
+      std::optional<wire::collective_id> id;
+      if (a == "dynamic" || a == "frozen")
+        id = c.broadcast(root, *size);
+      else
+        id = c.broadcast_static(root, a == "magpie" ? magpie : list, *size);
+      if (!id) {
+        std::cerr << tag << a << ": broadcast not started\n";
+        rc = 1;
+        break;
+      }
+      point p;
+      p.complete = c.run_until_delivered(*id, 600s);
+      auto rec = c.deliveries(*id);
+      duration last{0};
+      std::size_t reached = 0, dups = 0;
+      for (auto& [v, times] : rec.delivered) {
+        if (times.empty())
+          continue;
+        ++reached;
+        dups += times.size() - 1;
+        last = std::max(last, times.front());
+      }
+      p.complete = p.complete && reached == c.vnode_count() && dups == 0;
+      p.start_s = seconds(rec.started);
+      p.end_s = seconds(last);
+      p.completion_ms = (p.end_s - p.start_s) * 1e3;
+      p.rate_MBps = p.completion_ms > 0 ? static_cast<double>(*size) / (p.completion_ms / 1e3) / 1e6 : 0;
+      p.ceiling_MBps = ceiling_at(p.start_s);
+      if (!p.complete) {
+        std::cerr << tag << a << ": a broadcast reached " << reached << " of " << c.vnode_count()
+                  << " vnodes, " << dups << " duplicates\n";
+        rc = 1;
+      }
+      r.timeline.push_back(p);
+      if (!p.complete)
+        break;
+    }
+    for (proc_id p = 0; p < n; ++p)
+      if (auto* s = c.inspect(p)) {
+        r.background_probes += s->background_probes();
+        r.drifts += s->drifts();
+      }
+    if (opt.verbose)
+      std::cerr << tag << a << ": " << r.timeline.size() << " broadcasts\n";
+    results.push_back(std::move(r));
+  }
+
+  const bool long_msgs = *size >= 1024 * 1024;
+  std::printf("adapt on %s (%zu processors, root %u, seed %llu, emulated network, %s broadcasts back to back)\n",
+              topo.name.c_str(), n, static_cast<unsigned>(root),
+              static_cast<unsigned long long>(opt.seed), aopt.size.c_str());
+  for (auto& ch : timeline.changes)
+    std::printf("  %s\n", describe_change(topo, ch).c_str());
+  std::printf("oracle ceiling: %.1f MB/s before, %.1f MB/s after the first change\n",
+              ceiling_at(change_s - 1e-3), ceiling_at(change_s));
+  nlohmann::json runs = nlohmann::json::array();
+  for (auto& r : results) {
+    std::printf("%s (trees formed at %.0f ms):\n", r.algorithm.c_str(), r.formed_ms);
+    std::printf("  %9s %9s %12s %10s %12s %6s\n", "start_s", "end_s", "completion_ms", "MB/s",
+                "ceiling MB/s", "ratio");
+    double recovered = -1;
+    double after_min = -1, after_sum = 0;
+    std::size_t after_n = 0;
+    for (auto& p : r.timeline) {
+      const double ratio = p.ceiling_MBps > 0 ? p.rate_MBps / p.ceiling_MBps : 0;
+      std::printf("  %9.3f %9.3f %12.1f %10.2f %12.2f %6.3f%s\n", p.start_s, p.end_s, p.completion_ms,
+                  p.rate_MBps, p.ceiling_MBps, ratio, p.complete ? "" : "  (incomplete)");
+      if (p.start_s >= change_s && recovered < 0 && ratio >= 0.9)
+        recovered = p.start_s - change_s;
+      if (p.start_s >= change_s + 2) {
+        after_min = after_min < 0 ? ratio : std::min(after_min, ratio);
+        after_sum += ratio;
+        ++after_n;
+      }
+    }
+    if (long_msgs) {
+      if (recovered >= 0)
+        std::printf("  first broadcast at >= 0.9 x the ceiling started %.3f s after the change\n", recovered);
+      else
+        std::printf("  no broadcast after the change reached 0.9 x the ceiling\n");
+      if (after_n > 0)
+        std::printf("  broadcasts started >= 2 s after the change: %zu, rate / ceiling mean %.3f, min %.3f\n",
+                    after_n, after_sum / static_cast<double>(after_n), after_min);
+    }
+    if (r.algorithm == "dynamic") {
+      if (r.tree_moved_s >= 0)
+        std::printf("  root's bandwidth tree first changed %.3f s after the change\n", r.tree_moved_s);
+      else
+        std::printf("  root's bandwidth tree did not change after the change\n");
+      std::printf("  idle for %.1f s: the most loaded wide-area link direction (%s) carried %.3f%% of "
+                  "its capacity; %llu drifts and %llu parent changes meanwhile\n",
+                  r.idle_s, r.idle_max_link.empty() ? "none" : r.idle_max_link.c_str(),
+                  r.idle_max_share * 100, static_cast<unsigned long long>(r.idle_drifts),
+                  static_cast<unsigned long long>(r.idle_parent_changes));
+      std::printf("  in all: %llu background probes, %llu drifts found\n",
+                  static_cast<unsigned long long>(r.background_probes),
+                  static_cast<unsigned long long>(r.drifts));
+    }
+    nlohmann::json tl = nlohmann::json::array();
+    for (auto& p : r.timeline)
+      tl.push_back({{"start_s", p.start_s}, {"end_s", p.end_s}, {"completion_ms", p.completion_ms},
+                    {"rate_MBps", p.rate_MBps}, {"ceiling_MBps", p.ceiling_MBps}, {"complete", p.complete}});
+    nlohmann::json jr = {{"algorithm", r.algorithm}, {"trees_formed_ms", r.formed_ms}, {"timeline", tl},
+                         {"recovered_after_s", recovered}};
+    if (after_n > 0)
+      jr["after_2s"] = {{"broadcasts", after_n}, {"mean_ratio", after_sum / static_cast<double>(after_n)},
+                        {"min_ratio", after_min}};
+    if (r.algorithm == "dynamic")
+      jr["dynamic"] = {{"tree_moved_after_s", r.tree_moved_s}, {"idle_max_link_share", r.idle_max_share},
+                       {"idle_max_link", r.idle_max_link}, {"idle_s", r.idle_s},
+                       {"idle_drifts", r.idle_drifts}, {"idle_parent_changes", r.idle_parent_changes},
+                       {"background_probes", r.background_probes},
+                       {"drifts", r.drifts}, {"period_s", aopt.period_s}};
+    runs.push_back(jr);
+  }
+
+  if (!opt.plot_path.empty()) {
+    plot_spec p;
+    p.title = "Broadcasts of " + aopt.size + " back to back on " + topo.name + " while the network changes";
+    p.x_label = "emulated time (s)";
+    p.y_label = long_msgs ? "rate (MB/s) = size / completion" : "completion (ms)";
+    p.draw = plot_spec::style::steps;
+    for (auto& r : results) {
+      plot_series s;
+      s.label = r.algorithm;
+      for (auto& q : r.timeline) {
+        s.x.push_back(q.start_s);
+        s.y.push_back(long_msgs ? q.rate_MBps : q.completion_ms);
+      }
+      p.series.push_back(std::move(s));
+    }
+    if (long_msgs) {
+      plot_series s;
+      s.label = "oracle ceiling";
+      for (double t = start_s; t <= until_s; t += 0.05) {
+        s.x.push_back(t);
+        s.y.push_back(ceiling_at(t));
+      }
+      p.series.push_back(std::move(s));
+    }
+    for (auto& ch : timeline.changes)
+      p.markers.push_back({seconds(ch.at), describe_change(topo, ch).substr(3)});
+    if (!write_plot("adapt", opt.plot_path, p))
+      return 2;
+  }
+  if (!opt.json_path.empty()) {
+    nlohmann::json j;
+    j["experiment"] = "adapt";
+    j["topology"] = topo.name;
+    j["seed"] = opt.seed;
+    j["root"] = root;
+    j["procs"] = n;
+    j["size"] = *size;
+    nlohmann::json ch = nlohmann::json::array();
+    for (auto& c : timeline.changes)
+      ch.push_back(describe_change(topo, c));
+    j["changes"] = ch;
+    j["ceiling_before_MBps"] = ceiling_at(change_s - 1e-3);
+    j["ceiling_after_MBps"] = ceiling_at(change_s);
+    j["runs"] = runs;
+    if (!write_json("adapt", opt.json_path, j))
+      return 2;
+  }
+  return rc;
+}
+
+void add_bench_adapt_command(CLI::App& bench, std::function<int()>& action) {
+  auto opt = std::make_shared<bench_adapt_options>();
+  auto cmd = bench.add_subcommand(
+    "adapt", "broadcasts back to back while links change: adaptive trees vs static ones");
+  add_bench_options(*cmd, opt->common);
+  cmd->add_option("--size", opt->size, "broadcast size (64M; 1 for one byte)");
+  cmd->add_option("--algorithms", opt->algorithms, "of dynamic,frozen,magpie,list (all)")->delimiter(',');
+  cmd->add_option("--events", opt->events_path, "FILE of 'at' lines (docs/topology.md) instead of the default change");
+  cmd->add_option("--link", opt->link, "G1 G2: the link the default change degrades")->expected(2);
+  cmd->add_option("--drop", opt->drop_percent, "PERCENT of the link's bandwidth lost (75)");
+  cmd->add_option("--change-at", opt->change_at_s, "S: when the default change happens (40)");
+  cmd->add_option("--start", opt->start_s, "S: first broadcast (change-at - 6)");
+  cmd->add_option("--until", opt->until_s, "S: no broadcast starts after (change-at + 12)");
+  cmd->add_option("--period", opt->period_s, "S: background measurement period of dynamic (5)");
+  cmd->callback([opt, &action] { action = [opt] { return run_bench_adapt(*opt); }; });
+}
+
+} // namespace banyan::cli

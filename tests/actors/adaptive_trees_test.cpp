@@ -1,0 +1,175 @@
+// Trees that keep learning (docs/tree-protocol.md, "Trees that keep learning"): the
+// background budget, trees that stay put on a network that does not change, and trees
+// that move, and only those, when a link on their path changes. Virtual time, fixed
+// seeds.
+
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+#include <set>
+
+#include "banyan/actors/emulated_cluster.hpp"
+
+using namespace banyan;
+using namespace banyan::actors;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Three clusters of three: A-B is the widest link, A-C and C-B give a detour.
+constexpr std::string_view three = R"(topology three
+send_overhead 20us
+default nic 1Gbit
+group A procs 3 rtt 0.2ms
+group B procs 3 rtt 0.2ms
+group C procs 3 rtt 0.2ms
+link A B rtt 4ms bw 400Mbit
+link A C rtt 5ms bw 200Mbit
+link B C rtt 5ms bw 300Mbit
+)";
+
+topology parse(std::string_view text) {
+  auto t = parse_topology(text);
+  BOOST_REQUIRE_MESSAGE(t, (t ? std::string() : t.err().to_string()));
+  return std::move(t).value();
+}
+
+cluster_config adaptive(topology topo, std::uint64_t seed, duration period) {
+  cluster_config cfg;
+  cfg.topo = std::move(topo);
+  cfg.seed = seed;
+  cfg.clock = clock_mode::virtual_time;
+  cfg.sup.background_period = period;
+  return cfg;
+}
+
+/// Probes each processor started so far (completed or abandoned).
+std::vector<std::uint64_t> probes_by_proc(const emulated_cluster& c) {
+  std::vector<std::uint64_t> out;
+  for (proc_id p = 0; p < c.topo().proc_count(); ++p) {
+    auto* s = c.inspect(p);
+    out.push_back(s ? s->probes_completed() + s->probes_abandoned() : 0);
+  }
+  return out;
+}
+
+/// Whether bandwidth tree k has an edge from group a into group b (leaf groups).
+bool crosses(const emulated_cluster& c, tree_key k, int a, int b) {
+  auto cl = c.topo().cluster_of();
+  for (proc_id p = 0; p < cl.size(); ++p) {
+    auto par = c.inspect(p)->parent(k);
+    if (par != no_proc && cl[par] == a && cl[p] == b)
+      return true;
+  }
+  return false;
+}
+
+} // namespace
+
+// Once the trees are stable, every processor spends at most one probe per period (the
+// period is jittered by up to a quarter: at most one per 0.75 period), probes crossing a
+// wide-area link stay under 1% of its capacity, and on a network that does not change
+// the trees stay put: at most one parent change per processor per minute.
+BOOST_AUTO_TEST_CASE(the_background_budget_holds_and_stable_trees_stay) {
+  for (std::uint64_t seed : {1, 2, 3}) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      const auto period = 2s;
+      auto cfg = adaptive(parse(three), seed, period);
+      std::map<proc_id, int> changes;
+      bool counting = false;
+      cfg.on_tree_event = [&](proc_id p, const tree_event& e) {
+        if (counting && e.what == tree_event::kind::parent_changed)
+          ++changes[p];
+      };
+      // Bytes crossing each wide-area link direction, by (from leaf, to leaf).
+      std::map<std::pair<int, int>, std::uint64_t> crossing;
+      auto cl = cfg.topo.cluster_of();
+      cfg.on_frame = [&](const frame_trace& f) {
+        if (counting && f.what == frame_trace::kind::delivered
+            && cl[f.frame->from] != cl[f.frame->to])
+          crossing[{cl[f.frame->from], cl[f.frame->to]}] += f.bytes;
+      };
+      emulated_cluster c{cfg};
+      c.start();
+      BOOST_REQUIRE(c.run_until_quiet(600s));
+      c.run_until(c.elapsed() + 10s); // the first background probes settle what is left
+      const auto before = probes_by_proc(c);
+      counting = true;
+      const auto window = 120s;
+      const auto from = c.elapsed();
+      c.run_until(from + window);
+      const auto after = probes_by_proc(c);
+      std::uint64_t background = 0;
+      for (proc_id p = 0; p < before.size(); ++p) {
+        const auto spent = after[p] - before[p];
+        // One per 0.75 period, and the tick that may fall at the window's start.
+        const auto budget = static_cast<std::uint64_t>(window / (period * 3 / 4)) + 1;
+        BOOST_TEST(spent <= budget, "processor " << p << " probed " << spent << " times");
+        background += c.inspect(p)->background_probes();
+        BOOST_TEST(changes[p] <= 2, "processor " << p << ": " << changes[p]
+                                                 << " parent changes in 2 minutes");
+      }
+      BOOST_TEST(background > 0u);
+      const auto& topo = c.topo();
+      for (auto& [dir, bytes] : crossing) {
+        const auto l = topo.find_link(dir.first, dir.second);
+        BOOST_REQUIRE(l >= 0);
+        const auto cap = topo.links[l].a == dir.first ? topo.links[l].bw_ab : topo.links[l].bw_ba;
+        const double share = static_cast<double>(bytes) / (cap * 120.0);
+        BOOST_TEST(share <= 0.01, topo.groups[dir.first].name << "->" << topo.groups[dir.second].name
+                                                               << " carried " << share * 100
+                                                               << "% of its capacity");
+      }
+    }
+  }
+}
+
+// The A-B link loses 7/8 of its bandwidth while nothing is sent. The background probes of
+// the processors whose bandwidth-tree parent is across it find the edge slower than the
+// trees assumed; those trees move off the link (the detour through C is four times
+// wider), and every other tree, and every latency tree, keeps all its parents.
+BOOST_AUTO_TEST_CASE(a_link_change_moves_the_affected_trees_and_no_other) {
+  for (std::uint64_t seed : {1, 2, 3}) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      auto topo = parse(three);
+      const int a = topo.find_group("A"), b = topo.find_group("B");
+      network_change drop;
+      drop.at = 40s;
+      drop.link = topo.find_link(a, b);
+      drop.bw_ab = drop.bw_ba = 50e6 / 8;
+      topo.changes.push_back(drop);
+      emulated_cluster c{adaptive(topo, seed, 1s)};
+      c.start();
+      BOOST_REQUIRE(c.run_until_quiet(600s));
+      BOOST_REQUIRE(c.elapsed() < 35s);
+      c.run_until(40s);
+      std::set<tree_key> affected;
+      std::map<tree_key, std::vector<proc_id>> before;
+      for (auto r : c.monitor().roots())
+        for (auto k : {tree_kind::latency, tree_kind::bandwidth}) {
+          const tree_key key{r, k};
+          before[key] = c.monitor().tree_of(key).parents();
+          if (k == tree_kind::bandwidth && (crosses(c, key, a, b) || crosses(c, key, b, a)))
+            affected.insert(key);
+        }
+      BOOST_REQUIRE(!affected.empty());
+      c.run_until(100s);
+      std::uint64_t drifts = 0;
+      for (proc_id p = 0; p < c.topo().proc_count(); ++p)
+        drifts += c.inspect(p)->drifts();
+      BOOST_TEST(drifts > 0u);
+      for (auto& [key, parents] : before) {
+        BOOST_TEST_CONTEXT(to_string(key.kind) << " tree of " << key.root) {
+          auto now = c.monitor().tree_of(key);
+          BOOST_TEST_REQUIRE(!now.validate(c.monitor().live()).has_value());
+          if (affected.count(key)) {
+            BOOST_TEST(!crosses(c, key, a, b));
+            BOOST_TEST(!crosses(c, key, b, a));
+          } else {
+            BOOST_TEST(now.parents() == parents);
+          }
+        }
+      }
+    }
+  }
+}
