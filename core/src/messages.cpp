@@ -198,6 +198,7 @@ std::size_t body_words(const bcast_offer& m) {
 std::size_t body_words(const bcast_answer&) { return bcast_answer_shape.words(); }
 std::size_t body_words(const bcast_ack& m) {
   return bcast_ack_shape.words() + vnodes_words(m.vnodes);
+}
 std::size_t body_words(const ping_req&) { return ping_req_shape.words(); }
 std::size_t body_words(const ping_ack&) { return ping_ack_shape.words(); }
 std::size_t body_words(const merge_offer& m) {
