@@ -124,8 +124,9 @@ struct node_config {
   duration linger_timeout = std::chrono::seconds(5);
   double drain_rtts = 4;
   duration drain_floor = std::chrono::milliseconds(200);
-  /// A member that sends nothing at all for this long is taken to have crashed and its
-  /// vnodes are adopted (it replaces `sup.crash_timeout`; 0: only connections that
+  /// A member that sends nothing at all for this long is suspected, and taken to have
+  /// crashed (its vnodes adopted) unless it or a member asked to ping it answers within
+  /// `sup.suspect_timeout` (it replaces `sup.crash_timeout`; 0: only connections that
   /// cannot be made count). A process that dies is usually found sooner: its
   /// connections close, and reconnecting is refused. Keep it well above the longest a
   /// live node can go unheard (its pings queue behind the frames sent to us).
