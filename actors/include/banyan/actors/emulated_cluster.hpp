@@ -295,8 +295,10 @@ public:
   /// same order everywhere (numbered 1, 2, 3, ..., apart from reductions): the reduction
   /// of `r` gathered at the owner of `r.root`, then broadcast from there to every vnode
   /// (core/allreduce.hpp). A processor still joining starts it once it takes part; one
-  /// that joins starts every allreduce not yet gathered. Returns its number, or an error
-  /// for a bad root, operator or count. It proceeds as the cluster runs.
+  /// that joins starts every allreduce not yet gathered. Arrays longer than
+  /// `reduce_segment` are cut into segments, each an allreduce of its own (consecutive
+  /// numbers; the first is returned), reassembled in `allreduction`. Returns its number,
+  /// or an error for a bad root, operator or count. It proceeds as the cluster runs.
   expected<std::uint64_t> allreduce(const reduction_args& r);
   /// Starts a barrier the same way (an allreduce of nothing, rooted at vnode 0; numbered
   /// apart): every vnode is delivered its release once every vnode has arrived.
