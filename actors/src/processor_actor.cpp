@@ -185,6 +185,8 @@ void record(processor_ptr self, collective_kind kind, const allreduce_outbox& ao
   for (auto& p : ao.problems)
     st.ledger->allreduces[{kind, p.op}].problems.push_back(
       "processor " + std::to_string(me) + ": " + p.detail + " " + p.vnodes.to_string());
+}
+
 /// Records what an allgather engine completed (at the root's owner), delivered or found
 /// wrong.
 void record(processor_ptr self, const allgather_outbox& ao) {

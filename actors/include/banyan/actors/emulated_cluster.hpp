@@ -162,6 +162,8 @@ struct allreduce_record {
   std::vector<std::string> problems; ///< engine problems (bugs) and refused starts
   /// The value delivered: the one gathered at the root, or (no root) the first delivered.
   std::vector<std::uint8_t> value;
+};
+
 /// What the processors reported of one allgather. Times are relative to `start()`.
 struct allgather_record {
   bool known = false;  ///< some processor started it
