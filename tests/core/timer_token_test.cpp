@@ -18,6 +18,7 @@ std::vector<timer_token> samples() {
     ts.push_back(timer_token::watch(seq));
     ts.push_back(timer_token::seed(seq));
     ts.push_back(timer_token::lend(seq));
+    ts.push_back(timer_token::background(seq));
   }
   for (std::uint64_t n : {1u, 2u, 3u})
     ts.push_back(timer_token::join_attempt(n));
@@ -50,5 +51,6 @@ BOOST_AUTO_TEST_CASE(tokens_pack_the_payload_above_a_code_of_four_bits) {
   BOOST_TEST(timer_token::join_attempt(1).encode() == 2u * 16 + 3);
   BOOST_TEST(timer_token::giver_wait().encode() == 10u * 16 + 3);
   BOOST_TEST(timer_token::seed(9).encode() == 9u * 16 + 6);
-  BOOST_TEST(!timer_token::decode(8).has_value()); // a code nobody issues
+  BOOST_TEST(timer_token::background(9).encode() == 9u * 16 + 8);
+  BOOST_TEST(!timer_token::decode(9).has_value()); // a code nobody issues
 }
