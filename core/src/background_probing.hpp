@@ -9,12 +9,15 @@
 //               of ours), each list taken in turn
 //   wide area   a probe to a remote peer waits until the probes of its whole LAN would
 //               stay under 1% of the path's rate: at least
-//               (LAN size) x 128 KiB / (1% x bandwidth figure) after the previous one
+//               (LAN size) x 128 KiB / (1% x bandwidth figure) after the previous one,
+//               the LAN's size estimated as the local share of the members measured,
+//               scaled to all members
 //
-// A background probe is an ordinary probe (the prober's) with two differences: its
+// A background probe is an ordinary probe (the prober's), except that its
 // candidate's figures are checked for drift (drift_watch) when it is a parent, and it
 // moves a tree only for a gain of `adapt_margin` (hysteresis, so that noise on an
-// unchanged network does not make trees flap). An unanswered one is no strike against
+// unchanged network does not make trees flap), judging an alternative by the rate it
+// gives now. An unanswered one is no strike against
 // its candidate: under a running broadcast its reply may queue behind the segments.
 
 #include <cstdint>

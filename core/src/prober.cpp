@@ -262,6 +262,17 @@ void prober::on(timestamp now, proc_id from, const wire::bw_reply& m, outbox& ou
       return;
     bw = *s_.paths.measured_bw(from);
   }
+  // A re-examination after a drift judges by what the candidate gives now: the path
+  // that drifted may be behind other candidates too, whose best figures predate it.
+  if (schedule_.active() && !s_.drift.reexamining().empty())
+    bw = raw_bw;
+  // So does a background probe of an alternative (not a parent of ours): its best
+  // figure may predate a change of the network, and taking it would move a tree back
+  // onto a path that got slower. (A parent keeps its best figure: drift_watch decides.)
+  if (probe_->background
+      && std::none_of(s_.trees.all().begin(), s_.trees.all().end(),
+                      [&](auto& t) { return t && t->parent() == from; }))
+    bw = raw_bw;
   // Judged by the best figures measured so far (minimum RTT, maximum bandwidth):
   // contention only ever makes a measurement look worse.
   const auto rtt = s_.paths.best_rtt(from);
