@@ -356,6 +356,8 @@ node_core::node_core(caf::actor_system& sys, const node_config& cfg, std::uint64
     init.bcast_cfg.stale_stream = std::max<duration>(ct, std::chrono::seconds(2));
     init.bcast_cfg.resend_after = std::max<duration>(2 * ct, std::chrono::seconds(2));
     init.bcast_cfg.complete_within = cfg.op_timeout;
+    // A resend after a handover must wait for the old owner's acknowledgement.
+    init.bcast_cfg.resend_grace = std::max<duration>(init.bcast_cfg.resend_grace, ct / 4);
   }
   if (cfg.crash_timeout.count() > 0) {
     init.stall_period = std::max<duration>(cfg.crash_timeout / 8, std::chrono::milliseconds(10));

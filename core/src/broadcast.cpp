@@ -700,15 +700,18 @@ void broadcast_engine::check_pending(timestamp now, broadcast_outbox& out) {
     }
     if (now >= p.progress + cfg_.resend_after)
       p.resend_at = std::min(p.resend_at, now);
-    if (now >= p.resend_at && view_.participating()) {
-      // Whoever held these vnodes' part may be gone: the origin sends it again, offered
-      // first (a receiver with a live stream or a kept copy takes it), else the bytes.
+    if (now >= p.resend_at) {
       p.resend_at = timestamp::max();
       p.progress = now;
-      p.owners = view_.owners(missing);
-      ++p.resends;
-      ++stats_.resends;
-      hand_on(now, p.msg, missing, 0, cfg_.offer_handoff, out);
+      // Whoever held these vnodes' part may be gone: the origin sends it again, offered
+      // first (a receiver with a live stream or a kept copy takes it), else the bytes.
+      // An origin that has left sends nothing more (its outcome may still complete).
+      if (view_.participating()) {
+        p.owners = view_.owners(missing);
+        ++p.resends;
+        ++stats_.resends;
+        hand_on(now, p.msg, missing, 0, cfg_.offer_handoff, out);
+      }
     }
     next = std::min({next, p.deadline, p.resend_at, p.progress + cfg_.resend_after});
     ++i;
