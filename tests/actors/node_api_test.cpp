@@ -25,25 +25,12 @@ using namespace banyan;
 using namespace std::chrono_literals;
 using banyan::test::check_converged;
 using banyan::test::poll_until;
+using banyan::test::ready;
 
 namespace {
 
 node_config config(proc_id id) {
-  node_config cfg;
-  cfg.id = id;
-  cfg.listen = "127.0.0.1:0";
-  cfg.secret = "api test";
-  cfg.seed = 2000 + id;
-  // Shorter lingers than the defaults keep the suite fast (still far above a loopback
-  // round trip).
-  cfg.bcast.drain_linger = 300ms;
-  cfg.reduce.drain_linger = 300ms;
-  return cfg;
-}
-
-template <class T>
-bool ready(std::future<T>& f, std::chrono::milliseconds limit) {
-  return f.wait_for(limit) == std::future_status::ready;
+  return banyan::test::loopback_config(id, "api test", 2000);
 }
 
 /// The error of a result that must have failed with `code` within `limit`.

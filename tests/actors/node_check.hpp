@@ -1,9 +1,12 @@
 #pragma once
 // Shared by the node tests: does a set of node snapshots describe a converged
 // computation (everyone a member, the same members, every tree a spanning tree without
-// cycle, vnodes owned once)? And a poll-with-deadline helper.
+// cycle, vnodes owned once)? A poll-with-deadline helper, a wait on a future with a
+// deadline, and the configuration of a node on loopback.
 
 #include <chrono>
+#include <cstdint>
+#include <future>
 #include <optional>
 #include <set>
 #include <string>
@@ -14,6 +17,27 @@
 #include "banyan/core/tree.hpp"
 
 namespace banyan::test {
+
+/// A node listening on a free loopback port, with `secret`, its randomness seeded
+/// `seed_base + id` (a suite's runs repeat), and drain lingers of 300 ms instead of the
+/// defaults (still far above a loopback round trip), which keeps the suites fast.
+inline node_config loopback_config(proc_id id, std::string secret, std::uint64_t seed_base) {
+  using namespace std::chrono_literals;
+  node_config cfg;
+  cfg.id = id;
+  cfg.listen = "127.0.0.1:0";
+  cfg.secret = std::move(secret);
+  cfg.seed = seed_base + id;
+  cfg.bcast.drain_linger = 300ms;
+  cfg.reduce.drain_linger = 300ms;
+  return cfg;
+}
+
+/// True when `f` is ready within `limit`.
+template <class T, class Rep, class Period>
+bool ready(std::future<T>& f, std::chrono::duration<Rep, Period> limit) {
+  return f.wait_for(limit) == std::future_status::ready;
+}
 
 /// Calls `pred` every 20 ms until it holds or `limit` passes; returns its last value.
 template <class Pred>

@@ -18,23 +18,12 @@ using namespace banyan;
 using namespace std::chrono_literals;
 using banyan::test::check_converged;
 using banyan::test::poll_until;
+using banyan::test::ready;
 
 namespace {
 
 node_config config(proc_id id) {
-  node_config cfg;
-  cfg.id = id;
-  cfg.listen = "127.0.0.1:0";
-  cfg.secret = "gather test";
-  cfg.seed = 3000 + id;
-  cfg.bcast.drain_linger = 300ms;
-  cfg.reduce.drain_linger = 300ms;
-  return cfg;
-}
-
-template <class T>
-bool ready(std::future<T>& f, std::chrono::milliseconds limit) {
-  return f.wait_for(limit) == std::future_status::ready;
+  return banyan::test::loopback_config(id, "gather test", 3000);
 }
 
 template <class T>

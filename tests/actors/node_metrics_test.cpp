@@ -15,6 +15,7 @@ using namespace banyan;
 using namespace std::chrono_literals;
 using banyan::test::check_converged;
 using banyan::test::poll_until;
+using banyan::test::ready;
 
 namespace {
 
@@ -26,11 +27,6 @@ node_config config(proc_id id, std::string secret = "metrics test secret") {
   cfg.seed = 500 + id;
   cfg.threads = 1;
   return cfg;
-}
-
-template <class T>
-bool ready(std::future<T>& f, std::chrono::seconds limit) {
-  return f.wait_for(limit) == std::future_status::ready;
 }
 
 std::uint64_t vnode_deliveries(const node_metrics& m) {
