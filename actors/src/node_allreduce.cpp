@@ -100,11 +100,17 @@ void take_allreduce(node_ptr self, collective_kind kind, allreduce_outbox& out) 
   for (auto& d : out.deliveries) {
     auto it = st.reductions.find({kind, d.op});
     if (it == st.reductions.end())
-      continue; // more of this node's vnodes, reached after its answer (or it gave up)
+      continue; // it gave up (timeout, cancel)
+    // The result may reach this node's vnodes in several deliveries (parts of the
+    // release come by different paths while trees heal): answered once it has reached
+    // every vnode the node owns, with all of them.
+    it->second.reached |= d.vnodes;
+    if (!it->second.reached.includes(st.sup->own_vnodes()))
+      continue;
     auto& nr = it->second.req->reduction;
     it->second.req->answer(expected<reduce_result>(
       reduce_result{d.op, kind == collective_kind::barrier ? vnode_id{0} : nr.root,
-                    std::move(d.vnodes), std::move(d.value)}));
+                    std::move(it->second.reached), std::move(d.value)}));
     st.reductions.erase(it);
   }
   for (auto& p : out.problems) {

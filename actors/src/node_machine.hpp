@@ -95,6 +95,9 @@ struct open_reduction {
   std::map<proc_id, vnode_set> owners;
   /// At the root: a check is armed for missing vnodes whose owner left (`lost_grace`).
   bool lost_armed = false;
+  /// An allreduce or barrier: the vnodes of this node its result has reached so far (it
+  /// may reach them in several deliveries; the future waits for all of them).
+  vnode_set reached;
 };
 
 struct node_state {

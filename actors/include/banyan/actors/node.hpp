@@ -406,8 +406,8 @@ public:
   /// starts every allreduce, in order, numbered apart from reductions): the reduction of
   /// every vnode's contribution, gathered at the owner of `r.root`, is broadcast from
   /// there to every vnode (core/allreduce.hpp). Resolves at every member owning vnodes,
-  /// once the result reaches them, with the result (`value`) and the vnodes of this node
-  /// it reached first (`vnodes`; others that reach it later are not reported again).
+  /// once the result has reached every vnode it owns (it may come in several
+  /// deliveries), with the result (`value`) and those vnodes (`vnodes`).
   /// Errors as for `reduce` (`invalid_argument` at once for what this node can tell is
   /// wrong, `timeout` after `r.timeout` naming what was missing, `cancelled` by
   /// `cancel_reduction(seq, collective_kind::allreduce)`, `stopped`). A member owning no
