@@ -1,0 +1,134 @@
+// The emulated cluster's per-vnode block collectives: gather, scatter, allgather, and
+// MPICH's ring allgather (its state: emulated_cluster_impl.hpp).
+
+#include "emulated_cluster_impl.hpp"
+
+namespace banyan::actors {
+
+expected<std::uint64_t> emulated_cluster::gather(vnode_id root, std::size_t block,
+                                                 contribution_fn values) {
+  auto& d = *impl_;
+  if (block == 0)
+    return make_error(errc::invalid_argument, "gather: blocks of 0 bytes");
+  reduction_args r{root, {reduce_kind::sum, element_type::int32, 0}, 1, std::move(values)};
+  auto owner = d.check(r); // the root and the values; the operator is a stand-in
+  if (!owner)
+    return owner.err();
+  r.fn = gather_fn;
+  r.count = block;
+  const auto op = gather_base + ++d.gathers;
+  d.start_reduce(r, op, false, 1, 0, true);
+  return op;
+}
+
+expected<std::uint64_t> emulated_cluster::allgather(vnode_id root, std::size_t block,
+                                                    contribution_fn values) {
+  auto& d = *impl_;
+  if (block == 0)
+    return make_error(errc::invalid_argument, "allgather: blocks of 0 bytes");
+  reduction_args r{root, {reduce_kind::sum, element_type::int32, 0}, 1, std::move(values)};
+  auto owner = d.check(r);
+  if (!owner)
+    return owner.err();
+  r.fn = gather_fn;
+  r.count = block;
+  const auto op = allgather_base + ++d.allgathers;
+  d.start_reduce(r, op, false, 1, 0, false, true);
+  return op;
+}
+
+expected<std::uint64_t> emulated_cluster::allgather_ring(std::size_t block,
+                                                         contribution_fn values) {
+  auto& d = *impl_;
+  if (block == 0 || !values)
+    return make_error(errc::invalid_argument, "allgather_ring: blocks of 0 bytes, or no values");
+  std::uint32_t k = 0;
+  while (k < d.procs.size() && d.procs[k])
+    ++k;
+  for (auto p = k; p < d.procs.size(); ++p)
+    if (d.procs[p])
+      return make_error(errc::invalid_argument,
+                        "allgather_ring: the running processors must be 0..k-1");
+  if (k == 0)
+    return make_error(errc::stopped, "allgather_ring: no processor runs");
+  for (std::uint32_t p = 0; p < k; ++p)
+    caf::anon_send(d.procs[p], ring_atom::value, k);
+  const auto op = ring_allgather_base + ++d.ring_allgathers;
+  auto req = std::make_shared<reduce_request>();
+  req->spec = gather_spec(op, 0, block, d.vnodes);
+  req->values = values;
+  req->use_static = true; // started at once, never by joiners
+  req->ring = true;
+  {
+    std::lock_guard<std::mutex> guard{d.ledger->mtx};
+    d.ledger->allgather_values[op] = values;
+  }
+  reduce_request_ptr shared = req;
+  for (std::uint32_t p = 0; p < k; ++p)
+    caf::anon_send(d.procs[p], reduce_atom::value, shared);
+  if (d.sched)
+    d.sched->run();
+  return op;
+}
+
+allgather_record emulated_cluster::allgathered(std::uint64_t op) const {
+  auto& d = *impl_;
+  allgather_record r;
+  std::lock_guard<std::mutex> guard{d.ledger->mtx};
+  auto rel = [&](timestamp t) { return t > d.t0 ? t - d.t0 : duration{0}; };
+  if (auto i = d.ledger->reduce_started.find(op); i != d.ledger->reduce_started.end()) {
+    r.known = true;
+    r.started = rel(i->second);
+  }
+  if (auto i = d.ledger->reduce_results.find(op); i != d.ledger->reduce_results.end()) {
+    r.gathered = !i->second.empty();
+    if (i->second.size() > 1)
+      r.problems.push_back(std::to_string(i->second.size()) + " gather results");
+  }
+  if (auto i = d.ledger->allgathered.find(op); i != d.ledger->allgathered.end())
+    r.delivered = i->second;
+  if (auto i = d.ledger->allgather_last.find(op); i != d.ledger->allgather_last.end())
+    r.last = rel(i->second);
+  if (auto i = d.ledger->contributions.find(op); i != d.ledger->contributions.end())
+    r.contributions = i->second;
+  if (auto i = d.ledger->reduce_problems.find(op); i != d.ledger->reduce_problems.end())
+    r.problems.insert(r.problems.end(), i->second.begin(), i->second.end());
+  r.bad = d.ledger->bad_allgathers;
+  return r;
+}
+
+bool emulated_cluster::run_until_allgathered(std::uint64_t op, duration limit) {
+  auto& d = *impl_;
+  auto all = [&] {
+    std::lock_guard<std::mutex> guard{d.ledger->mtx};
+    auto i = d.ledger->allgathered.find(op);
+    return i != d.ledger->allgathered.end() && i->second.size() >= d.vnodes;
+  };
+  if (d.sched)
+    return d.run_virtual(d.now() + limit, [&] { return all() && quiet(); });
+  auto deadline = d.now() + limit;
+  while (d.now() < deadline) {
+    if (all())
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+std::optional<wire::collective_id> emulated_cluster::scatter(vnode_id root, std::size_t block) {
+  auto& d = *impl_;
+  if (block == 0 || root >= d.vnodes)
+    return std::nullopt;
+  reduction_args r{root, {reduce_kind::sum, element_type::int32, 0}, 1,
+                   [](vnode_id) { return std::vector<std::uint8_t>(4); }};
+  auto owner = d.check(r);
+  if (!owner || *owner >= d.procs.size() || !d.procs[*owner])
+    return std::nullopt;
+  auto req = std::make_shared<bcast_request>();
+  req->bytes = block;
+  req->scatter = true;
+  req->root = root;
+  return d.request(*owner, req);
+}
+
+} // namespace banyan::actors
