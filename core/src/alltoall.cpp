@@ -57,10 +57,18 @@ std::optional<error> alltoall_collective::start(timestamp now, std::uint64_t op,
   auto e = up_.start(now, gather_spec(op, root, block * n, n), std::move(values), ro_);
   absorb(now);
   if (e) {
-    e->message = "alltoall " + std::to_string(op) + ": " + e->message +
-                 " (a contribution is one block of " + std::to_string(block) +
-                 " bytes for each of the " + std::to_string(n) + " vnodes, " +
-                 std::to_string(block * n) + " bytes)";
+    // The gather's words ("reduction 7: ..., not 96 (96 bytes elements)") in ours.
+    auto why = e->message;
+    const auto prefix = "reduction " + std::to_string(op) + ": ";
+    if (why.compare(0, prefix.size(), prefix) == 0)
+      why.erase(0, prefix.size());
+    const auto elements = " (" + std::to_string(block * n) + " bytes elements)";
+    if (auto at = why.find(elements); at != std::string::npos)
+      why.erase(at, elements.size());
+    e->message = "alltoall " + std::to_string(op) + ": " + why;
+    if (why.find("contribution of vnode") != std::string::npos)
+      e->message += " (a contribution is one block of " + std::to_string(block) +
+                    " bytes for each of the " + std::to_string(n) + " vnodes)";
   }
   return e;
 }

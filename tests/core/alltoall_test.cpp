@@ -440,7 +440,7 @@ BOOST_AUTO_TEST_CASE(pairwise_exchange_gives_every_vnode_its_blocks_in_k_k_minus
         BOOST_TEST(r.deliveries.size() == k);
         std::map<vnode_id, int> got;
         for (auto& d : r.deliveries) {
-          BOOST_TEST(d.from == vnode_set::range(0, next));
+          BOOST_TEST((d.from == vnode_set::range(0, next)));
           BOOST_TEST(right_blocks(d, b));
           d.vnodes.for_each([&](vnode_id w) { ++got[w]; });
         }
