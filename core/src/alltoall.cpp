@@ -155,7 +155,8 @@ void alltoall_collective::absorb(timestamp now) {
   for (auto& d : bo_.deliveries) {
     const auto all = view_.all_vnodes();
     const auto per = d.vnodes.empty() ? 0 : d.payload.size() / d.vnodes.size();
-    if (per <= alltoall_head_bytes || per * d.vnodes.size() != d.payload.size() ||
+    if (all.empty() || per <= alltoall_head_bytes ||
+        per * d.vnodes.size() != d.payload.size() ||
         (per - alltoall_head_bytes) % all.size() != 0) {
       out_.problems.push_back({reduce_problem::kind::bad_data, 0, d.vnodes,
                                "an all-to-all block of " + std::to_string(per) +
@@ -171,7 +172,8 @@ void alltoall_collective::absorb(timestamp now) {
     a.block = (per - alltoall_head_bytes) / all.size();
     std::size_t k = 0;
     d.vnodes.for_each([&](vnode_id w) {
-      a.blocks.emplace(w, d.payload.slice(k * per + alltoall_head_bytes, per - alltoall_head_bytes));
+      a.blocks.emplace(w, d.payload.slice(k * per + alltoall_head_bytes,
+                                          per - alltoall_head_bytes));
       ++k;
     });
     a.vnodes = std::move(d.vnodes);

@@ -186,7 +186,8 @@ int run_bench_blocks(const bench_blocks_options& bopt) {
       rows.push_back(r);
     }
 
-  std::printf("blocks (one block per vnode, all-to-all: per vnode pair; root vnode 0) on %s (%zu processors, %s time, trees "
+  std::printf("blocks (one block per vnode, all-to-all: per vnode pair; root vnode 0) on %s "
+              "(%zu processors, %s time, trees "
               "formed at %.0f ms)\n",
               topo->name.c_str(), topo->proc_count(), opt.clock.c_str(), run->formed_ms);
   std::printf("%-10s", "size");

@@ -462,18 +462,14 @@ BOOST_AUTO_TEST_CASE(pairwise_exchange_goes_step_by_step_and_refuses_bad_input) 
   // Rank 0 of 4 sends step 1 to rank 1 at its start, and step 2 only once step 1's
   // message (from rank 3) arrived.
   std::vector<vnode_set> owners{{0}, {1}, {2}, {3}};
+  const contribution_fn four = [](vnode_id v) { return contribution_of(1, v, 4, 2); };
   pairwise_alltoall_engine a(0, owners);
   alltoall_outbox out;
-  BOOST_REQUIRE(!a.start(timestamp{}, 1, 2, [](vnode_id v) { return contribution_of(1, v, 4, 2); }, out));
+  BOOST_REQUIRE(!a.start(timestamp{}, 1, 2, four, out));
   BOOST_REQUIRE(out.sends.size() == 1u);
   BOOST_TEST(out.sends[0].to == 1u);
   out.clear();
-  // Rank 2's step-2 message arrives early: kept, nothing sent.
-  pairwise_alltoall_engine c(2, owners);
-  alltoall_outbox co;
-  BOOST_REQUIRE(!c.start(timestamp{}, 1, 2, [](vnode_id v) { return contribution_of(1, v, 4, 2); }, co));
-  co.clear();
-  // c is at step 1 (waits for rank 1); deliver a step-2 frame from 2 to 0 by hand.
+  // Rank 2's step-2 message arrives before step 1's (from rank 3): kept, nothing sent.
   wire::bcast_segment seg;
   seg.op = {0, 1, collective_kind::pairwise_alltoall, 0};
   seg.vnodes = owners[2];
@@ -503,7 +499,10 @@ BOOST_AUTO_TEST_CASE(pairwise_exchange_goes_step_by_step_and_refuses_bad_input) 
   BOOST_REQUIRE(bad.has_value());
   BOOST_TEST(bad->message.find("vnode 0") != std::string::npos, bad->message);
   BOOST_TEST(a.start(timestamp{}, 2, 0, [](vnode_id) { return bytes(); }, out).has_value());
-  BOOST_TEST(c.start(timestamp{}, 1, 2, [](vnode_id v) { return contribution_of(1, v, 4, 2); }, co).has_value());
+  pairwise_alltoall_engine c(2, owners);
+  alltoall_outbox co;
+  BOOST_REQUIRE(!c.start(timestamp{}, 1, 2, four, co));
+  BOOST_TEST(c.start(timestamp{}, 1, 2, four, co).has_value()); // started here already
   pairwise_alltoall_engine stranger(7, owners);
-  BOOST_TEST(stranger.start(timestamp{}, 1, 2, [](vnode_id v) { return contribution_of(1, v, 4, 2); }, out).has_value());
+  BOOST_TEST(stranger.start(timestamp{}, 1, 2, four, out).has_value());
 }

@@ -34,7 +34,8 @@ namespace banyan {
 struct pairwise_alltoall_stats {
   std::uint64_t frames = 0;    ///< messages sent
   std::uint64_t delivered = 0; ///< all-to-alls completed here
-  std::uint64_t malformed = 0; ///< frames dropped (twice from one sender, wrong sizes, unknown rank)
+  /// Frames dropped: twice from one sender, a step that does not match it, wrong sizes.
+  std::uint64_t malformed = 0;
 };
 
 class pairwise_alltoall_engine {
