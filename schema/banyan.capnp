@@ -261,6 +261,8 @@ enum Collective {
   scatter @13;              # per-vnode blocks from a root vnode, down the adaptive trees
   allgather @14;            # every vnode's block to every vnode (gather, then broadcast)
   ringAllgather @15;        # MPICH's ring allgather (a baseline)
+  alltoall @16;             # every vnode's block for every vnode (gather, then scatter)
+  pairwiseAlltoall @17;     # MPICH's pairwise all-to-all (a baseline)
 }
 
 struct BcastSegment {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "banyan/core/allreduce.hpp"
+#include "banyan/core/alltoall.hpp"
 #include "banyan/core/mpich_allreduce.hpp"
 #include "banyan/core/reduce.hpp"
 #include "banyan/core/tree.hpp"
@@ -60,6 +61,9 @@ using sag_atom = caf::atom_constant<caf::atom("bsag")>;
 /// Install MPICH's ring allgather (core/ring_allgather) on a processor, over processors
 /// 0..procs-1 owning what its routing table says now: (ring_atom, procs). Emulation only.
 using ring_atom = caf::atom_constant<caf::atom("bring")>;
+/// Install MPICH's pairwise all-to-all (core/pairwise_alltoall) likewise: (pairwise_atom,
+/// procs). Emulation only.
+using pairwise_atom = caf::atom_constant<caf::atom("bpairwise")>;
 
 /// The emulated cluster numbers its reductions over static trees from here on, and
 /// those over the adaptive trees from 1: its ledger and its API (`reduction(op)`) name
@@ -73,6 +77,9 @@ constexpr std::uint64_t gather_base = std::uint64_t{1} << 60;
 constexpr std::uint64_t allgather_base = std::uint64_t{1} << 59;
 /// Ring allgathers (the baseline) likewise.
 constexpr std::uint64_t ring_allgather_base = std::uint64_t{1} << 58;
+/// All-to-alls (core/alltoall.hpp) and pairwise all-to-alls (the baseline) likewise.
+constexpr std::uint64_t alltoall_base = std::uint64_t{1} << 57;
+constexpr std::uint64_t pairwise_alltoall_base = std::uint64_t{1} << 56;
 
 /// Byte i of vnode v's block in the emulated cluster's scatters (checked at delivery).
 constexpr std::uint8_t block_byte(vnode_id v, std::size_t i) {
@@ -126,6 +133,15 @@ struct collective_ledger {
   std::map<std::uint64_t, timestamp> allgather_last;
   std::map<std::uint64_t, contribution_fn> allgather_values;
   std::uint64_t bad_allgathers = 0;
+  /// All-to-alls (numbered like reductions; their gathers' results and contributions
+  /// are in the maps above), recorded like allgathers: per vnode, how often its blocks
+  /// were delivered to it; when the last delivery was; every vnode's contribution
+  /// (`values`, computed once per vnode for the checks, `alltoall_seen`), its block size.
+  std::map<std::uint64_t, std::map<vnode_id, int>> alltoalled;
+  std::map<std::uint64_t, timestamp> alltoall_last;
+  std::map<std::uint64_t, std::pair<contribution_fn, std::size_t>> alltoall_values;
+  std::map<std::uint64_t, std::map<vnode_id, std::vector<std::uint8_t>>> alltoall_seen;
+  std::uint64_t bad_alltoalls = 0;
 };
 using broadcast_ledger = collective_ledger;
 
@@ -167,6 +183,12 @@ struct reduce_request {
   /// A ring allgather (core/ring_allgather.hpp, the baseline installed with ring_atom):
   /// `spec.op` its number, `spec.count` the block.
   bool ring = false;
+  /// An all-to-all (core/alltoall.hpp): `spec.op` its number, `spec.root`, `spec.count`
+  /// the block (`values(v)` is v's block for every vnode).
+  bool alltoall = false;
+  /// A pairwise all-to-all (core/pairwise_alltoall.hpp, the baseline installed with
+  /// pairwise_atom), likewise.
+  bool pairwise = false;
   std::uint32_t segments = 1;
   std::size_t segment_count = 0;
 
@@ -206,6 +228,12 @@ struct static_install {
   rate min_root_rate = infinite_rate;
 };
 using static_install_ptr = std::shared_ptr<const static_install>;
+
+/// Records what an all-to-all engine (banyan's or the baseline) gathered at the root,
+/// delivered (each block checked against the ledger's `alltoall_values`) or found wrong,
+/// at processor `me` (alltoall_record.cpp). Locks the ledger.
+void record_alltoall(collective_ledger& ledger, proc_id me, timestamp now,
+                     const alltoall_outbox& out);
 
 /// A processor that also hosts the collective engines reporting to `ledger`.
 /// `incarnation` numbers the broadcasts it starts apart from those of its earlier

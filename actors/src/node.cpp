@@ -490,6 +490,18 @@ std::future<expected<reduce_result>> node::allgather(node_gather g) {
   return reduce(std::move(red));
 }
 
+std::future<expected<reduce_result>> node::alltoall(node_gather g) {
+  node_reduction red;
+  red.seq = g.seq;
+  red.root = g.root;
+  red.op = gather_fn;
+  red.count = g.block;
+  red.values = std::move(g.values);
+  red.over = collective_kind::alltoall;
+  red.timeout = g.timeout;
+  return reduce(std::move(red));
+}
+
 std::future<expected<wire::collective_id>> node::scatter(vnode_id root,
                                                         std::map<vnode_id, shared_bytes> blocks) {
   auto r = std::make_shared<collective_request>();

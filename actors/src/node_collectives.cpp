@@ -73,6 +73,7 @@ void new_engines(node_ptr self, const vnode_set& settled) {
   // Its broadcasts are numbered on from the node's count too (`run_engines`).
   st.host.add(std::make_unique<allgather_collective>(*st.view, st.ops, st.reduce_cfg, bc,
                                                      settled));
+  add_alltoall_engine(self, settled);
   st.written_to.clear();
   st.flushed_at.reset();
   // The outcomes the last membership's engine still owed will never come.
@@ -131,7 +132,8 @@ void check_part_sent(node_ptr self, const wire::reduce_partial& p) {
   if (is_allreduce(p.collective))
     return; // an allreduce resolves with its result (take_allreduce)
   // An allgather is answered by its blocks coming down, unless no vnode is here for them.
-  if (p.collective == collective_kind::allgather && st.sup->state() == supervisor::status::member &&
+  if ((p.collective == collective_kind::allgather || p.collective == collective_kind::alltoall) &&
+      st.sup->state() == supervisor::status::member &&
       !st.sup->own_vnodes().empty())
     return;
   auto it = st.reductions.find({p.collective, p.op});
@@ -350,7 +352,10 @@ bool fail_reduction(node_ptr self, const reduction_key& key, errc code,
     rep = ar->abandon(now_of(), key.second);
   else if (auto* ag = st.host.get<allgather_collective>(key.first))
     rep = ag->abandon(now_of(), key.second);
-  std::string why = std::string(is_allreduce(key.first) ? to_string(key.first) : "reduction")
+  else if (auto* a2a = st.host.get<alltoall_collective>(key.first))
+    rep = a2a->abandon(now_of(), key.second);
+  const bool named = is_allreduce(key.first) || key.first == collective_kind::alltoall;
+  std::string why = std::string(named ? to_string(key.first) : "reduction")
                     + " " + std::to_string(key.second)
                     + (code != errc::timeout ? std::string(" cancelled")
                        : reason.empty()      ? " timed out after " + ms(o.timeout)
@@ -369,7 +374,7 @@ bool fail_reduction(node_ptr self, const reduction_key& key, errc code,
       for (auto p : rep.waiting_for)
         why += " " + std::to_string(p);
     }
-  } else if (is_allreduce(key.first)) {
+  } else if (named) {
     why += ", waiting for the result";
   }
   o.req->answer(expected<reduce_result>(make_error(code, why)));
@@ -464,6 +469,8 @@ std::uint64_t next_reduction_seq(node_ptr self, collective_kind over) {
     return ar->next_op();
   if (auto* ag = st.host.get<allgather_collective>(over))
     return ag->up().next_op();
+  if (auto* a2a = st.host.get<alltoall_collective>(over))
+    return a2a->up().next_op();
   auto* red = st.host.get<reduce_collective>(over);
   return red ? red->engine().next_op() : 0;
 }
@@ -495,6 +502,8 @@ void run_engines(node_ptr self) {
         take_allreduce(self, e.kind(), a->out());
       else if (auto* ag = dynamic_cast<allgather_collective*>(&e))
         take_allgathers(self, *ag);
+      else if (auto* a2a = dynamic_cast<alltoall_collective*>(&e))
+        take_alltoalls(self, *a2a);
       std::move(out.sends.begin(), out.sends.end(), std::back_inserter(sends));
       e.clear_outbox();
     });
@@ -609,6 +618,10 @@ void on_collective(node_ptr self, const collective_request_ptr& r) {
     auto& nr = r->reduction;
     if (is_allreduce(nr.over)) {
       start_allreduce(self, r);
+      break;
+    }
+    if (nr.over == collective_kind::alltoall) {
+      start_alltoall(self, r);
       break;
     }
     auto refuse = [&](errc code, const std::string& why) {

@@ -29,6 +29,7 @@
 #include "banyan/core/broadcast_collective.hpp"
 #include "banyan/core/engine_host.hpp"
 #include "banyan/core/allgather.hpp"
+#include "banyan/core/alltoall.hpp"
 #include "banyan/core/gather.hpp"
 #include "banyan/core/reduce_collective.hpp"
 #include "banyan/core/scatter.hpp"
@@ -144,6 +145,9 @@ struct node_state {
   /// (its own vnodes had been counted elsewhere): answered when it starts them. The last
   /// few only.
   std::map<std::uint64_t, reduce_result> early_allgathers;
+  /// All-to-alls whose blocks reached vnodes of this node and are not answered yet (those
+  /// not started here: the last few only), by number (node_alltoall.cpp).
+  std::map<std::uint64_t, alltoall_delivery> alltoall_parts;
   std::vector<node_delivery> pending_deliveries; ///< handed to the handler after each step
   /// Engine frames the transport refused for backpressure, per peer, in order.
   std::map<proc_id, std::deque<wire::envelope>> overflow;
@@ -319,6 +323,14 @@ void add_allreduce_engines(node_ptr self, const vnode_set& settled);
 void start_allreduce(node_ptr self, const collective_request_ptr& r);
 /// Answers the allreduces and barriers an engine (of kind `kind`) delivered here.
 void take_allreduce(node_ptr self, collective_kind kind, allreduce_outbox& out);
+
+// --- node_alltoall.cpp ------------------------------------------------------------------
+/// Adds the all-to-all engine of a new membership (`settled`: a founder's).
+void add_alltoall_engine(node_ptr self, const vnode_set& settled);
+/// Starts all-to-all `r` (a `reduce` request over `alltoall`).
+void start_alltoall(node_ptr self, const collective_request_ptr& r);
+/// Answers the all-to-alls whose blocks reached this node's vnodes; reports problems.
+void take_alltoalls(node_ptr self, alltoall_collective& a2a);
 
 // --- node_transport.cpp -----------------------------------------------------------------
 void on_net_event(node_ptr self, const net::transport_event& ev);

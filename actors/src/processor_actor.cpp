@@ -5,9 +5,11 @@
 
 #include "banyan/core/allreduce.hpp"
 #include "banyan/core/allgather.hpp"
+#include "banyan/core/alltoall.hpp"
 #include "banyan/core/broadcast_collective.hpp"
 #include "banyan/core/engine_host.hpp"
 #include "banyan/core/gather.hpp"
+#include "banyan/core/pairwise_alltoall.hpp"
 #include "banyan/core/reduce_collective.hpp"
 #include "banyan/core/ring_allgather.hpp"
 #include "banyan/core/scatter.hpp"
@@ -45,6 +47,7 @@ struct processor_state {
   reduce_collective* gather = nullptr;
   broadcast_collective* scatter = nullptr;
   allgather_collective* allgather = nullptr; ///< from `found` or `join` on, like `gather`
+  alltoall_collective* alltoall = nullptr;   ///< likewise
   /// Reductions asked for before this processor took part (a joiner), in order.
   std::deque<reduce_request_ptr> pending;
   /// Allreduces and barriers over the adaptive trees (from `found` or `join` on, like
@@ -88,6 +91,11 @@ reduce_config gather_reduce_config() {
 reduce_config allgather_reduce_config() {
   reduce_config rc;
   rc.first_op = allgather_base + 1;
+  return rc;
+}
+reduce_config alltoall_reduce_config() {
+  reduce_config rc;
+  rc.first_op = alltoall_base + 1;
   return rc;
 }
 broadcast_config allgather_bcast_config(std::uint32_t incarnation) {
@@ -244,6 +252,10 @@ void carry_out_engine(processor_ptr self, collective_engine& e) {
     record(self, ag->out());
   else if (auto* ring = dynamic_cast<ring_allgather_collective*>(&e))
     record(self, ring->out());
+  else if (auto* a2a = dynamic_cast<alltoall_collective*>(&e); a2a && st.ledger)
+    record_alltoall(*st.ledger, st.sup->self(), now_of(self), a2a->out());
+  else if (auto* pw = dynamic_cast<pairwise_alltoall_collective*>(&e); pw && st.ledger)
+    record_alltoall(*st.ledger, st.sup->self(), now_of(self), pw->out());
   e.clear_outbox();
   update_holding(self);
   maybe_ask(self);
@@ -326,9 +338,10 @@ void start_reduce(processor_ptr self, const reduce_request_ptr& req) {
 void start_one(processor_ptr self, const reduce_request_ptr& req, const reduce_spec& spec,
                contribution_fn values) {
   auto& st = self->state;
-  if (req->ring) {
+  if (req->ring || req->pairwise) {
     auto* ring = st.host.get<ring_allgather_collective>(collective_kind::ring_allgather);
-    if (!ring)
+    auto* pw = st.host.get<pairwise_alltoall_collective>(collective_kind::pairwise_alltoall);
+    if (req->ring ? !ring : !pw)
       return;
     auto ledger = st.ledger;
     const auto op = spec.op;
@@ -343,8 +356,9 @@ void start_one(processor_ptr self, const reduce_request_ptr& req, const reduce_s
       std::lock_guard<std::mutex> guard{st.ledger->mtx};
       st.ledger->reduce_started.emplace(op, now_of(self));
     }
-    auto err = ring->start(now_of(self), op, spec.count, counted);
-    carry_out_engine(self, *ring);
+    auto err = req->ring ? ring->start(now_of(self), op, spec.count, counted)
+                         : pw->start(now_of(self), op, spec.count, counted);
+    carry_out_engine(self, req->ring ? static_cast<collective_engine&>(*ring) : *pw);
     if (err && st.ledger) {
       std::lock_guard<std::mutex> guard{st.ledger->mtx};
       st.ledger->reduce_problems[op].push_back(err->to_string());
@@ -362,7 +376,7 @@ void start_one(processor_ptr self, const reduce_request_ptr& req, const reduce_s
     st.ledger->reduce_problems[op].push_back("processor " + std::to_string(st.sup->self()) +
                                              ": " + what);
   };
-  if (!eng || (req->allgather && !st.allgather)) {
+  if (!eng || (req->allgather && !st.allgather) || (req->alltoall && !st.alltoall)) {
     note("no engine to start the reduction on");
     return;
   }
@@ -378,6 +392,13 @@ void start_one(processor_ptr self, const reduce_request_ptr& req, const reduce_s
   if (st.ledger) {
     std::lock_guard<std::mutex> guard{st.ledger->mtx};
     st.ledger->reduce_started.emplace(op, now);
+  }
+  if (req->alltoall) {
+    auto err = st.alltoall->start(now, spec.op, spec.root, spec.count, std::move(counted));
+    carry_out_engine(self, *st.alltoall);
+    if (err)
+      note(err->to_string());
+    return;
   }
   if (req->allgather) {
     auto err = st.allgather->start(now, spec.op, spec.root, spec.count, std::move(counted));
@@ -478,7 +499,7 @@ void add_allreduce_engines(processor_ptr self, const vnode_set& settled) {
 /// Starts the reductions a joiner was asked for before it took part.
 void start_pending(processor_ptr self) {
   auto& st = self->state;
-  while (!st.pending.empty() && st.reduce && st.gather && st.allgather &&
+  while (!st.pending.empty() && st.reduce && st.gather && st.allgather && st.alltoall &&
          st.view->participating() && !st.left) {
     auto req = st.pending.front();
     st.pending.pop_front();
@@ -659,6 +680,16 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
                   false);
       update_holding(self);
     },
+    [=](pairwise_atom, std::uint32_t procs) {
+      // Emulation only, like the ring: install between all-to-alls.
+      auto& st = self->state;
+      std::vector<vnode_set> owners(procs);
+      for (proc_id p = 0; p < procs; ++p)
+        owners[p] = st.sup->routes().owned_by(p);
+      st.host.add(std::make_unique<pairwise_alltoall_collective>(st.sup->self(), std::move(owners)),
+                  false);
+      update_holding(self);
+    },
     [=](bcast_atom, const bcast_request_ptr& req) {
       auto& st = self->state;
       auto now = now_of(self);
@@ -725,7 +756,7 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       if (st.left)
         return;
       if (req->use_static ||
-          (st.reduce && st.gather && st.allgather && st.view->participating() &&
+          (st.reduce && st.gather && st.allgather && st.alltoall && st.view->participating() &&
            st.pending.empty())) {
         start_reduce(self, req);
         return;
@@ -771,6 +802,10 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
         st.allgather = &st.host.add(std::make_unique<allgather_collective>(
           *st.view, st.ops, allgather_reduce_config(), allgather_bcast_config(st.incarnation),
           st.sup->own_vnodes()));
+      if (!st.alltoall)
+        st.alltoall = &st.host.add(std::make_unique<alltoall_collective>(
+          *st.view, st.ops, alltoall_reduce_config(), allgather_bcast_config(st.incarnation),
+          st.sup->own_vnodes()));
       carry_out(self);
     },
     [=](join_atom, proc_id contact, const vnode_set& wanted) {
@@ -785,6 +820,10 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       if (!st.allgather)
         st.allgather = &st.host.add(std::make_unique<allgather_collective>(
           *st.view, st.ops, allgather_reduce_config(), allgather_bcast_config(st.incarnation),
+          vnode_set{}));
+      if (!st.alltoall)
+        st.alltoall = &st.host.add(std::make_unique<alltoall_collective>(
+          *st.view, st.ops, alltoall_reduce_config(), allgather_bcast_config(st.incarnation),
           vnode_set{}));
       if (st.predecessor) {
         // The network hands the join over only once the predecessor has detached (and

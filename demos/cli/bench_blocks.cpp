@@ -22,7 +22,19 @@ using namespace std::chrono_literals;
 
 const char* const tag = "banyan bench blocks: ";
 const std::vector<std::string> default_sizes = {"8", "1K", "16K"};
-const std::vector<std::string> all_algorithms = {"gather", "scatter", "allgather", "ring"};
+const std::vector<std::string> default_algorithms = {"gather", "scatter", "allgather", "ring"};
+const std::vector<std::string> all_algorithms = {"gather",   "scatter",  "allgather",
+                                                 "ring",     "alltoall", "pairwise"};
+
+/// Vnode v's all-to-all contribution: its block of `n` bytes for each of `vnodes` vnodes.
+std::vector<std::uint8_t> contribution_of(vnode_id v, vnode_id vnodes, std::size_t n,
+                                          std::uint64_t salt) {
+  std::vector<std::uint8_t> all(std::size_t{vnodes} * n);
+  for (vnode_id w = 0; w < vnodes; ++w)
+    for (std::size_t i = 0; i < n; ++i)
+      all[w * n + i] = static_cast<std::uint8_t>(v * 29 + w * 17 + i * 3 + salt);
+  return all;
+}
 
 double ms(duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
@@ -71,10 +83,11 @@ int run_bench_blocks(const bench_blocks_options& bopt) {
     }
     sizes.push_back(*v);
   }
-  auto algorithms = bopt.algorithms.empty() ? all_algorithms : bopt.algorithms;
+  auto algorithms = bopt.algorithms.empty() ? default_algorithms : bopt.algorithms;
   for (auto& a : algorithms)
     if (std::find(all_algorithms.begin(), all_algorithms.end(), a) == all_algorithms.end()) {
-      std::cerr << tag << "unknown algorithm '" << a << "' (gather, scatter, allgather, ring)\n";
+      std::cerr << tag << "unknown algorithm '" << a
+                << "' (gather, scatter, allgather, ring, alltoall, pairwise)\n";
       return 2;
     }
   if (auto err = check(opt)) {
@@ -138,6 +151,20 @@ int run_bench_blocks(const bench_blocks_options& bopt) {
         } else {
           why = "not delivered";
         }
+      } else if (algo == "alltoall" || algo == "pairwise") {
+        auto contributions = [n, size, salt](vnode_id v) {
+          return contribution_of(v, n, size, salt);
+        };
+        auto op = algo == "alltoall" ? c.alltoall(0, size, contributions)
+                                     : c.alltoall_pairwise(size, contributions);
+        if (op && c.run_until_alltoalled(*op, 600s)) {
+          auto rec = c.alltoalled(*op);
+          r.completion_ms = ms(rec.last - rec.started);
+          r.correct = rec.bad == 0 && rec.problems.empty() && once_each(rec.delivered, n) &&
+                      once_each(rec.contributions, n);
+        } else {
+          why = op ? "not delivered everywhere" : op.err().to_string();
+        }
       } else {
         auto op = algo == "allgather" ? c.allgather(0, size, values) : c.allgather_ring(size, values);
         if (op && c.run_until_allgathered(*op, 600s)) {
@@ -159,7 +186,8 @@ int run_bench_blocks(const bench_blocks_options& bopt) {
       rows.push_back(r);
     }
 
-  std::printf("blocks (one block per vnode, root vnode 0) on %s (%zu processors, %s time, trees "
+  std::printf("blocks (one block per vnode, all-to-all: per vnode pair; root vnode 0) on %s "
+              "(%zu processors, %s time, trees "
               "formed at %.0f ms)\n",
               topo->name.c_str(), topo->proc_count(), opt.clock.c_str(), run->formed_ms);
   std::printf("%-10s", "size");
@@ -169,6 +197,10 @@ int run_bench_blocks(const bench_blocks_options& bopt) {
                      std::count(algorithms.begin(), algorithms.end(), "ring");
   if (ratio)
     std::printf(" %16s", "allgather/ring");
+  const bool a2a_ratio = std::count(algorithms.begin(), algorithms.end(), "alltoall") &&
+                         std::count(algorithms.begin(), algorithms.end(), "pairwise");
+  if (a2a_ratio)
+    std::printf(" %18s", "alltoall/pairwise");
   std::printf("\n");
   std::map<std::pair<std::string, std::size_t>, row> by;
   for (auto& r : rows)
@@ -186,6 +218,11 @@ int run_bench_blocks(const bench_blocks_options& bopt) {
       auto& d = by[{"allgather", size}];
       auto& g = by[{"ring", size}];
       std::printf(" %16.2f", g.completion_ms > 0 ? d.completion_ms / g.completion_ms : 0.0);
+    }
+    if (a2a_ratio) {
+      auto& t = by[{"alltoall", size}];
+      auto& p = by[{"pairwise", size}];
+      std::printf(" %18.2f", p.completion_ms > 0 ? t.completion_ms / p.completion_ms : 0.0);
     }
     std::printf("\n");
   }
@@ -213,10 +250,13 @@ int run_bench_blocks(const bench_blocks_options& bopt) {
 void add_bench_blocks_command(CLI::App& bench, std::function<int()>& action) {
   auto opt = std::make_shared<bench_blocks_options>();
   auto cmd = bench.add_subcommand(
-    "blocks", "gather, scatter and allgather of per-vnode blocks; allgather vs MPICH's ring");
+    "blocks", "gather, scatter, allgather and all-to-all of per-vnode blocks; allgather vs "
+              "MPICH's ring, all-to-all vs MPICH's pairwise exchange");
   add_bench_options(*cmd, opt->common);
-  cmd->add_option("--sizes", opt->sizes, "bytes per vnode (e.g. 8,1K,16K)")->delimiter(',');
-  cmd->add_option("--algorithms", opt->algorithms, "gather, scatter, allgather, ring")
+  cmd->add_option("--sizes", opt->sizes,
+                  "bytes per vnode (e.g. 8,1K,16K); all-to-all: per vnode pair")->delimiter(',');
+  cmd->add_option("--algorithms", opt->algorithms,
+                  "gather, scatter, allgather, ring (the default), alltoall, pairwise")
     ->delimiter(',');
   cmd->callback([opt, &action] { action = [opt] { return run_bench_blocks(*opt); }; });
 }

@@ -179,6 +179,10 @@ struct allgather_record {
   std::vector<std::string> problems;
 };
 
+/// What the processors reported of one all-to-all, as for an allgather (`delivered`:
+/// per vnode, how often the blocks for it arrived; `bad`: deliveries with a wrong block).
+using alltoall_record = allgather_record;
+
 class emulated_cluster {
 public:
   explicit emulated_cluster(cluster_config cfg);
@@ -348,6 +352,25 @@ public:
   /// Runs until every vnode has allgather `op` and (virtual time) the cluster is quiet;
   /// at most `limit`. False on the limit.
   bool run_until_allgathered(std::uint64_t op, duration limit);
+  /// All-to-all over banyan's adaptive trees (core/alltoall.hpp: a gather to vnode
+  /// `root`, then a scatter of the transpose from its owner): `values(v)` is vnode v's
+  /// block of `block` bytes for every vnode, in vnode order (vnodes x `block` bytes), and
+  /// every vnode w gets the block every vnode has for it. Started at every running
+  /// processor like `reduce`, numbered apart. Every delivered block is checked against
+  /// `values` (`alltoalled(op).bad`). Errors: a bad root, block 0, no `values`.
+  expected<std::uint64_t> alltoall(vnode_id root, std::size_t block, contribution_fn values);
+  /// The same by MPICH's pairwise exchange (core/pairwise_alltoall.hpp) over the running
+  /// processors, which must be exactly 0..k-1 and stay (no recovery), installed fresh on
+  /// every one now, like `allgather_ring`. Errors: block 0, no `values`, processors other
+  /// than 0..k-1.
+  expected<std::uint64_t> alltoall_pairwise(std::size_t block, contribution_fn values);
+  /// What the processors reported of all-to-all `op`: per vnode, how often its blocks
+  /// were delivered to it (`delivered`), each vnode's contribution taken (`contributions`;
+  /// the baseline's too), deliveries with a wrong block (`bad`).
+  alltoall_record alltoalled(std::uint64_t op) const;
+  /// Runs until every vnode has all-to-all `op` and (virtual time) the cluster is quiet;
+  /// at most `limit`. False on the limit.
+  bool run_until_alltoalled(std::uint64_t op, duration limit);
 
 private:
   struct impl;

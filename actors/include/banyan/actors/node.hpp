@@ -458,6 +458,19 @@ public:
   /// `cancel_reduction(seq, collective_kind::allgather)`,
   /// `next_reduction_seq(collective_kind::allgather)`.
   std::future<expected<reduce_result>> allgather(node_gather g);
+  /// Starts all-to-all `g.seq` (core/alltoall.hpp: a gather to `g.root`, then a scatter
+  /// of the transpose from the root's owner down the same trees). `g.values(v)` is vnode
+  /// v's contribution: its block of `g.block` bytes for every vnode of the namespace, in
+  /// vnode order (vnodes x `g.block` bytes). Every member starts every all-to-all, in
+  /// order, numbered apart from every other collective. Resolves at every member owning
+  /// vnodes once the blocks for all of them are here: `reduce_result::vnodes` those
+  /// vnodes, `value` for each of them in vnode order the block every vnode had for it,
+  /// in vnode order (vnodes x `g.block` bytes each); a member that owns no vnode when
+  /// its part goes up resolves then, `value` empty. Errors as for `gather` (a
+  /// contribution of the wrong size: `invalid_argument` naming the vnode);
+  /// `cancel_reduction(seq, collective_kind::alltoall)`,
+  /// `next_reduction_seq(collective_kind::alltoall)`.
+  std::future<expected<reduce_result>> alltoall(node_gather g);
   /// Scatters `blocks`, one for every vnode of the namespace, all of one size, from vnode
   /// `root` (owned by this node) over banyan's adaptive trees: each vnode gets its own
   /// block exactly once, wherever it lives then, as a `node_delivery::kind::scatter`.

@@ -28,10 +28,12 @@ enum class collective_kind : std::uint8_t {
   scatter = 13,          ///< per-vnode blocks from a root vnode (core/scatter.hpp)
   allgather = 14,        ///< every vnode's block to every vnode (core/allgather.hpp)
   ring_allgather = 15,   ///< MPICH's ring allgather, a baseline (core/ring_allgather.hpp)
+  alltoall = 16,         ///< every vnode's block for every vnode (core/alltoall.hpp)
+  pairwise_alltoall = 17, ///< MPICH's pairwise all-to-all, a baseline (core/pairwise_alltoall.hpp)
 };
 
 /// One past the largest kind.
-inline constexpr std::size_t collective_kind_count = 16;
+inline constexpr std::size_t collective_kind_count = 18;
 
 /// "broadcast", "static_reduce", ...; "unknown" for a value outside the enum.
 constexpr const char* to_string(collective_kind k) noexcept {
@@ -52,6 +54,8 @@ constexpr const char* to_string(collective_kind k) noexcept {
   case collective_kind::scatter: return "scatter";
   case collective_kind::allgather: return "allgather";
   case collective_kind::ring_allgather: return "ring_allgather";
+  case collective_kind::alltoall: return "alltoall";
+  case collective_kind::pairwise_alltoall: return "pairwise_alltoall";
   }
   return "unknown";
 }

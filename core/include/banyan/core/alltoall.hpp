@@ -1,0 +1,129 @@
+#pragma once
+/// All-to-all: vnode v has one block for every vnode w (n x n blocks of one size over n
+/// vnodes), and every w gets the block every v has for it. A gather to a root vnode
+/// (core/gather.hpp: the reduction engine in block mode), then a scatter from the root
+/// vnode's owner (core/scatter.hpp: the broadcast engine in block mode) of the transpose:
+///
+///   up:    v's contribution = [ v->w0 | v->w1 | ... | v->w(n-1) ]    (gather, d hops)
+///          rises to the root's owner R, merged per subtree
+///   at R:  transpose: w's block = [ head | v0->w | v1->w | ... ]     (n^2 blocks copied)
+///   down:  R scatters: each child gets only its subtree's w blocks   (scatter, d hops)
+///
+/// Both halves are exactly-once under churn by their own engines' rules, unchanged: each
+/// vnode's contribution is counted once in the gather (histories move with the vnodes),
+/// and the scatter delivers each w's block once wherever w lives then. Every byte passes
+/// the root's owner (n^2 b bytes in, n^2 b out): the cost and why: docs/collectives.md.
+///
+/// One `collective_engine` of kind `alltoall` owns both engines: frames of that kind go
+/// to the gather engine (`reduce_partial`, `reduce_handoff`) or the scatter engine
+/// (`bcast_segment`, `bcast_ack`) by their type, and its timer tokens name the engine
+/// (`token * 2`, + 1 for the scatter). A scattered block starts with a 12-byte head (the
+/// all-to-all's number and root vnode), so a receiver knows which all-to-all it is.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "banyan/core/broadcast.hpp"
+#include "banyan/core/collective_engine.hpp"
+#include "banyan/core/reduce.hpp"
+
+namespace banyan {
+
+/// What reached vnodes of this processor in all-to-all `op`.
+struct alltoall_delivery {
+  std::uint64_t op = 0;
+  vnode_id root = 0;
+  vnode_set vnodes;  ///< the vnodes of this processor it was delivered to
+  vnode_set from;    ///< the vnodes whose blocks each entry of `blocks` holds (every vnode)
+  std::size_t block = 0; ///< bytes per block
+  /// Per vnode of `vnodes`: the block every vnode of `from` had for it, in vnode order
+  /// (|from| x block bytes; `split_blocks(from, ...)` in core/vnode_blocks.hpp).
+  std::map<vnode_id, shared_bytes> blocks;
+};
+
+struct alltoall_outbox : engine_outbox {
+  std::vector<alltoall_delivery> deliveries;
+  /// The gather's partials leaving this processor (for a runtime that answers a member
+  /// owning no vnodes once its part went up).
+  std::vector<wire::reduce_partial> partials_sent;
+  /// At the root vnode's owner: gathers complete here, whose transpose went down (the
+  /// result's `value` is every vnode's contribution in vnode order).
+  std::vector<reduce_result> gathered;
+  std::vector<reduce_problem> problems;
+  void clear() {
+    sends.clear();
+    timers.clear();
+    deliveries.clear();
+    partials_sent.clear();
+    gathered.clear();
+    problems.clear();
+  }
+};
+
+/// The bytes of one scattered block's head (op, 8 bytes; root, 4 bytes; little-endian).
+inline constexpr std::size_t alltoall_head_bytes = 12;
+
+/// The transpose at the root: `gathered` holds, for every vnode v of `all` in order, v's
+/// blocks for every vnode of `all` in order (|all|^2 x `block` bytes). Returns, for every
+/// vnode w of `all` in order, a head (`op`, `root`) and the blocks every v had for w: the
+/// scatter's payload, `alltoall_head_bytes` + |all| x `block` bytes per vnode.
+std::vector<std::uint8_t> alltoall_transpose(std::uint64_t op, vnode_id root,
+                                             const vnode_set& all, std::size_t block,
+                                             const std::uint8_t* gathered);
+
+class alltoall_collective final : public collective_engine {
+public:
+  /// `view` and `ops` must outlive it. `rc`, `bc`: the gather's and the scatter's
+  /// configuration (their kinds are set to `alltoall`, the gather to block mode on the
+  /// latency tree, the scatter to block mode). `settled` as for `reduce_engine`.
+  alltoall_collective(tree_view& view, const reduce_op_table& ops, reduce_config rc,
+                      broadcast_config bc, vnode_set settled);
+
+  /// Starts all-to-all `op` (numbered 1, 2, 3, ... in the order every processor starts
+  /// them, apart from every other collective) with blocks of `block` bytes, through
+  /// `root`. `values(v)` is vnode v's contribution: its block for every vnode of the
+  /// namespace, in vnode order (n x `block` bytes). Errors: `invalid_argument` (block 0,
+  /// a contribution of another size, naming the vnode, a root outside the namespace, a
+  /// number not above the last one started here), `stopped` (not taking part).
+  std::optional<error> start(timestamp now, std::uint64_t op, vnode_id root, std::size_t block,
+                             contribution_fn values);
+  /// Gives all-to-all `op` up here (see `reduce_engine::abandon`); a scatter of it
+  /// already under way goes on.
+  reduce_abandoned abandon(timestamp now, std::uint64_t op);
+
+  reduce_engine& up() noexcept { return up_; }
+  broadcast_engine& down() noexcept { return down_; }
+  alltoall_outbox& out() noexcept { return out_; }
+
+  std::vector<collective_kind> kinds() const override { return {collective_kind::alltoall}; }
+  collective_kind kind() const override { return collective_kind::alltoall; }
+  bool on_message(timestamp now, proc_id from, const wire::message& m) override;
+  void on_timer(timestamp now, std::uint64_t token) override;
+  void on_undeliverable(timestamp now, proc_id to, const wire::message& m) override;
+  void on_view_change(timestamp now, const view_change& change) override;
+  bool holding() const override { return up_.holding() || down_.holding(); }
+  bool drained(timestamp now, const send_fates& fates) const override;
+  std::uint64_t frames_sent() const override {
+    return up_.frames_sent() + down_.frames_sent();
+  }
+  timestamp last_send() const override { return std::max(up_.last_send(), down_.last_send()); }
+  engine_outbox& outbox() override { return out_; }
+  void clear_outbox() override { out_.clear(); }
+
+private:
+  /// Moves what the engines produced into `out_`: a gather result at the root's owner
+  /// starts the scatter of its transpose; scatter deliveries become all-to-all ones.
+  void absorb(timestamp now);
+
+  tree_view& view_;
+  reduce_engine up_;
+  broadcast_engine down_;
+  reduce_outbox ro_;
+  broadcast_outbox bo_;
+  alltoall_outbox out_;
+};
+
+} // namespace banyan
