@@ -115,6 +115,7 @@ struct PingAck {
 struct BwRequest {
   # Bandwidth probe: the prober asks the candidate for a BwReply of about 128 KiB.
   seq @0 :UInt64;
+  viewDigest @1 :UInt64;  # digest of the prober's view (0: none); see BwReply.viewOmitted
 }
 
 struct BwReply {
@@ -127,6 +128,9 @@ struct BwReply {
   members @3 :List(Member);     # members as the candidate knows them
   departed @4 :List(Member);    # tombstones: incarnations known to have left
   routes @5 :List(RouteEntry);  # the candidate's routing table
+  viewOmitted @6 :Bool;
+  # The candidate's view has the request's viewDigest: members, departed and routes are
+  # left out, and the prober has nothing to merge.
 }
 
 # --- tree maintenance --------------------------------------------------------

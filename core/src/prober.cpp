@@ -3,8 +3,16 @@
 #include <algorithm>
 
 #include "supervisor_parts.hpp"
+#include "view_digest.hpp"
 
 namespace banyan::sup {
+
+namespace {
+/// Our view's digest, sent with our bandwidth requests and compared with theirs.
+std::uint64_t view_of(const parts& s) {
+  return view_digest(s.members.all_info(), s.members.tombstones(), s.owners.routes());
+}
+} // namespace
 
 std::string prober::describe() const {
   static const char* phases[] = {"pause", "ping", "download", "adopt"};
@@ -182,7 +190,7 @@ void prober::on(timestamp now, proc_id from, const wire::pong& m, outbox& out) {
   probe_->at = probe::phase::download;
   probe_->sent = now;
   probe_->mark.reset();
-  s_.send(out, from, wire::bw_request{m.seq});
+  s_.send(out, from, wire::bw_request{m.seq, view_of(s_)});
 }
 
 void prober::on(timestamp, proc_id from, const wire::bw_request& m, outbox& out) {
@@ -192,14 +200,18 @@ void prober::on(timestamp, proc_id from, const wire::bw_request& m, outbox& out)
   for (auto& t : s_.trees.all())
     if (t)
       reply.trees.push_back(t->info());
-  const auto& info = s_.members.all_info();
-  reply.members.reserve(info.size());
-  for (auto& [p, i] : info)
-    reply.members.push_back(i);
-  for (auto& [p, incs] : s_.members.tombstones())
-    for (auto inc : incs)
-      reply.departed.push_back({p, {}, inc});
-  reply.routes = s_.owners.routes().snapshot();
+  if (m.view != 0 && m.view == view_of(s_)) {
+    reply.view_omitted = true; // the prober holds this very view
+  } else {
+    const auto& info = s_.members.all_info();
+    reply.members.reserve(info.size());
+    for (auto& [p, i] : info)
+      reply.members.push_back(i);
+    for (auto& [p, incs] : s_.members.tombstones())
+      for (auto inc : incs)
+        reply.departed.push_back({p, {}, inc});
+    reply.routes = s_.owners.routes().snapshot();
+  }
   auto bare = wire::wire_size(reply);
   reply.padding = bare < wire::bw_probe_bytes
                     ? static_cast<std::uint32_t>(wire::bw_probe_bytes - bare)
@@ -300,6 +312,8 @@ void prober::on(timestamp now, proc_id from, const wire::bw_reply& m, outbox& ou
 }
 
 void prober::merge_view(timestamp now, proc_id from, const wire::bw_reply& m, outbox& out) {
+  if (m.view_omitted)
+    return; // the candidate's view is ours (view_digest.hpp): merging it changes nothing
   for (auto& d : m.departed) {
     if (d.id == s_.self && d.incarnation == s_.members.me().incarnation
         && s_.status == supervisor::status::member) {

@@ -18,7 +18,11 @@ void write(const wire::ping_ack& m, body_builder b) {
   r.setTarget(m.target);
   r.setReached(m.reached);
 }
-void write(const wire::bw_request& m, body_builder b) { b.initBwRequest().setSeq(m.seq); }
+void write(const wire::bw_request& m, body_builder b) {
+  auto r = b.initBwRequest();
+  r.setSeq(m.seq);
+  r.setViewDigest(m.view);
+}
 
 void write(const wire::bw_reply& m, body_builder b) {
   auto r = b.initBwReply();
@@ -29,6 +33,7 @@ void write(const wire::bw_reply& m, body_builder b) {
   write_list(m.members, [&](unsigned n) { return r.initMembers(n); });
   write_list(m.departed, [&](unsigned n) { return r.initDeparted(n); });
   write_list(m.routes, [&](unsigned n) { return r.initRoutes(n); });
+  r.setViewOmitted(m.view_omitted);
 }
 
 void write(const wire::adopt_request& m, body_builder b) {
@@ -79,7 +84,9 @@ wire::ping_req read(cs::PingReq::Reader r) { return wire::ping_req{r.getSeq(), r
 wire::ping_ack read(cs::PingAck::Reader r) {
   return wire::ping_ack{r.getSeq(), r.getTarget(), r.getReached()};
 }
-wire::bw_request read(cs::BwRequest::Reader r) { return wire::bw_request{r.getSeq()}; }
+wire::bw_request read(cs::BwRequest::Reader r) {
+  return wire::bw_request{r.getSeq(), r.getViewDigest()};
+}
 
 wire::bw_reply read(cs::BwReply::Reader r) {
   wire::bw_reply m;
@@ -92,6 +99,9 @@ wire::bw_reply read(cs::BwReply::Reader r) {
   m.members = read_list(r.getMembers());
   m.departed = read_list(r.getDeparted());
   m.routes = read_list(r.getRoutes());
+  m.view_omitted = r.getViewOmitted();
+  if (m.view_omitted && (!m.members.empty() || !m.departed.empty() || !m.routes.empty()))
+    reject("bw_reply omits its view but carries members, departures or routes");
   return m;
 }
 

@@ -297,6 +297,29 @@ BOOST_AUTO_TEST_CASE(unknown_message_type_is_malformed) {
   BOOST_TEST(d.err().message.find("unknown message type") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(a_probe_reply_that_omits_its_view_carries_none) {
+  wire::bw_reply omitted{7, {}, 100, {}, {}, {}};
+  omitted.view_omitted = true;
+  const auto ok = decode_frame(bs::encode({1, 2, omitted}));
+  BOOST_REQUIRE(ok.has_value());
+  BOOST_TEST(std::get<wire::bw_reply>(ok->body).view_omitted);
+
+  // "Omitted" with members, departures or routes all the same contradicts itself.
+  for (int part = 0; part < 3; ++part) {
+    wire::bw_reply bad = omitted;
+    if (part == 0)
+      bad.members.push_back({3, {}, 1});
+    else if (part == 1)
+      bad.departed.push_back({3, {}, 1});
+    else
+      bad.routes.push_back({vnode_set::range(0, 4), 3, 1});
+    const auto d = decode_frame(bs::encode({1, 2, bad}));
+    BOOST_REQUIRE(!d.has_value());
+    BOOST_TEST(d.err().code == errc::malformed_frame);
+    BOOST_TEST(d.err().message.find("omits its view") != std::string::npos);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(unknown_tree_kind_is_malformed) {
   bytes body = raw_frame([](cs::Frame::Builder f) {
     auto k = f.getBody().initRelease().initTrees(1)[0];

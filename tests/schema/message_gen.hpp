@@ -133,10 +133,19 @@ struct gen {
     switch (type) {
       case 0: return wire::ping{u64()};
       case 1: return wire::pong{u64()};
-      case 2: return wire::bw_request{u64()};
-      case 3: return wire::bw_reply{u64(), list([&] { return info(); }), static_cast<std::uint32_t>(upto(300)),
-                                    list([&] { return member(); }), list([&] { return member(); }),
-                                    list([&] { return route(); })};
+      case 2: return wire::bw_request{u64(), coin() ? u64() : 0};
+      case 3: {
+        wire::bw_reply r{u64(), list([&] { return info(); }), static_cast<std::uint32_t>(upto(300)),
+                         {}, {}, {}};
+        if (coin()) // the view left out: no members, departures or routes
+          r.view_omitted = true;
+        else {
+          r.members = list([&] { return member(); });
+          r.departed = list([&] { return member(); });
+          r.routes = list([&] { return route(); });
+        }
+        return r;
+      }
       case 4: return wire::adopt_request{u64(), list([&] { return subtree(); })};
       case 5: return wire::adopt_reply{u64(), list([&] { return verdict(); })};
       case 6: return wire::release{list([&] { return key(); })};

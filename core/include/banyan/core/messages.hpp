@@ -94,8 +94,14 @@ struct ping_ack {
     return a.seq == b.seq && a.target == b.target && a.reached == b.reached;
   }
 };
-/// Bandwidth probe: the prober asks for a 128 KiB download.
-struct bw_request { std::uint64_t seq = 0; friend bool operator==(bw_request a, bw_request b) { return a.seq == b.seq; } };
+/// Bandwidth probe: the prober asks for a 128 KiB download. `view` is the digest of the
+/// prober's view (members, departed incarnations, routing table); a candidate whose own
+/// view has that digest leaves its view out of the reply. 0: no digest, send the view.
+struct bw_request {
+  std::uint64_t seq = 0;
+  std::uint64_t view = 0;
+  friend bool operator==(bw_request a, bw_request b) { return a.seq == b.seq && a.view == b.view; }
+};
 /// The download: the candidate's place in every tree, and its view of the
 /// computation (members, departed incarnations, routing table) for the prober to
 /// merge (anti-entropy: membership news that missed a processor reaches it with its
@@ -107,9 +113,13 @@ struct bw_reply {
   std::vector<member> members;
   std::vector<member> departed; ///< tombstones: incarnations known to have left
   std::vector<route_entry> routes;
+  /// The candidate's view has the digest the prober sent: members, departed and routes
+  /// are left out (empty), and the prober has nothing to merge.
+  bool view_omitted = false;
   friend bool operator==(const bw_reply& a, const bw_reply& b) {
     return a.seq == b.seq && a.trees == b.trees && a.padding == b.padding &&
-           a.members == b.members && a.departed == b.departed && a.routes == b.routes;
+           a.members == b.members && a.departed == b.departed && a.routes == b.routes &&
+           a.view_omitted == b.view_omitted;
   }
 };
 
