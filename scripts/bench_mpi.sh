@@ -22,7 +22,9 @@
 # last process's return from the operation, after the root's t0 (CLOCK_MONOTONIC, one
 # clock on one host), no acks. banyan (`banyan cluster`) is timed from the driver writing
 # the commands to the last process's result line, no acks: ratio = banyan / Open MPI
-# acked, ratio_last = banyan / Open MPI last.
+# acked, ratio_last = banyan / Open MPI last. byn_fstart: banyan from the last process's
+# own start of the operation (it read its command) to the last result: the commands'
+# delivery through the pipes left out.
 #
 # --plot draws the times side by side: one panel per operation, banyan's and Open MPI's
 # bars per process count, and the ratio above each pair.
@@ -125,6 +127,7 @@ for n in map(int, procs):
         raise SystemExit(f"no Open MPI result for {op} {size} at {n} processes")
     ov = b["overhead"]["overhead_ms"]
     cases = []  # (op, size, Open MPI row, banyan ms, banyan last delivery ms, ok)
+    from_start = {}  # (op, size): banyan from the last process's start to the last result
     if "bcast" in ops:
         lat = b["bcast-latency"]["results"][0]
         bw = next(r for r in b["bcast-bandwidth"]["results"] if r["size"] == large)
@@ -137,12 +140,15 @@ for n in map(int, procs):
         for size in allreduce_sizes:
             r = next(r for r in b["allreduce"]["results"] if r["size"] == size)
             cases.append(("allreduce", size, m("allreduce", size), r["completion_ms"], r["completion_ms"], r["ok"]))
+            from_start[("allreduce", size)] = r["from_last_start_ms"]
     if "barrier" in ops:
         r = b["barrier"]["results"][0]
         cases.append(("barrier", 0, m("barrier", 0), r["completion_ms"], r["completion_ms"], r["ok"]))
+        from_start[("barrier", 0)] = r["from_last_start_ms"]
     if "allgather" in ops:
         r = next(r for r in b["allgather"]["results"] if r["size"] == allgather)
         cases.append(("allgather", allgather, m("allgather", allgather), r["completion_ms"], r["completion_ms"], r["ok"]))
+        from_start[("allgather", allgather)] = r["from_last_start_ms"]
     for name, size, mr, bms, bcompl, ok in cases:
         mpi_ms = mr["median_us"] / 1000
         last_ms = mr.get("last_median_us", 0) / 1000
@@ -152,6 +158,7 @@ for n in map(int, procs):
             "openmpi_last_ms": last_ms, "openmpi_last_runs_ms": [x / 1000 for x in mr.get("last_runs_us", [])],
             "openmpi_overhead_ms": m("overhead", 0)["median_us"] / 1000, "openmpi_ok": mr["ok"],
             "banyan_ms": bms, "banyan_last_delivery_ms": bcompl, "banyan_overhead_ms": ov, "banyan_ok": ok,
+            "banyan_from_last_start_ms": from_start.get((name, size)),
             "ratio": bms / mpi_ms if mpi_ms > 0 else None,
             "ratio_last": bms / last_ms if last_ms > 0 and name in ("allreduce", "barrier", "allgather") else None,
             "load_openmpi": load["mpi"], "load_banyan": load["banyan"],
@@ -159,11 +166,12 @@ for n in map(int, procs):
 def f(x, w, p=3):
     return f"{x:>{w}.{p}f}" if x is not None else f"{'-':>{w}}"
 print(f"{'procs':>5} {'rnd':>3} {'op':>9} {'size':>9} {'openmpi_ms':>11} {'mpi_last':>9} {'banyan_ms':>10} {'ratio':>7} "
-      f"{'r_last':>7} {'mpi_ovh_ms':>10} {'byn_ovh_ms':>10} {'byn_last_ms':>11} {'load':>9}")
+      f"{'r_last':>7} {'mpi_ovh_ms':>10} {'byn_ovh_ms':>10} {'byn_last_ms':>11} {'byn_fstart':>10} {'load':>9}")
 for r in rows:
     print(f"{r['procs']:>5} {r['round']:>3} {r['op']:>9} {r['size']:>9} {r['openmpi_ms']:>11.3f} {f(r['openmpi_last_ms'] or None, 9)} "
           f"{r['banyan_ms']:>10.3f} {f(r['ratio'], 7, 2)} {f(r['ratio_last'], 7, 2)} {r['openmpi_overhead_ms']:>10.3f} "
-          f"{r['banyan_overhead_ms']:>10.3f} {r['banyan_last_delivery_ms']:>11.3f} {r['load_openmpi']:>4.1f}/{r['load_banyan']:<4.1f}"
+          f"{r['banyan_overhead_ms']:>10.3f} {r['banyan_last_delivery_ms']:>11.3f} {f(r['banyan_from_last_start_ms'], 10)} "
+          f"{r['load_openmpi']:>4.1f}/{r['load_banyan']:<4.1f}"
           + ("" if r["openmpi_ok"] and r["banyan_ok"] else "  WRONG DATA"))
 summary = []
 if rounds > 1:
@@ -182,7 +190,8 @@ if rounds > 1:
         print(f"{k[0]:>5} {k[1]:>9} {k[2]:>9} ratio {f(s['ratio'], 5, 2)} (rounds: {', '.join(f'{x:.2f}' for x in rs)})"
               + (f", ratio_last {s['ratio_last']:.2f} (rounds: {', '.join(f'{x:.2f}' for x in rl)})" if rl else ""))
 print("ratio = banyan / Open MPI time (below 1: banyan faster); r_last = banyan / Open MPI's last process "
-      "(allreduce, barrier, allgather). load: 1-minute load average at the start of the Open MPI / banyan run. "
+      "(allreduce, barrier, allgather); byn_fstart: banyan from the last process's start of the operation "
+      "to the last result (the commands' delivery left out). load: 1-minute load average at the start of the Open MPI / banyan run. "
       "Targets: 64 MiB bcast <= 1, 1-byte bcast <= 1.5, allreduce 4 MiB <= 1, allreduce 4 B, barrier, "
       "allgather <= 1.5. banyan's reduce, allreduce, barrier and allgather are timed from the commands to "
       "the (last) result (no acks).")

@@ -43,9 +43,16 @@ cluster_run::everywhere_outcome cluster_run::everywhere(const std::string& kind,
       return std::string("an error");
     }()};
   everywhere_outcome o;
-  std::int64_t first = -1, last = t0;
+  std::int64_t first = -1, last = t0, last_start = t0;
+  o.start_ms.assign(opt_.procs, -1);
+  o.done_ms.assign(opt_.procs, -1);
   for (auto& [k, j] : done) {
     const auto t = j.value("t_us", t0);
+    if (k < opt_.procs) {
+      o.start_ms[k] = static_cast<double>(j.value("t_start_us", t0) - t0) / 1000.0;
+      o.done_ms[k] = static_cast<double>(t - t0) / 1000.0;
+    }
+    last_start = std::max(last_start, j.value("t_start_us", t0));
     last = std::max(last, t);
     first = first < 0 ? t : std::min(first, t);
     o.ok = o.ok && j.value("ok", true) && j.value("ev", "") != "allgather_sent" // no blocks came
@@ -53,6 +60,8 @@ cluster_run::everywhere_outcome cluster_run::everywhere(const std::string& kind,
   }
   o.completion_ms = static_cast<double>(last - t0) / 1000.0;
   o.first_ms = static_cast<double>(first - t0) / 1000.0;
+  o.from_last_start_ms = static_cast<double>(last - last_start) / 1000.0;
+  o.last_start_ms = static_cast<double>(last_start - t0) / 1000.0;
   return o;
 }
 
@@ -61,20 +70,39 @@ namespace {
 /// One size's row: 1 + reps runs of `run` (the first warms up), the medians.
 template <class F>
 json timed_row(std::size_t reps, F run) {
-  std::vector<double> completion, first;
+  std::vector<double> completion, first, from_start, last_start;
+  std::vector<std::vector<double>> start, done;
   bool ok = true;
   for (std::size_t r = 0; r < reps + 1; ++r) {
     auto o = run();
     ok = ok && o.ok;
     if (r == 0)
       continue;
+    start.resize(o.start_ms.size());
+    done.resize(o.done_ms.size());
+    for (std::size_t k = 0; k < o.start_ms.size(); ++k) {
+      start[k].push_back(o.start_ms[k]);
+      done[k].push_back(o.done_ms[k]);
+    }
     completion.push_back(o.completion_ms);
     first.push_back(o.first_ms);
+    from_start.push_back(o.from_last_start_ms);
+    last_start.push_back(o.last_start_ms);
   }
+  std::vector<double> start_med, done_med;
+  for (auto& v : start)
+    start_med.push_back(median(v));
+  for (auto& v : done)
+    done_med.push_back(median(v));
   return {{"algorithm", "dynamic"},
+          {"per_proc_start_ms", start_med},
+          {"per_proc_done_ms", done_med},
           {"completion_ms", median(completion)},
           {"first_ms", median(first)},
+          {"from_last_start_ms", median(from_start)},
+          {"last_start_ms", median(last_start)},
           {"runs_ms", completion},
+          {"from_last_start_runs_ms", from_start},
           {"ok", ok}};
 }
 

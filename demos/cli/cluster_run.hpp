@@ -166,6 +166,11 @@ private:
   struct everywhere_outcome {
     double completion_ms = 0; ///< the last process's result
     double first_ms = 0;      ///< the first process's result
+    /// From the last process to start it (its `t_start_us`: every process had called the
+    /// operation by then) to the last result: the commands' delivery left out.
+    double from_last_start_ms = 0;
+    double last_start_ms = 0; ///< when the last process started it, after the commands
+    std::vector<double> start_ms, done_ms; ///< per process, after the commands
     bool ok = true;
   };
   everywhere_outcome everywhere(const std::string& kind, std::uint64_t seq, const std::string& line);

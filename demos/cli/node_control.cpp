@@ -653,8 +653,9 @@ void control_session::cmd_allreduce(std::istringstream& in) {
   const auto ty = *type;
   r.values = [s, n, ty](vnode_id v) { return reduce_contribution(ty, v, n, s); };
   const auto op = r.op;
+  const auto t_start = now_us();
   await(n_.allreduce(std::move(r)), "allreduce " + seq_s,
-        [this, s, n, op, all](expected<reduce_result> res) {
+        [this, s, n, op, all, t_start](expected<reduce_result> res) {
           if (!res)
             return error("allreduce " + std::to_string(s) + ": " + res.err().to_string());
           const auto t = now_us(); // when it came, not when it was checked
@@ -664,6 +665,7 @@ void control_session::cmd_allreduce(std::istringstream& in) {
                {"vnodes", all.size()},
                {"own", res->vnodes.size()},
                {"ok", ok},
+               {"t_start_us", t_start},
                {"t_us", t}});
         });
 }
@@ -677,10 +679,11 @@ void control_session::cmd_barrier(std::istringstream& in) {
   if (n_.state() != supervisor::status::member)
     return error("barrier: not a member");
   const auto s = *seq;
-  await(n_.barrier(s), "barrier " + seq_s, [this, s](expected<reduce_result> res) {
+  const auto t_start = now_us();
+  await(n_.barrier(s), "barrier " + seq_s, [this, s, t_start](expected<reduce_result> res) {
     if (!res)
       return error("barrier " + std::to_string(s) + ": " + res.err().to_string());
-    put({{"ev", "released"}, {"seq", std::to_string(s)}, {"t_us", now_us()}});
+    put({{"ev", "released"}, {"seq", std::to_string(s)}, {"t_start_us", t_start}, {"t_us", now_us()}});
   });
 }
 
@@ -710,13 +713,14 @@ void control_session::cmd_allgather(std::istringstream& in) {
   const auto s = *seq;
   const auto b = *block;
   g.values = [s, b](vnode_id v) { return gather_block(v, b, s).to_vector(); };
+  const auto t_start = now_us();
   await(n_.allgather(std::move(g)), "allgather " + seq_s,
-        [this, s, b](expected<reduce_result> res) {
+        [this, s, b, t_start](expected<reduce_result> res) {
           if (!res)
             return error("allgather " + std::to_string(s) + ": " + res.err().to_string());
           const auto t = now_us(); // when it came, not when it was checked
           if (res->value.empty()) {
-            put({{"ev", "allgather_sent"}, {"seq", std::to_string(s)}, {"t_us", t}});
+            put({{"ev", "allgather_sent"}, {"seq", std::to_string(s)}, {"t_start_us", t_start}, {"t_us", t}});
             return;
           }
           bool ok = res->value.size() == res->vnodes.size() * b;
@@ -727,6 +731,7 @@ void control_session::cmd_allgather(std::istringstream& in) {
                {"seq", std::to_string(s)},
                {"vnodes", res->vnodes.size()},
                {"ok", ok},
+               {"t_start_us", t_start},
                {"t_us", t}});
         });
 }
