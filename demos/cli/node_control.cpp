@@ -713,6 +713,10 @@ void control_session::cmd_allgather(std::istringstream& in) {
   const auto s = *seq;
   const auto b = *block;
   g.values = [s, b](vnode_id v) { return gather_block(v, b, s).to_vector(); };
+  // The root's owner broadcasts the blocks, numbered with this node's broadcasts and
+  // sends: the next of those numbers goes to it.
+  if (n_.own_vnodes().contains(g.root))
+    next_seq();
   const auto t_start = now_us();
   await(n_.allgather(std::move(g)), "allgather " + seq_s,
         [this, s, b, t_start](expected<reduce_result> res) {
