@@ -115,27 +115,54 @@ bool result_ok(reduce_kind k, const vnode_set& vnodes, std::size_t count, std::u
   if (value.size() != count * sizeof(T) || vnodes.empty())
     return false;
   using A = std::conditional_t<std::is_integral_v<T>, T, long double>;
-  for (std::size_t i = 0; i < count; ++i) {
+  // The combination over `vnodes` of element i, from each vnode's residue: element i of
+  // vnode v is ((v*31 + i*7 + seq) % 17) - 8, a function of (i*7 + seq) % 17 alone
+  // while that sum cannot wrap around.
+  auto expect = [&](auto element_of) {
     bool first = true;
     A acc{};
     vnodes.for_each([&](vnode_id v) {
-      const A x = static_cast<A>(static_cast<T>(reduce_element(v, i, seq)));
+      const A x = static_cast<A>(static_cast<T>(element_of(v)));
       acc = first ? x : combine<A>(k, acc, x);
       first = false;
     });
+    return acc;
+  };
+  auto matches = [&](std::size_t i, A want) {
     T got;
     std::memcpy(&got, value.data() + i * sizeof(T), sizeof(T));
     if constexpr (std::is_integral_v<T>) {
-      if (got != acc)
-        return false;
+      return got == want;
     } else {
-      const long double want = acc;
-      const long double tol = 1e-5L * std::max<long double>(1.0L, std::fabs(want));
-      if (!(std::fabs(static_cast<long double>(got) - want) <= tol)
-          && !(std::isinf(want) && static_cast<long double>(got) == want))
-        return false;
+      const long double w = want;
+      const long double tol = 1e-5L * std::max<long double>(1.0L, std::fabs(w));
+      return std::fabs(static_cast<long double>(got) - w) <= tol
+             || (std::isinf(w) && static_cast<long double>(got) == w);
     }
+  };
+  std::uint64_t vmax = 0;
+  vnodes.for_each([&](vnode_id v) { vmax = std::max<std::uint64_t>(vmax, v); });
+  const std::uint64_t top = vmax * 31 + std::uint64_t{count - 1} * 7;
+  if (count - 1 <= std::numeric_limits<std::uint64_t>::max() / 8
+      && seq <= std::numeric_limits<std::uint64_t>::max() - top) {
+    // No wrap-around: 17 expected values, one per residue (a check in about the time of
+    // reading the result, instead of one pass over the vnodes per element).
+    std::array<A, 17> want{};
+    for (std::uint64_t r = 0; r < 17; ++r)
+      want[r] = expect([r](vnode_id v) { return static_cast<std::int64_t>((std::uint64_t{v} * 31 % 17 + r) % 17) - 8; });
+    std::uint64_t r = seq % 17;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (!matches(i, want[r]))
+        return false;
+      r += 7;
+      if (r >= 17)
+        r -= 17;
+    }
+    return true;
   }
+  for (std::size_t i = 0; i < count; ++i)
+    if (!matches(i, expect([&](vnode_id v) { return reduce_element(v, i, seq); })))
+      return false;
   return true;
 }
 
