@@ -25,17 +25,18 @@ int cluster_run::run() {
     std::cerr << "banyan cluster: --reps must be 1-1000\n";
     return 2;
   }
-  if (!parse_sizes(opt_.sizes) || !parse_sizes(opt_.reduce_sizes) || !parse_sizes(opt_.allreduce_sizes)
-      || !parse_sizes(opt_.allgather_sizes)) {
-    std::cerr << "banyan cluster: --sizes, --reduce-sizes, --allreduce-sizes and --allgather-sizes are "
-                 "comma-separated byte counts\n";
+  if (!parse_sizes(opt_.sizes) || !parse_sizes(opt_.reduce_sizes)
+      || !parse_sizes(opt_.allreduce_sizes) || !parse_sizes(opt_.allgather_sizes)) {
+    std::cerr << "banyan cluster: --sizes, --reduce-sizes, --allreduce-sizes and "
+                 "--allgather-sizes are comma-separated byte counts\n";
     return 2;
   }
   const auto allreduce_sizes = *parse_sizes(opt_.allreduce_sizes);
   const auto allgather_sizes = *parse_sizes(opt_.allgather_sizes);
   for (auto s : allreduce_sizes)
     if (s == 0 || s % 4 != 0) {
-      std::cerr << "banyan cluster: --allreduce-sizes: " << s << " is not a whole number of int32\n";
+      std::cerr << "banyan cluster: --allreduce-sizes: " << s
+                << " is not a whole number of int32\n";
       return 2;
     }
   for (auto s : allgather_sizes)
@@ -198,7 +199,8 @@ void add_cluster_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--allreduce-sizes", opt->allreduce_sizes,
                   "allreduce: int32 bytes per vnode, comma-separated (4,4194304)");
   cmd->add_option("--allgather-sizes", opt->allgather_sizes,
-                  "allgather: bytes per process (split evenly among its vnodes), comma-separated (1024)");
+                  "allgather: bytes per process (split evenly among its vnodes), "
+                  "comma-separated (1024)");
   cmd->add_option("--vnodes-per-proc", opt->vnodes_per_proc, "vnodes each process owns (1)");
   cmd->add_flag("!--no-acks", opt->acks, "do not time broadcasts by acks");
   cmd->add_option("--leave-at", opt->leave_at_ms, "churn: ms when half of the processes leave (2000)");

@@ -112,8 +112,8 @@ json cluster_run::workload_allreduce() {
   json results = json::array();
   const auto sizes = *parse_sizes(opt_.allreduce_sizes);
   for (auto size : sizes) {
-    progress("allreduce: int32 sums of " + std::to_string(size) + " bytes per vnode, one to warm up and "
-             + std::to_string(opt_.reps) + " timed");
+    progress("allreduce: int32 sums of " + std::to_string(size)
+             + " bytes per vnode, one to warm up and " + std::to_string(opt_.reps) + " timed");
     auto row = timed_row(opt_.reps, [&] {
       const auto seq = ++allreduce_seq_;
       return everywhere("allreduce", seq,

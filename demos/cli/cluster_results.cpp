@@ -49,8 +49,8 @@ void print_summary(const json& out) {
                   r["from_last_start_ms"].get<double>(), r["ok"].get<bool>() ? "" : "  FAILED");
   if (out.contains("allgather"))
     for (auto& r : out["allgather"]["results"])
-      std::printf("allgather %llu B per process: last process %.3f ms, first %.3f ms, from the last "
-                  "start %.3f ms%s\n",
+      std::printf("allgather %llu B per process: last process %.3f ms, first %.3f ms, from the "
+                  "last start %.3f ms%s\n",
                   static_cast<unsigned long long>(r["size"].get<std::uint64_t>()),
                   r["completion_ms"].get<double>(), r["first_ms"].get<double>(),
                   r["from_last_start_ms"].get<double>(),

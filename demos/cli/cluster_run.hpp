@@ -173,7 +173,8 @@ private:
     std::vector<double> start_ms, done_ms; ///< per process, after the commands
     bool ok = true;
   };
-  everywhere_outcome everywhere(const std::string& kind, std::uint64_t seq, const std::string& line);
+  everywhere_outcome everywhere(const std::string& kind, std::uint64_t seq,
+                                const std::string& line);
   json workload_allreduce();
   json workload_barrier();
   json workload_allgather();

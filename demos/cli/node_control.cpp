@@ -149,7 +149,9 @@ bool result_ok(reduce_kind k, const vnode_set& vnodes, std::size_t count, std::u
     // reading the result, instead of one pass over the vnodes per element).
     std::array<A, 17> want{};
     for (std::uint64_t r = 0; r < 17; ++r)
-      want[r] = expect([r](vnode_id v) { return static_cast<std::int64_t>((std::uint64_t{v} * 31 % 17 + r) % 17) - 8; });
+      want[r] = expect([r](vnode_id v) {
+        return static_cast<std::int64_t>((std::uint64_t{v} * 31 % 17 + r) % 17) - 8;
+      });
     std::uint64_t r = seq % 17;
     for (std::size_t i = 0; i < count; ++i) {
       if (!matches(i, want[r]))
@@ -710,7 +712,10 @@ void control_session::cmd_barrier(std::istringstream& in) {
   await(n_.barrier(s), "barrier " + seq_s, [this, s, t_start](expected<reduce_result> res) {
     if (!res)
       return error("barrier " + std::to_string(s) + ": " + res.err().to_string());
-    put({{"ev", "released"}, {"seq", std::to_string(s)}, {"t_start_us", t_start}, {"t_us", now_us()}});
+    put({{"ev", "released"},
+         {"seq", std::to_string(s)},
+         {"t_start_us", t_start},
+         {"t_us", now_us()}});
   });
 }
 
@@ -751,7 +756,10 @@ void control_session::cmd_allgather(std::istringstream& in) {
             return error("allgather " + std::to_string(s) + ": " + res.err().to_string());
           const auto t = now_us(); // when it came, not when it was checked
           if (res->value.empty()) {
-            put({{"ev", "allgather_sent"}, {"seq", std::to_string(s)}, {"t_start_us", t_start}, {"t_us", t}});
+            put({{"ev", "allgather_sent"},
+                 {"seq", std::to_string(s)},
+                 {"t_start_us", t_start},
+                 {"t_us", t}});
             return;
           }
           bool ok = res->value.size() == res->vnodes.size() * b;
