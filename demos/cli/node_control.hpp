@@ -22,11 +22,13 @@
 //                               the others {"ev":"reduce_sent","seq":"S"}
 //   <- allreduce SEQ ROOT COUNT OP TYPE
 //                            -> every member owning vnodes {"ev":"allreduced","seq":"S",
-//                               "vnodes":K,"own":J,"ok":bool}
-//   <- barrier SEQ           -> every member owning vnodes {"ev":"released","seq":"S"}
+//                               "vnodes":K,"own":J,"ok":bool,"t_start_us":T}
+//   <- barrier SEQ           -> every member owning vnodes {"ev":"released","seq":"S",
+//                               "t_start_us":T}
 //   <- allgather SEQ ROOT BLOCK
 //                            -> every member {"ev":"allgathered","seq":"S","vnodes":K,
-//                               "ok":bool} (one owning no vnode {"ev":"allgather_sent",...})
+//                               "ok":bool,"t_start_us":T} (one owning no vnode
+//                               {"ev":"allgather_sent",...}); T: when it called the node
 //   <- leave | join ADDR | status | quit
 //                            -> {"ev":"left"} | {"ev":"ready",...} | {"ev":"status",...} | exit
 //   -> {"ev":"error","detail":"..."}                       for a bad command (keeps running)
