@@ -25,10 +25,27 @@ int cluster_run::run() {
     std::cerr << "banyan cluster: --reps must be 1-1000\n";
     return 2;
   }
-  if (!parse_sizes(opt_.sizes) || !parse_sizes(opt_.reduce_sizes)) {
-    std::cerr << "banyan cluster: --sizes and --reduce-sizes are comma-separated byte counts\n";
+  if (!parse_sizes(opt_.sizes) || !parse_sizes(opt_.reduce_sizes)
+      || !parse_sizes(opt_.allreduce_sizes) || !parse_sizes(opt_.allgather_sizes)) {
+    std::cerr << "banyan cluster: --sizes, --reduce-sizes, --allreduce-sizes and "
+                 "--allgather-sizes are comma-separated byte counts\n";
     return 2;
   }
+  const auto allreduce_sizes = *parse_sizes(opt_.allreduce_sizes);
+  const auto allgather_sizes = *parse_sizes(opt_.allgather_sizes);
+  for (auto s : allreduce_sizes)
+    if (s == 0 || s % 4 != 0) {
+      std::cerr << "banyan cluster: --allreduce-sizes: " << s
+                << " is not a whole number of int32\n";
+      return 2;
+    }
+  for (auto s : allgather_sizes)
+    if (s == 0 || s % opt_.vnodes_per_proc != 0) {
+      std::cerr << "banyan cluster: --allgather-sizes: " << s
+                << " bytes per process do not split into --vnodes-per-proc " << opt_.vnodes_per_proc
+                << " blocks of at least one byte\n";
+      return 2;
+    }
   std::set<std::string> workloads;
   {
     std::stringstream in(opt_.workload);
@@ -37,11 +54,13 @@ int cluster_run::run() {
       if (w == "all") {
         workloads.insert({"latency", "bandwidth", "reduce", "churn"});
       } else if (w == "latency" || w == "bandwidth" || w == "reduce" || w == "churn"
-                 || w == "overhead" || w == "none") {
+                 || w == "overhead" || w == "allreduce" || w == "barrier" || w == "allgather"
+                 || w == "none") {
         workloads.insert(w);
       } else {
         std::cerr << "banyan cluster: unknown workload \"" << w
-                  << "\" (latency, bandwidth, reduce, churn, overhead, all, none)\n";
+                  << "\" (latency, bandwidth, reduce, churn, overhead, allreduce, barrier, "
+                     "allgather, all, none)\n";
         return 2;
       }
     }
@@ -105,6 +124,12 @@ int cluster_run::run() {
       out["bcast-bandwidth"] = workload_bandwidth();
     if (workloads.count("reduce"))
       out["reduce"] = workload_reduce();
+    if (workloads.count("allreduce"))
+      out["allreduce"] = workload_allreduce();
+    if (workloads.count("barrier"))
+      out["barrier"] = workload_barrier();
+    if (workloads.count("allgather"))
+      out["allgather"] = workload_allgather();
     if (workloads.count("churn"))
       out["churn"] = workload_churn();
   } catch (const cluster_failure& f) {
@@ -122,10 +147,11 @@ int cluster_run::run() {
       for (auto& r : out[name]["results"])
         if (!r.value("complete", false))
           rc = 1;
-  if (out.contains("reduce"))
-    for (auto& r : out["reduce"]["results"])
-      if (!r.value("ok", false))
-        rc = 1;
+  for (auto name : {"reduce", "allreduce", "barrier", "allgather"})
+    if (out.contains(name))
+      for (auto& r : out[name]["results"])
+        if (!r.value("ok", false))
+          rc = 1;
   if (out.contains("churn") && (out["churn"]["duplicates"] != 0 || out["churn"]["lost"] != 0))
     rc = 1;
   failed_ = rc != 0;
@@ -163,12 +189,18 @@ void add_cluster_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--topology", opt->topology, "emulate this topology (process k = its processor k)");
   cmd->add_flag("--netns", opt->netns, "one network namespace per site, veth links, htb (root)");
   cmd->add_option("--workload", opt->workload,
-                  "latency, bandwidth, reduce, churn, overhead, all or none; comma-separated (all)");
+                  "latency, bandwidth, reduce, churn, overhead, allreduce, barrier, allgather, all "
+                  "(the first four) or none; comma-separated (all)");
   cmd->add_option("--json", opt->json_path, "write the results as JSON");
   cmd->add_option("--seed", opt->seed, "seeds the processes' randomness (1)");
   cmd->add_option("--reps", opt->reps, "timed repetitions per measurement (5); the median is reported");
   cmd->add_option("--sizes", opt->sizes, "bandwidth: broadcast sizes in bytes, comma-separated");
   cmd->add_option("--reduce-sizes", opt->reduce_sizes, "reduce: int32 bytes per vnode, comma-separated");
+  cmd->add_option("--allreduce-sizes", opt->allreduce_sizes,
+                  "allreduce: int32 bytes per vnode, comma-separated (4,4194304)");
+  cmd->add_option("--allgather-sizes", opt->allgather_sizes,
+                  "allgather: bytes per process (split evenly among its vnodes), "
+                  "comma-separated (1024)");
   cmd->add_option("--vnodes-per-proc", opt->vnodes_per_proc, "vnodes each process owns (1)");
   cmd->add_flag("!--no-acks", opt->acks, "do not time broadcasts by acks");
   cmd->add_option("--leave-at", opt->leave_at_ms, "churn: ms when half of the processes leave (2000)");

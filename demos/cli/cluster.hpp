@@ -4,6 +4,7 @@
 //
 //   banyan cluster --procs N [--topology T] [--netns] [--workload W[,W...]]
 //                  [--json FILE] [--seed S] [--reps R] [--sizes B,...] [--reduce-sizes B,...]
+//                  [--allreduce-sizes B,...] [--allgather-sizes B,...]
 //                  [--vnodes-per-proc V] [--leave-at MS --rejoin-at MS --churn-for MS]
 //
 // Process 0 founds the computation owning every vnode (V per process, default 1);
@@ -13,9 +14,10 @@
 // site of the topology gets a network namespace, joined to the others by veth links to
 // a bridge, with htb shaping the site's link (scripts/cluster/netns.sh).
 //
-// Workloads (W): latency, bandwidth, reduce, churn, overhead, all (the first four).
-// The JSON file holds one object per workload, shaped as `banyan bench` writes it
-// (bcast-latency, bcast-bandwidth, reduce, churn); see docs/cluster.md.
+// Workloads (W): latency, bandwidth, reduce, churn, overhead, allreduce, barrier,
+// allgather, all (the first four). The JSON file holds one object per workload, shaped
+// as `banyan bench` writes it (bcast-latency, bcast-bandwidth, reduce, churn, ...); see
+// docs/cluster.md.
 //
 // Everything is always torn down: every child runs in its own process group and dies
 // with the driver (PR_SET_PDEATHSIG); on the way out, also on failure and on
@@ -42,6 +44,8 @@ struct cluster_options {
   std::size_t reps = 5;
   std::string sizes = "32768,262144,2097152,16777216,67108864"; ///< bcast-bandwidth
   std::string reduce_sizes = "4,4096,262144,4194304";           ///< reduce (bytes per vnode)
+  std::string allreduce_sizes = "4,4194304"; ///< allreduce (int32 bytes per vnode)
+  std::string allgather_sizes = "1024";      ///< allgather (bytes per process)
   std::size_t vnodes_per_proc = 1;
   bool acks = true; ///< time broadcasts by acks too (the paper's method)
   std::uint64_t leave_at_ms = 2000;

@@ -127,6 +127,12 @@ void cluster_run::on_line(child& c, const std::string& line) {
     ev_.reduced[seq_of(j)] = j;
   } else if (ev == "reduce_sent") {
     ev_.reduce_sent[seq_of(j)].insert(k);
+  } else if (ev == "allreduced") {
+    ev_.finished["allreduce"][seq_of(j)][k] = j;
+  } else if (ev == "released") {
+    ev_.finished["barrier"][seq_of(j)][k] = j;
+  } else if (ev == "allgathered" || ev == "allgather_sent") {
+    ev_.finished["allgather"][seq_of(j)][k] = j;
   } else if (ev == "left") {
     ++ev_.left[k];
   } else if (ev == "error") {

@@ -34,6 +34,27 @@ void print_summary(const json& out) {
       std::printf("reduce %llu B int32 sum: %.3f ms%s\n",
                   static_cast<unsigned long long>(r["size"].get<std::uint64_t>()),
                   r["completion_ms"].get<double>(), r["ok"].get<bool>() ? "" : "  WRONG RESULT");
+  if (out.contains("allreduce"))
+    for (auto& r : out["allreduce"]["results"])
+      std::printf("allreduce %llu B int32 sum: last process %.3f ms, first %.3f ms, from the last "
+                  "start %.3f ms%s\n",
+                  static_cast<unsigned long long>(r["size"].get<std::uint64_t>()),
+                  r["completion_ms"].get<double>(), r["first_ms"].get<double>(),
+                  r["from_last_start_ms"].get<double>(),
+                  r["ok"].get<bool>() ? "" : "  WRONG RESULT");
+  if (out.contains("barrier"))
+    for (auto& r : out["barrier"]["results"])
+      std::printf("barrier: last process %.3f ms, first %.3f ms, from the last start %.3f ms%s\n",
+                  r["completion_ms"].get<double>(), r["first_ms"].get<double>(),
+                  r["from_last_start_ms"].get<double>(), r["ok"].get<bool>() ? "" : "  FAILED");
+  if (out.contains("allgather"))
+    for (auto& r : out["allgather"]["results"])
+      std::printf("allgather %llu B per process: last process %.3f ms, first %.3f ms, from the "
+                  "last start %.3f ms%s\n",
+                  static_cast<unsigned long long>(r["size"].get<std::uint64_t>()),
+                  r["completion_ms"].get<double>(), r["first_ms"].get<double>(),
+                  r["from_last_start_ms"].get<double>(),
+                  r["ok"].get<bool>() ? "" : "  WRONG RESULT");
   if (out.contains("churn")) {
     auto& c = out["churn"];
     std::printf("churn: %zu broadcasts, %zu/%zu deliveries, %zu duplicates, %zu lost\n",

@@ -8,6 +8,8 @@
 //   cluster_events.cpp     the event pump: reading the children's lines, commands, waits
 //   cluster_workloads.cpp  forming the cluster and the workloads (latency, bandwidth,
 //                          reduce, overhead, churn)
+//   cluster_collectives.cpp  the workloads every process takes part in (allreduce,
+//                          barrier, allgather)
 //   cluster_results.cpp    the summary on stdout and the pictures (--plot-dir)
 
 #include <algorithm>
@@ -96,6 +98,9 @@ struct event_index {
   std::map<std::string, json> acked;                                          ///< by op
   std::map<std::uint64_t, json> reduced;                                      ///< by seq
   std::map<std::uint64_t, std::set<std::size_t>> reduce_sent;
+  /// "allreduced", "released" and "allgathered" / "allgather_sent" lines: by kind
+  /// ("allreduce", "barrier", "allgather"), then seq, then process.
+  std::map<std::string, std::map<std::uint64_t, std::map<std::size_t, json>>> finished;
   std::map<std::size_t, std::size_t> left;
   std::map<std::size_t, std::vector<std::string>> errors;
 };
@@ -154,6 +159,25 @@ private:
   json workload_reduce();
   json workload_churn();
   json workload_overhead();
+  /// One collective every process starts (`line` to each, process 0 last), timed from the
+  /// driver writing the commands to the last process's result line of kind `kind` and
+  /// number `seq`. `ok`: every process reported, each result checked out and, where it
+  /// names them, covered `total_vnodes()`.
+  struct everywhere_outcome {
+    double completion_ms = 0; ///< the last process's result
+    double first_ms = 0;      ///< the first process's result
+    /// From the last process to start it (its `t_start_us`: every process had called the
+    /// operation by then) to the last result: the commands' delivery left out.
+    double from_last_start_ms = 0;
+    double last_start_ms = 0; ///< when the last process started it, after the commands
+    std::vector<double> start_ms, done_ms; ///< per process, after the commands
+    bool ok = true;
+  };
+  everywhere_outcome everywhere(const std::string& kind, std::uint64_t seq,
+                                const std::string& line);
+  json workload_allreduce();
+  json workload_barrier();
+  json workload_allgather();
 
   std::string address(std::size_t k) const {
     return std::to_string(k) + "@" + children_[k]->host + ":" + std::to_string(children_[k]->port);
@@ -178,6 +202,9 @@ private:
   bool failed_ = false;
   event_index ev_;
   std::uint64_t reduce_seq_ = 0;
+  std::uint64_t allreduce_seq_ = 0;
+  std::uint64_t barrier_seq_ = 0;
+  std::uint64_t allgather_seq_ = 0;
 };
 
 template <class F>

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "banyan/core/broadcast.hpp"
+#include "banyan/core/gather.hpp"
 
 namespace banyan::cli {
 
@@ -114,27 +115,56 @@ bool result_ok(reduce_kind k, const vnode_set& vnodes, std::size_t count, std::u
   if (value.size() != count * sizeof(T) || vnodes.empty())
     return false;
   using A = std::conditional_t<std::is_integral_v<T>, T, long double>;
-  for (std::size_t i = 0; i < count; ++i) {
+  // The combination over `vnodes` of element i, from each vnode's residue: element i of
+  // vnode v is ((v*31 + i*7 + seq) % 17) - 8, a function of (i*7 + seq) % 17 alone
+  // while that sum cannot wrap around.
+  auto expect = [&](auto element_of) {
     bool first = true;
     A acc{};
     vnodes.for_each([&](vnode_id v) {
-      const A x = static_cast<A>(static_cast<T>(reduce_element(v, i, seq)));
+      const A x = static_cast<A>(static_cast<T>(element_of(v)));
       acc = first ? x : combine<A>(k, acc, x);
       first = false;
     });
+    return acc;
+  };
+  auto matches = [&](std::size_t i, A want) {
     T got;
     std::memcpy(&got, value.data() + i * sizeof(T), sizeof(T));
     if constexpr (std::is_integral_v<T>) {
-      if (got != acc)
-        return false;
+      return got == want;
     } else {
-      const long double want = acc;
-      const long double tol = 1e-5L * std::max<long double>(1.0L, std::fabs(want));
-      if (!(std::fabs(static_cast<long double>(got) - want) <= tol)
-          && !(std::isinf(want) && static_cast<long double>(got) == want))
-        return false;
+      const long double w = want;
+      const long double tol = 1e-5L * std::max<long double>(1.0L, std::fabs(w));
+      return std::fabs(static_cast<long double>(got) - w) <= tol
+             || (std::isinf(w) && static_cast<long double>(got) == w);
     }
+  };
+  std::uint64_t vmax = 0;
+  vnodes.for_each([&](vnode_id v) { vmax = std::max<std::uint64_t>(vmax, v); });
+  const std::uint64_t top = vmax * 31 + std::uint64_t{count - 1} * 7;
+  if (count - 1 <= std::numeric_limits<std::uint64_t>::max() / 8
+      && seq <= std::numeric_limits<std::uint64_t>::max() - top) {
+    // No wrap-around: 17 expected values, one per residue (a check in about the time of
+    // reading the result, instead of one pass over the vnodes per element).
+    std::array<A, 17> want{};
+    for (std::uint64_t r = 0; r < 17; ++r)
+      want[r] = expect([r](vnode_id v) {
+        return static_cast<std::int64_t>((std::uint64_t{v} * 31 % 17 + r) % 17) - 8;
+      });
+    std::uint64_t r = seq % 17;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (!matches(i, want[r]))
+        return false;
+      r += 7;
+      if (r >= 17)
+        r -= 17;
+    }
+    return true;
   }
+  for (std::size_t i = 0; i < count; ++i)
+    if (!matches(i, expect([&](vnode_id v) { return reduce_element(v, i, seq); })))
+      return false;
   return true;
 }
 
@@ -416,6 +446,12 @@ bool control_session::handle(const std::string& line) {
     cmd_trace(in);
   else if (cmd == "reduce")
     cmd_reduce(in);
+  else if (cmd == "allreduce")
+    cmd_allreduce(in);
+  else if (cmd == "barrier")
+    cmd_barrier(in);
+  else if (cmd == "allgather")
+    cmd_allgather(in);
   else if (cmd == "leave")
     cmd_leave();
   else if (cmd == "join")
@@ -434,7 +470,8 @@ bool control_session::handle(const std::string& line) {
            {"busy", s.busy}});
   } else {
     error("unknown command \"" + cmd
-          + "\" (bcast, send, acks, trace, reduce, leave, join, status, quit)");
+          + "\" (bcast, send, acks, trace, reduce, allreduce, barrier, allgather, leave, join, "
+            "status, quit)");
   }
   return true;
 }
@@ -615,6 +652,126 @@ void control_session::cmd_reduce(std::istringstream& in) {
                  {"vnodes", res->vnodes.size()},
                  {"ok", ok},
                  {"t_us", t}});
+        });
+}
+
+void control_session::cmd_allreduce(std::istringstream& in) {
+  std::string seq_s, root_s, count_s, op_s, type_s;
+  in >> seq_s >> root_s >> count_s >> op_s >> type_s;
+  auto seq = parse_uint(seq_s, std::numeric_limits<std::uint64_t>::max());
+  auto root = parse_uint(root_s, vnode_set::max_member);
+  auto count = parse_uint(count_s, max_payload / 8);
+  auto kind = parse_kind(op_s);
+  auto type = parse_type(type_s);
+  if (!seq || !root || !count || !kind || !type || trailing(in))
+    return error("usage: allreduce SEQ ROOT COUNT sum|min|max|prod int32|int64|float|double");
+  if (n_.state() != supervisor::status::member)
+    return error("allreduce: not a member");
+  // The result is checked against every vnode of the namespace as this node knows it now
+  // (the result itself names only this node's vnodes).
+  vnode_set all;
+  for (auto m : n_.members())
+    all |= n_.vnodes_of(m);
+  node_reduction r;
+  r.seq = *seq;
+  r.root = static_cast<vnode_id>(*root);
+  r.op = reduce_op{*kind, *type, 0};
+  r.count = *count;
+  const auto s = *seq;
+  const auto n = *count;
+  const auto ty = *type;
+  r.values = [s, n, ty](vnode_id v) { return reduce_contribution(ty, v, n, s); };
+  const auto op = r.op;
+  const auto t_start = now_us();
+  await(n_.allreduce(std::move(r)), "allreduce " + seq_s,
+        [this, s, n, op, all, t_start](expected<reduce_result> res) {
+          if (!res)
+            return error("allreduce " + std::to_string(s) + ": " + res.err().to_string());
+          const auto t = now_us(); // when it came, not when it was checked
+          const bool ok = reduce_result_ok(op, all, n, s, res->value);
+          put({{"ev", "allreduced"},
+               {"seq", std::to_string(s)},
+               {"vnodes", all.size()},
+               {"own", res->vnodes.size()},
+               {"ok", ok},
+               {"t_start_us", t_start},
+               {"t_us", t}});
+        });
+}
+
+void control_session::cmd_barrier(std::istringstream& in) {
+  std::string seq_s;
+  in >> seq_s;
+  auto seq = parse_uint(seq_s, std::numeric_limits<std::uint64_t>::max());
+  if (!seq || trailing(in))
+    return error("usage: barrier SEQ");
+  if (n_.state() != supervisor::status::member)
+    return error("barrier: not a member");
+  const auto s = *seq;
+  const auto t_start = now_us();
+  await(n_.barrier(s), "barrier " + seq_s, [this, s, t_start](expected<reduce_result> res) {
+    if (!res)
+      return error("barrier " + std::to_string(s) + ": " + res.err().to_string());
+    put({{"ev", "released"},
+         {"seq", std::to_string(s)},
+         {"t_start_us", t_start},
+         {"t_us", now_us()}});
+  });
+}
+
+namespace {
+
+/// Vnode v's block of allgather `seq`: the pattern of operation `seq + 31 v`.
+shared_bytes gather_block(vnode_id v, std::size_t bytes, std::uint64_t seq) {
+  return pattern_bytes(bytes, seq + std::uint64_t{31} * v);
+}
+
+} // namespace
+
+void control_session::cmd_allgather(std::istringstream& in) {
+  std::string seq_s, root_s, block_s;
+  in >> seq_s >> root_s >> block_s;
+  auto seq = parse_uint(seq_s, std::numeric_limits<std::uint64_t>::max());
+  auto root = parse_uint(root_s, vnode_set::max_member);
+  auto block = parse_uint(block_s, max_payload);
+  if (!seq || !root || !block || *block == 0 || trailing(in))
+    return error("usage: allgather SEQ ROOT BLOCK (bytes per vnode, at least 1)");
+  if (n_.state() != supervisor::status::member)
+    return error("allgather: not a member");
+  node_gather g;
+  g.seq = *seq;
+  g.root = static_cast<vnode_id>(*root);
+  g.block = *block;
+  const auto s = *seq;
+  const auto b = *block;
+  g.values = [s, b](vnode_id v) { return gather_block(v, b, s).to_vector(); };
+  // The root's owner broadcasts the blocks, numbered with this node's broadcasts and
+  // sends: the next of those numbers goes to it.
+  if (n_.own_vnodes().contains(g.root))
+    next_seq();
+  const auto t_start = now_us();
+  await(n_.allgather(std::move(g)), "allgather " + seq_s,
+        [this, s, b, t_start](expected<reduce_result> res) {
+          if (!res)
+            return error("allgather " + std::to_string(s) + ": " + res.err().to_string());
+          const auto t = now_us(); // when it came, not when it was checked
+          if (res->value.empty()) {
+            put({{"ev", "allgather_sent"},
+                 {"seq", std::to_string(s)},
+                 {"t_start_us", t_start},
+                 {"t_us", t}});
+            return;
+          }
+          bool ok = res->value.size() == res->vnodes.size() * b;
+          if (ok)
+            for (auto& [v, blk] : gathered_blocks(*res))
+              ok = ok && blk == gather_block(v, b, s);
+          put({{"ev", "allgathered"},
+               {"seq", std::to_string(s)},
+               {"vnodes", res->vnodes.size()},
+               {"ok", ok},
+               {"t_start_us", t_start},
+               {"t_us", t}});
         });
 }
 

@@ -20,6 +20,15 @@
 //   <- reduce SEQ ROOT COUNT OP TYPE
 //                            -> the root's owner {"ev":"reduced","seq":"S","vnodes":K,"ok":bool},
 //                               the others {"ev":"reduce_sent","seq":"S"}
+//   <- allreduce SEQ ROOT COUNT OP TYPE
+//                            -> every member owning vnodes {"ev":"allreduced","seq":"S",
+//                               "vnodes":K,"own":J,"ok":bool,"t_start_us":T}
+//   <- barrier SEQ           -> every member owning vnodes {"ev":"released","seq":"S",
+//                               "t_start_us":T}
+//   <- allgather SEQ ROOT BLOCK
+//                            -> every member {"ev":"allgathered","seq":"S","vnodes":K,
+//                               "ok":bool,"t_start_us":T} (one owning no vnode
+//                               {"ev":"allgather_sent",...}); T: when it called the node
 //   <- leave | join ADDR | status | quit
 //                            -> {"ev":"left"} | {"ev":"ready",...} | {"ev":"status",...} | exit
 //   -> {"ev":"error","detail":"..."}                       for a bad command (keeps running)
@@ -32,7 +41,9 @@
 //
 // Payloads follow a pattern the receiver checks: byte i of operation S is
 // (i*131 + S) & 0xff. Vnode v contributes element i = ((v*31 + i*7 + SEQ) % 17) - 8 to
-// reduction SEQ; the root's owner checks the result against that formula.
+// reduction or allreduce SEQ; the root's owner (every member, for an allreduce) checks the
+// result against that formula. Vnode v's block of allgather SEQ is the pattern of
+// operation SEQ + 31 v.
 
 #include <chrono>
 #include <cstdint>
@@ -112,6 +123,9 @@ private:
   void cmd_acks(std::istringstream& in);
   void cmd_trace(std::istringstream& in);
   void cmd_reduce(std::istringstream& in);
+  void cmd_allreduce(std::istringstream& in);
+  void cmd_barrier(std::istringstream& in);
+  void cmd_allgather(std::istringstream& in);
   void cmd_leave();
   void cmd_join(std::istringstream& in);
   /// Runs `then(result)` on a thread of its own once `f` is ready (or reports a timeout).

@@ -766,9 +766,33 @@ BOOST_FIXTURE_TEST_CASE(control_protocol_broadcast_send_reduce_leave_rejoin, ctl
       }
   }
 
+  // Allreduce, barrier, allgather: every member gets the result, checked against every
+  // vnode's contribution (ten blocks per node in the allgather).
+  for (auto& [id, c] : nodes) {
+    send(c, "allreduce 1 7 1000 sum int32");
+    send(c, "barrier 1");
+    send(c, "allgather 1 0 100");
+  }
+  for (auto& [id, c] : nodes) {
+    for (auto [ev, what] : {std::pair<const char*, const char*>{"allreduced", "allreduce"},
+                            {"released", "barrier"},
+                            {"allgathered", "allgather"}}) {
+      BOOST_REQUIRE_MESSAGE(until(20s, [&, ev = ev] { return !events(c, ev, "seq", "1").empty(); }),
+                            "node " << id << ": no " << what << " result: " << slurp(c.log));
+      auto r = events(c, ev, "seq", "1");
+      BOOST_TEST(r.size() == 1u, what);
+      if (std::string(ev) != "released") {
+        BOOST_TEST(r[0].at("ok").get<bool>(), "node " << id << ": " << what);
+        BOOST_TEST(r[0].at("vnodes").get<std::size_t>() == 40u, what);
+      }
+    }
+    BOOST_TEST(events(c, "allreduced", "seq", "1")[0].at("own").get<std::size_t>() == 10u);
+  }
+
   // Bad commands: one error line each, and the process goes on.
   for (auto bad : {"bcast", "bcast -1", "send x 1", "reduce 1 0 10 xor int32", "frobnicate", "acks maybe",
-                   "join"}) {
+                   "join", "allreduce 2 0 10 sum", "barrier", "barrier x", "allgather 2 0 0",
+                   "allgather 2 0"}) {
     auto had = events(n3, "error").size();
     send(n3, bad);
     auto e = wait_event(n3, "error", had, 5s);
@@ -975,8 +999,10 @@ BOOST_FIXTURE_TEST_CASE(cluster_runs_the_workloads_and_writes_json, cluster_fixt
   auto json_path = dir + "/cluster.json";
   auto log = dir + "/cluster.log";
   auto code = run_cluster(*this,
-                          {"--procs", "3", "--workload", "latency,bandwidth,reduce,churn,overhead",
+                          {"--procs", "3", "--workload",
+                           "latency,bandwidth,reduce,churn,overhead,allreduce,barrier,allgather",
                            "--reps", "2", "--sizes", "65536,1048576", "--reduce-sizes", "4,40000",
+                           "--allreduce-sizes", "4,40000", "--allgather-sizes", "1024",
                            "--leave-at", "800", "--rejoin-at", "1600", "--churn-for", "2500",
                            "--json", json_path, "--plot-dir", dir + "/plots"},
                           log, 90s);
@@ -1001,6 +1027,15 @@ BOOST_FIXTURE_TEST_CASE(cluster_runs_the_workloads_and_writes_json, cluster_fixt
   BOOST_REQUIRE(red.size() == 2u);
   for (auto& r : red)
     BOOST_TEST(r.at("ok").get<bool>());
+  for (auto name : {"allreduce", "barrier", "allgather"}) {
+    auto& rs = j.at(name).at("results");
+    BOOST_REQUIRE_MESSAGE(rs.size() == (std::string(name) == "allreduce" ? 2u : 1u), name);
+    for (auto& r : rs) {
+      BOOST_TEST(r.at("ok").get<bool>(), name);
+      BOOST_TEST(r.at("runs_ms").size() == 2u, name);
+      BOOST_TEST(r.at("completion_ms").get<double>() >= r.at("first_ms").get<double>(), name);
+    }
+  }
   auto& churn = j.at("churn");
   BOOST_TEST(churn.at("lost").get<int>() == 0);
   BOOST_TEST(churn.at("duplicates").get<int>() == 0);
@@ -1049,6 +1084,9 @@ BOOST_FIXTURE_TEST_CASE(cluster_tears_everything_down_on_sigint_and_on_bad_input
   const std::vector<std::vector<std::string>> cases{
     {"--procs", "0"},
     {"--procs", "3", "--workload", "nonsense"},
+    {"--procs", "3", "--workload", "allreduce,allgathr"},
+    {"--procs", "3", "--allreduce-sizes", "6"},
+    {"--procs", "3", "--vnodes-per-proc", "3", "--allgather-sizes", "1000"},
     {"--procs", "3", "--topology", "no-such-topology"},
     {"--procs", "99", "--topology", "tiny-2c8"},
     {"--procs", "3", "--sizes", "12,x"},

@@ -49,6 +49,11 @@ expect 2 '^banyan bench: a subcommand is required \(see banyan bench --help\)$' 
 expect 2 '^banyan sim: unknown subcommand "forest" '         sim forest
 expect 1 '^banyan health: cannot read '                      health "$scratch/none.json"
 expect 2 '^banyan health: file is required'                  health
+expect 2 '^banyan cluster: unknown workload "allgathr" '      cluster --procs 3 --workload allreduce,allgathr
+expect 2 '^banyan cluster: --allreduce-sizes: 6 is not a whole number of int32$' \
+  cluster --procs 3 --allreduce-sizes 4,6
+expect 2 '^banyan cluster: --allgather-sizes: 1000 bytes per process do not split ' \
+  cluster --procs 3 --vnodes-per-proc 3 --allgather-sizes 1000
 
 # A join nobody answers: retried until --join-timeout (each attempt logs a join_failed
 # event), then a runtime failure (exit 1) said once, "cannot join: ..." with no repeated

@@ -3,7 +3,9 @@
 // its own output lines back until the acks are in. Every wait has a deadline.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -178,5 +180,58 @@ BOOST_AUTO_TEST_CASE(the_delivered_line_is_the_json_object_it_stands_for) {
     const auto line = cli::delivered_line(r.op, r.message, r.vnodes, r.size, r.ok, r.t_us);
     BOOST_TEST(line == want.dump());
     BOOST_TEST(json::parse(line) == want);
+  }
+}
+
+namespace {
+
+/// The reduction `k` over `vnodes` of `count` elements of reduction `seq`, computed
+/// element by element from `reduce_element`, as `T`.
+template <class T>
+banyan::shared_bytes direct_result(banyan::reduce_kind k, const banyan::vnode_set& vnodes,
+                                   std::size_t count, std::uint64_t seq) {
+  std::vector<std::uint8_t> out(count * sizeof(T));
+  for (std::size_t i = 0; i < count; ++i) {
+    bool first = true;
+    T acc{};
+    vnodes.for_each([&](banyan::vnode_id v) {
+      const T x = static_cast<T>(banyan::cli::reduce_element(v, i, seq));
+      if (first)
+        acc = x;
+      else if (k == banyan::reduce_kind::sum)
+        acc = static_cast<T>(acc + x);
+      else if (k == banyan::reduce_kind::max)
+        acc = std::max(acc, x);
+      first = false;
+    });
+    std::memcpy(out.data() + i * sizeof(T), &acc, sizeof(T));
+  }
+  return banyan::shared_bytes(std::move(out));
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_reduction_result_is_checked_against_every_vnodes_contribution) {
+  using namespace banyan;
+  vnode_set vnodes = vnode_set::range(0, 10);
+  vnodes.insert(20);
+  vnodes.insert(4000);
+  const reduce_op sum{reduce_kind::sum, element_type::int32, 0};
+  const reduce_op max{reduce_kind::max, element_type::float64, 0};
+  // Ordinary numbers, and one so near 2^64 that the formula's sum wraps around.
+  for (std::uint64_t seq : {std::uint64_t{1}, std::uint64_t{12345},
+                            std::numeric_limits<std::uint64_t>::max() - 500}) {
+    auto good = direct_result<std::int32_t>(reduce_kind::sum, vnodes, 1000, seq);
+    BOOST_TEST(cli::reduce_result_ok(sum, vnodes, 1000, seq, good), seq);
+    BOOST_TEST(cli::reduce_result_ok(max, vnodes, 1000, seq,
+                                     direct_result<double>(reduce_kind::max, vnodes, 1000, seq)),
+               seq);
+    // One element off, the wrong vnodes, the wrong number: refused.
+    auto bad = good.to_vector();
+    bad[4 * 777] ^= 1;
+    BOOST_TEST(!cli::reduce_result_ok(sum, vnodes, 1000, seq, shared_bytes(std::move(bad))), seq);
+    BOOST_TEST(!cli::reduce_result_ok(sum, vnode_set::range(0, 10), 1000, seq, good), seq);
+    BOOST_TEST(!cli::reduce_result_ok(sum, vnodes, 1000, seq + 1, good), seq);
+    BOOST_TEST(!cli::reduce_result_ok(sum, vnodes, 999, seq, good), seq);
   }
 }
