@@ -523,24 +523,36 @@ void reduce_engine::ack(timestamp now, proc_id to, std::uint64_t op, const vnode
   send(now, to, wire::reduce_ack{cfg_.kind, op, vs}, out);
 }
 
-void reduce_engine::resend_orphaned(timestamp now, op_state& st, reduce_outbox& out) {
+void reduce_engine::resend_orphaned(timestamp now, op_state& st, bool due,
+                                    reduce_outbox& out) {
   if (st.unacked.empty())
     return;
   const auto owner = view_.owner(st.spec.root);
   const auto parent = owner == no_proc ? no_proc : view_.parent({owner, st.kind});
+  bool wait = false;
   for (auto u = st.unacked.begin(); u != st.unacked.end();) {
     if (u->to == parent) {
+      u->orphaned = false; // back under it
       ++u;
       continue;
     }
-    // The parent changed before it acknowledged this (it crashed, or the tree moved):
-    // what it held of it may be lost. Again, tentatively: the root's owner counts it
-    // only where nothing else covers it.
+    if (!u->orphaned || !due) {
+      // The parent changed before it acknowledged this (it crashed, or left, or the tree
+      // moved): give an acknowledgement on its way time to land.
+      wait |= !u->orphaned;
+      u->orphaned = true;
+      ++u;
+      continue;
+    }
+    // Still unacknowledged: what the old parent held of it may be lost. Again,
+    // tentatively: the root's owner counts it only where nothing else covers it.
     ++stats_.resent;
     auto part = std::move(*u);
     u = st.unacked.erase(u);
     send_partial(now, st, part.vnodes, std::move(part.data), true, 0, out, true);
   }
+  if (wait)
+    timer(out, cfg_.resend_grace, {timer_kind::resend, st.spec.op});
 }
 
 void reduce_engine::ask_new_owners(timestamp now, op_state& st, reduce_outbox& out) {
@@ -833,6 +845,10 @@ void reduce_engine::on_timer(timestamp now, std::uint64_t token, reduce_outbox& 
     case timer_kind::forget:
       abandoned_.erase(e.op);
       break;
+    case timer_kind::resend:
+      if (auto i = ops_.find(e.op); i != ops_.end())
+        resend_orphaned(now, i->second, true, out);
+      break;
     case timer_kind::retry: {
       auto h = held_.find(token);
       if (h == held_.end())
@@ -904,7 +920,7 @@ void reduce_engine::on_view_change(timestamp now, reduce_outbox& out) {
     }
     // Children may have gone; one that left takes its part elsewhere.
     maybe_send_main(now, st, !part, out);
-    resend_orphaned(now, st, out);
+    resend_orphaned(now, st, false, out);
     if (part && is_root_owner(st) && !st.complete && (st.started || st.rooted))
       ask_new_owners(now, st, out);
   }

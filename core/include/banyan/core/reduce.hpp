@@ -40,8 +40,8 @@
 /// each partial it sent up the tree until its parent acknowledges (`reduce_ack`) that
 /// what covers it has gone up from there (in the parent's own partial, or gathered at the
 /// root's owner). Should its parent in that tree change first (the parent crashed, and
-/// the tree healed around it), it sends the partial again, *tentatively*, point-to-point
-/// to the root's owner. The root's owner holds tentative partials apart from what it
+/// the tree healed around it) and no acknowledgement come within `resend_grace`, it
+/// sends the partial again, *tentatively*, point-to-point to the root's owner. The root's owner holds tentative partials apart from what it
 /// gathered: one whose vnodes are covered already is dropped, one that a partial arriving
 /// later covers is replaced by it, and they are counted only once the result is complete
 /// with them (every vnode covered exactly once). The crashed processor's own vnodes:
@@ -101,6 +101,11 @@ struct reduce_config {
   /// The kind this engine's frames carry (`reduce`, or `static_reduce` over fixed
   /// trees): the runtime's engine host routes frames to the engine by it.
   collective_kind kind = collective_kind::reduce;
+  /// A partial whose parent changed before acknowledging it is sent again this long
+  /// after the change, if still unacknowledged then: a parent that left gracefully passes
+  /// on what it held and acknowledges it meanwhile (a copy would be dropped at the root's
+  /// owner anyway, but costs a frame and can outlive the result there).
+  duration resend_grace = std::chrono::milliseconds(200);
   /// Per-vnode blocks instead of combined values (the gather engine, core/gather.hpp):
   /// a contribution is its vnode's block of `count` bytes, and partials are the blocks
   /// of the vnodes they cover side by side in vnode order (core/vnode_blocks.hpp),
@@ -318,6 +323,7 @@ private:
       proc_id to = no_proc;
       vnode_set vnodes;
       shared_bytes data;
+      bool orphaned = false; ///< its parent changed: sent again after `resend_grace`
     };
     std::vector<sent_part> unacked;
     std::map<proc_id, vnode_set> to_ack; ///< children's partials in `acc`, acked when it goes
@@ -329,7 +335,7 @@ private:
     std::map<proc_id, vnode_set> owners; ///< at the root's owner: owners known or asked
     vnode_set given;             ///< adopted vnodes contributed here tentatively
   };
-  enum class timer_kind : std::uint8_t { timeout, linger, retry, forget };
+  enum class timer_kind : std::uint8_t { timeout, linger, retry, forget, resend };
   struct timer_entry {
     timer_kind what = timer_kind::timeout;
     std::uint64_t op = 0;
@@ -356,8 +362,9 @@ private:
   void take_tentative(op_state& st, const vnode_set& vs, const shared_bytes& data);
   void ack(timestamp now, proc_id to, std::uint64_t op, const vnode_set& vs,
            reduce_outbox& out);
-  /// Partials kept for a parent that is no longer the parent go again, tentatively.
-  void resend_orphaned(timestamp now, op_state& st, reduce_outbox& out);
+  /// Partials kept for a parent that is no longer the parent go again, tentatively,
+  /// `resend_grace` after the change was seen (`due`: the grace is over).
+  void resend_orphaned(timestamp now, op_state& st, bool due, reduce_outbox& out);
   /// At the root's owner: asks the new owners of missing vnodes for them.
   void ask_new_owners(timestamp now, op_state& st, reduce_outbox& out);
   /// Contributes `vs` (those adopted after reduction `st` started here) tentatively.
