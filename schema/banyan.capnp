@@ -320,6 +320,7 @@ struct ReducePartial {
   hops @7 :UInt32;          # processors passed since the last hold (loop bound)
   data @8 :Data;
   treeKind @9 :TreeKind;    # the trees followed: those rooted at the root's owner
+  tentative @10 :Bool;      # sent again after a crash: counted only where nothing else covers it
 }
 
 struct ReduceRecord {
@@ -353,6 +354,22 @@ struct BcastAnswer {
   seq @1 :UInt64;           # life and number, as in BcastSegment
   tag @2 :UInt64;
   accepted @3 :Bool;
+}
+
+struct ReduceAck {
+  # Parent -> child: what covers `vnodes` of reduction `op` (a partial the child sent up
+  # the tree) has gone up from the parent. Until then the child keeps its partial, and
+  # sends it again, tentatively, to the root's owner if its parent changes (a crash).
+  op @0 :UInt64;
+  vnodes @1 :List(Interval);
+}
+
+struct ReduceAsk {
+  # Root vnode's owner -> the owner of `vnodes`, missing from reduction `op` after their
+  # owner changed: an owner that adopted them from a crashed processor contributes them,
+  # tentatively.
+  op @0 :UInt64;
+  vnodes @1 :List(Interval);
 }
 
 struct BcastAck {
@@ -455,6 +472,8 @@ struct Frame {
     pingReq @29 :PingReq;
     pingAck @30 :PingAck;
     mergeOffer @31 :MergeOffer;
+    reduceAck @32 :ReduceAck;
+    reduceAsk @33 :ReduceAsk;
   }
   returned @24 :Bool;
   # A frame handed back to the processor that sent it (`from` is the processor that
@@ -464,7 +483,7 @@ struct Frame {
   collective @27 :Collective;
   # The kind of operation the body belongs to: `none` for the supervisor's messages, the
   # engine's kind for a collective's (BcastSegment, BcastOffer, BcastAnswer, BcastAck,
-  # ReducePartial, ReduceHandoff); a supervisor message of another kind is malformed. A
+  # ReducePartial, ReduceHandoff, ReduceAck, ReduceAsk); a supervisor message of another kind is malformed. A
   # receiver hands the frame to the engine of that kind (none there: it hands it back).
   # In the data section's free bits, like `returned`: frames are exactly as long as
   # without it.

@@ -10,14 +10,14 @@ namespace {
 // --- names ------------------------------------------------------------------
 
 // In the order of the alternatives of `message`.
-constexpr std::array<const char*, 27> message_names = {
+constexpr std::array<const char*, 29> message_names = {
     "ping",          "pong",           "bw_request",       "bw_reply",
     "adopt_request", "adopt_reply",    "release",          "orphan",
     "tree_update",   "subtree_update", "join_request",     "join_accept",
     "member_joined", "member_left",    "handover_request", "routing_update",
     "vnode_handover", "vnode_handover_ack", "bcast_segment", "reduce_partial",
     "reduce_handoff", "bcast_offer", "bcast_answer", "bcast_ack", "ping_req", "ping_ack",
-    "merge_offer"};
+    "merge_offer", "reduce_ack", "reduce_ask"};
 static_assert(message_names.size() == std::variant_size_v<message>,
               "a message type was added: name it here and model its size below");
 
@@ -88,6 +88,8 @@ constexpr shape bcast_ack_shape{2, 1};
 constexpr shape ping_req_shape{2, 0};
 constexpr shape ping_ack_shape{2, 0};
 constexpr shape merge_offer_shape{0, 1};
+constexpr shape reduce_ack_shape{1, 1};
+constexpr shape reduce_ask_shape{1, 1};
 
 constexpr std::size_t bytes_to_words(std::size_t bytes) {
   return (bytes + word_bytes - 1) / word_bytes;
@@ -204,6 +206,12 @@ std::size_t body_words(const ping_ack&) { return ping_ack_shape.words(); }
 std::size_t body_words(const merge_offer& m) {
   return merge_offer_shape.words() + list_words(m.members, member_shape);
 }
+std::size_t body_words(const reduce_ack& m) {
+  return reduce_ack_shape.words() + vnodes_words(m.vnodes);
+}
+std::size_t body_words(const reduce_ask& m) {
+  return reduce_ask_shape.words() + vnodes_words(m.vnodes);
+}
 
 } // namespace
 
@@ -226,6 +234,10 @@ collective_kind kind_of(const message& m) {
     return a->op.kind;
   if (auto* k = std::get_if<bcast_ack>(&m))
     return k->op.kind;
+  if (auto* ra = std::get_if<reduce_ack>(&m))
+    return ra->collective;
+  if (auto* rq = std::get_if<reduce_ask>(&m))
+    return rq->collective;
   return collective_kind::none;
 }
 
@@ -242,6 +254,10 @@ void set_kind(message& m, collective_kind k) {
     a->op.kind = k;
   else if (auto* c = std::get_if<bcast_ack>(&m))
     c->op.kind = k;
+  else if (auto* ra = std::get_if<reduce_ack>(&m))
+    ra->collective = k;
+  else if (auto* rq = std::get_if<reduce_ask>(&m))
+    rq->collective = k;
 }
 
 namespace {

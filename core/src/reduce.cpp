@@ -160,6 +160,8 @@ std::optional<error> reduce_engine::start(timestamp now, const reduce_spec& spec
                     std::chrono::duration_cast<duration>(expect * cfg_.timeout_factor);
   st.wait = wait;
   st.timeout_token = timer(out, wait, {timer_kind::timeout, spec.op});
+  if (is_root_owner(st) && !st.owners_noted)
+    ask_new_owners(now, st, out); // notes who owns what is missing
   maybe_send_main(now, st, false, out);
   return std::nullopt;
 }
@@ -210,8 +212,8 @@ reduce_abandoned reduce_engine::abandon(timestamp now, std::uint64_t op, reduce_
   r.root = st.spec.root;
   r.at_root = st.rooted || is_root_owner(st);
   if (r.at_root) {
-    r.gathered = st.covered;
-    r.missing = view_.all_vnodes() - st.covered;
+    r.gathered = st.covered | st.tentative_cover;
+    r.missing = view_.all_vnodes() - r.gathered;
   } else if (!(r.part_sent = st.main_sent || st.complete)) {
     const auto owner = view_.owner(st.spec.root);
     if (owner != no_proc)
@@ -239,7 +241,7 @@ std::optional<vnode_set> reduce_engine::gathered_at_root(std::uint64_t op) const
   auto i = ops_.find(op);
   if (i == ops_.end() || !(i->second.rooted || is_root_owner(i->second)))
     return std::nullopt;
-  return i->second.covered;
+  return i->second.covered | i->second.tentative_cover;
 }
 
 std::uint64_t reduce_engine::next_op() const {
@@ -330,8 +332,18 @@ bool reduce_engine::accumulate(op_state& st, const vnode_set& vs, const shared_b
 }
 
 void reduce_engine::check_complete(op_state& st, reduce_outbox& out) {
-  if (st.complete || !st.covered.includes(view_.all_vnodes()))
+  if (st.complete || !(st.covered | st.tentative_cover).includes(view_.all_vnodes()))
     return;
+  // Complete with the tentative partials: nothing else covers their vnodes, so each
+  // vnode is counted once. What covers them and comes later is dropped.
+  for (auto& [vs, data] : st.tentative) {
+    if (!accumulate(st, vs, data, out))
+      return; // reported (bad data): the reduction cannot complete
+    st.counted_tentatively |= vs;
+    ++stats_.tentative_counted;
+  }
+  st.tentative.clear();
+  st.tentative_cover.clear();
   st.complete = true;
   st.rooted = false;
   st.has_acc = false;
@@ -343,28 +355,84 @@ void reduce_engine::check_complete(op_state& st, reduce_outbox& out) {
   linger(st, out);
 }
 
-void reduce_engine::take_in(timestamp now, op_state& st, const vnode_set& vs,
+bool reduce_engine::take_in(timestamp now, op_state& st, const vnode_set& vs,
                             const shared_bytes& data, bool combine, bool direct,
-                            std::uint32_t hops, reduce_outbox& out) {
+                            std::uint32_t hops, reduce_outbox& out, bool tentative) {
   if (vs.empty())
-    return;
+    return false;
   if (st.complete) {
+    if (tentative || st.counted_tentatively.intersects(vs)) {
+      ++stats_.superseded; // counted already (tentatively, or by what this repeats)
+      return false;
+    }
     out.problems.push_back(problem(reduce_problem::kind::overlap, st.spec.op, vs,
                                    "a partial after the result"));
-    return;
+    return false;
   }
   if (is_root_owner(st)) {
     st.rooted = true;
-    if (accumulate(st, vs, data, out))
-      check_complete(st, out);
-    return;
+    if (!st.owners_noted)
+      ask_new_owners(now, st, out); // notes who owns what is missing
+    if (tentative) {
+      take_tentative(st, vs, data);
+    } else {
+      // What this covers of the tentative partials is counted here, with it.
+      if (st.tentative_cover.intersects(vs)) {
+        for (auto t = st.tentative.begin(); t != st.tentative.end();) {
+          if (t->first.intersects(vs)) {
+            ++stats_.superseded;
+            st.tentative_cover -= t->first;
+            t = st.tentative.erase(t);
+          } else {
+            ++t;
+          }
+        }
+      }
+      if (!accumulate(st, vs, data, out))
+        return false;
+    }
+    check_complete(st, out);
+    return false;
+  }
+  if (tentative) {
+    ++stats_.passed_on; // never combined: on to the root's owner as it is
+    send_partial(now, st, vs, data, true, hops, out, true);
+    return false;
   }
   if (combine && !st.main_sent) {
     accumulate(st, vs, data, out);
-    return;
+    return true;
   }
   ++stats_.passed_on; // late, or not from a child: on at once
   send_partial(now, st, vs, data, direct, hops, out);
+  return false;
+}
+
+void reduce_engine::take_tentative(op_state& st, const vnode_set& vs, const shared_bytes& data) {
+  if (st.covered.intersects(vs)) {
+    ++stats_.superseded; // what it repeats got here first
+    return;
+  }
+  // One that covers every tentative partial it meets replaces them (a child's partial
+  // sent again holds its own children's); any other meeting is dropped.
+  bool wider = true;
+  for (auto& t : st.tentative)
+    if (t.first.intersects(vs) && !vs.includes(t.first))
+      wider = false;
+  if (!wider) {
+    ++stats_.superseded;
+    return;
+  }
+  for (auto t = st.tentative.begin(); t != st.tentative.end();) {
+    if (t->first.intersects(vs)) {
+      ++stats_.superseded;
+      t = st.tentative.erase(t);
+    } else {
+      ++t;
+    }
+  }
+  st.tentative.emplace_back(vs, data);
+  st.tentative_cover |= vs;
 }
 
 void reduce_engine::maybe_send_main(timestamp now, op_state& st, bool force,
@@ -388,6 +456,10 @@ void reduce_engine::maybe_send_main(timestamp now, op_state& st, bool force,
   st.has_acc = false;
   st.acc.clear();
   st.covered.clear();
+  // The children's partials have gone up from here with it.
+  for (auto& [child, vs] : st.to_ack)
+    ack(now, child, st.spec.op, vs, out);
+  st.to_ack.clear();
   linger(st, out);
   // The segment after this one (if any) has its timeout from now on.
   if (auto n = ops_.find(st.spec.op + 1); n != ops_.end() && n->second.spec.after == st.spec.op &&
@@ -396,9 +468,9 @@ void reduce_engine::maybe_send_main(timestamp now, op_state& st, bool force,
     n->second.timeout_token = timer(out, n->second.wait, {timer_kind::timeout, n->first});
 }
 
-void reduce_engine::send_partial(timestamp now, const op_state& st, const vnode_set& vs,
+void reduce_engine::send_partial(timestamp now, op_state& st, const vnode_set& vs,
                                  shared_bytes data, bool direct, std::uint32_t hops,
-                                 reduce_outbox& out) {
+                                 reduce_outbox& out, bool tentative) {
   wire::reduce_partial p;
   p.collective = cfg_.kind;
   p.op = st.spec.op;
@@ -406,13 +478,16 @@ void reduce_engine::send_partial(timestamp now, const op_state& st, const vnode_
   p.fn = st.spec.fn;
   p.kind = st.kind;
   p.vnodes = vs;
-  p.direct = direct;
+  p.direct = direct || tentative;
   p.hops = hops;
-  p.data = std::move(data);
-  send_partial(now, std::move(p), out);
+  p.data = data;
+  p.tentative = tentative;
+  const auto up = send_partial(now, std::move(p), out);
+  if (up != no_proc && !vs.empty())
+    st.unacked.push_back({up, vs, std::move(data)}); // until the parent acknowledges it
 }
 
-void reduce_engine::send_partial(timestamp now, wire::reduce_partial p, reduce_outbox& out) {
+proc_id reduce_engine::send_partial(timestamp now, wire::reduce_partial p, reduce_outbox& out) {
   const proc_id self = view_.self();
   proc_id to = no_proc;
   if (!p.direct) {
@@ -431,11 +506,100 @@ void reduce_engine::send_partial(timestamp now, wire::reduce_partial p, reduce_o
     to = parts.empty() ? self : parts.begin()->first;
     if (to == self) {
       hold(std::move(p), out); // nobody to send it to yet
-      return;
+      return no_proc;
     }
   }
+  const bool up = !p.direct;
   ++(p.direct ? stats_.direct_partials : stats_.tree_partials);
   send(now, to, std::move(p), out);
+  return up ? to : no_proc;
+}
+
+void reduce_engine::ack(timestamp now, proc_id to, std::uint64_t op, const vnode_set& vs,
+                        reduce_outbox& out) {
+  if (to == view_.self() || to == no_proc || vs.empty())
+    return;
+  ++stats_.acks;
+  send(now, to, wire::reduce_ack{cfg_.kind, op, vs}, out);
+}
+
+void reduce_engine::resend_orphaned(timestamp now, op_state& st, bool due,
+                                    reduce_outbox& out) {
+  if (st.unacked.empty())
+    return;
+  const auto owner = view_.owner(st.spec.root);
+  const auto parent = owner == no_proc ? no_proc : view_.parent({owner, st.kind});
+  bool wait = false;
+  for (auto u = st.unacked.begin(); u != st.unacked.end();) {
+    if (u->to == parent) {
+      u->orphaned = false; // back under it
+      ++u;
+      continue;
+    }
+    if (!u->orphaned || !due) {
+      // The parent changed before it acknowledged this (it crashed, or left, or the tree
+      // moved): give an acknowledgement on its way time to land.
+      wait |= !u->orphaned;
+      u->orphaned = true;
+      ++u;
+      continue;
+    }
+    // Still unacknowledged: what the old parent held of it may be lost. Again,
+    // tentatively: the root's owner counts it only where nothing else covers it.
+    ++stats_.resent;
+    auto part = std::move(*u);
+    u = st.unacked.erase(u);
+    send_partial(now, st, part.vnodes, std::move(part.data), true, 0, out, true);
+  }
+  if (wait)
+    timer(out, cfg_.resend_grace, {timer_kind::resend, st.spec.op});
+}
+
+void reduce_engine::ask_new_owners(timestamp now, op_state& st, reduce_outbox& out) {
+  const auto missing = view_.all_vnodes() - st.covered - st.tentative_cover;
+  auto now_owners = view_.owners(missing);
+  if (!st.owners_noted) {
+    st.owners_noted = true;
+    st.owners = std::move(now_owners);
+    return;
+  }
+  for (auto& [p, vs] : now_owners) {
+    auto fresh = vs - st.owners[p];
+    if (p == no_proc || fresh.empty())
+      continue;
+    st.owners[p] |= fresh;
+    if (p == view_.self())
+      give_adopted(now, st, fresh, out);
+    else {
+      ++stats_.asks;
+      send(now, p, wire::reduce_ask{cfg_.kind, st.spec.op, fresh}, out);
+    }
+  }
+}
+
+void reduce_engine::give_adopted(timestamp now, op_state& st, const vnode_set& vs,
+                                 reduce_outbox& out) {
+  if (!st.started || !st.values || !view_.participating())
+    return;
+  // Adopted (their history died with their old owner) after this reduction started
+  // here: nothing here contributed them to it, and nothing here will.
+  vnode_set owed;
+  for (auto a = adopted_at_.lower_bound(st.spec.op); a != adopted_at_.end(); ++a)
+    owed |= a->second;
+  owed &= vs & adopted_ & view_.own_vnodes();
+  owed -= st.given;
+  if (owed.empty())
+    return;
+  auto c = gather(st.spec, st.values, owed);
+  if (!c) {
+    out.problems.push_back(problem(reduce_problem::kind::bad_data, st.spec.op, owed,
+                                   c.err().to_string()));
+    return;
+  }
+  st.given |= owed;
+  ++stats_.adopted_tentative;
+  stats_.contributed += owed.size();
+  take_in(now, st, owed, shared_bytes(std::move(*c)), false, true, 0, out, true);
 }
 
 void reduce_engine::handle_partial(timestamp now, proc_id from, const wire::reduce_partial& m,
@@ -460,6 +624,8 @@ void reduce_engine::handle_partial(timestamp now, proc_id from, const wire::redu
         hold(std::move(p), out);
       else
         send_partial(now, std::move(p), out);
+      if (!m.direct && !m.tentative)
+        ack(now, from, m.op, m.vnodes, out);
       return;
     }
     i = ops_.try_emplace(m.op).first;
@@ -475,12 +641,39 @@ void reduce_engine::handle_partial(timestamp now, proc_id from, const wire::redu
   const bool child = !m.direct && !st.main_sent && !st.reported.count(from) && is_child(st, from);
   if (child)
     st.reported.insert(from);
+  // Sent up the tree to this processor: its sender keeps it until acknowledged, once
+  // what covers it has gone up from here.
+  const bool acked = !m.direct && !m.tentative && from != view_.self();
   if (!root_here && m.hops >= cfg_.max_hops && !m.vnodes.empty()) {
     hold(m, out); // gone round too long: wait, then straight to the root's owner
-  } else {
-    take_in(now, st, m.vnodes, m.data, child, m.direct, m.hops + 1, out);
+    if (acked)
+      ack(now, from, m.op, m.vnodes, out);
+  } else if (take_in(now, st, m.vnodes, m.data, child, m.direct, m.hops + 1, out,
+                     m.tentative)) {
+    if (acked)
+      st.to_ack[from] |= m.vnodes;
+  } else if (acked) {
+    ack(now, from, m.op, m.vnodes, out);
   }
   maybe_send_main(now, st, false, out);
+}
+
+void reduce_engine::handle_ack(const wire::reduce_ack& m, proc_id from) {
+  auto i = ops_.find(m.op);
+  if (i == ops_.end())
+    return;
+  auto& un = i->second.unacked;
+  un.erase(std::remove_if(un.begin(), un.end(),
+                          [&](const op_state::sent_part& u) {
+                            return u.to == from && m.vnodes.includes(u.vnodes);
+                          }),
+           un.end());
+}
+
+void reduce_engine::handle_ask(timestamp now, const wire::reduce_ask& m, reduce_outbox& out) {
+  auto i = ops_.find(m.op);
+  if (i != ops_.end())
+    give_adopted(now, i->second, m.vnodes, out);
 }
 
 // --- histories ------------------------------------------------------------------------
@@ -590,6 +783,13 @@ void reduce_engine::adopt(timestamp now, const vnode_set& vnodes, reduce_outbox&
   auto orphans = (vnodes & view_.own_vnodes()) - settled();
   settle(now, orphans, last_started_, out);
   adopted_ |= orphans;
+  if (orphans.empty() || last_started_ == 0)
+    return;
+  adopted_at_[last_started_] |= orphans;
+  // The root's owner asks for vnodes whose owner changed; this one is its own.
+  for (auto& [k, st] : ops_)
+    if (k <= last_started_ && is_root_owner(st) && !st.complete)
+      give_adopted(now, st, orphans - st.covered - st.tentative_cover, out);
 }
 
 // --- events ---------------------------------------------------------------------------
@@ -601,6 +801,10 @@ bool reduce_engine::on_message(timestamp now, proc_id from, const wire::message&
     return false; // frozen knowledge takes no new work
   if (auto* p = std::get_if<wire::reduce_partial>(&m))
     handle_partial(now, from, *p, out);
+  else if (auto* a = std::get_if<wire::reduce_ack>(&m))
+    handle_ack(*a, from);
+  else if (auto* q = std::get_if<wire::reduce_ask>(&m))
+    handle_ask(now, *q, out);
   else
     handle_handoff(now, std::get<wire::reduce_handoff>(m), out);
   return true;
@@ -641,6 +845,10 @@ void reduce_engine::on_timer(timestamp now, std::uint64_t token, reduce_outbox& 
     case timer_kind::forget:
       abandoned_.erase(e.op);
       break;
+    case timer_kind::resend:
+      if (auto i = ops_.find(e.op); i != ops_.end())
+        resend_orphaned(now, i->second, true, out);
+      break;
     case timer_kind::retry: {
       auto h = held_.find(token);
       if (h == held_.end())
@@ -670,6 +878,19 @@ void reduce_engine::on_undeliverable(timestamp now, proc_id to, const wire::mess
     return;
   ++stats_.bounces;
   unreachable_[to] = now + cfg_.unreachable_memory;
+  if (auto* p = std::get_if<wire::reduce_partial>(&m)) {
+    // Never delivered: the held copy goes on instead of the one kept for an ack.
+    if (auto i = ops_.find(p->op); i != ops_.end()) {
+      auto& un = i->second.unacked;
+      for (auto u = un.begin(); u != un.end(); ++u)
+        if (u->to == to && u->vnodes == p->vnodes) {
+          un.erase(u);
+          break;
+        }
+    }
+  } else if (!std::holds_alternative<wire::reduce_handoff>(m)) {
+    return; // an acknowledgement or an ask: news that the next view change makes moot
+  }
   hold(m, out);
 }
 
@@ -685,6 +906,10 @@ void reduce_engine::on_view_change(timestamp now, reduce_outbox& out) {
       st.main_sent = true;
       if (st.has_acc && !st.covered.empty())
         send_partial(now, st, st.covered, shared_bytes(std::move(st.acc)), true, 0, out);
+      for (auto& [vs, data] : st.tentative)
+        send_partial(now, st, vs, data, true, 0, out, true);
+      st.tentative.clear();
+      st.tentative_cover.clear();
       st.has_acc = false;
       st.acc.clear();
       st.covered.clear();
@@ -695,6 +920,9 @@ void reduce_engine::on_view_change(timestamp now, reduce_outbox& out) {
     }
     // Children may have gone; one that left takes its part elsewhere.
     maybe_send_main(now, st, !part, out);
+    resend_orphaned(now, st, false, out);
+    if (part && is_root_owner(st) && !st.complete && (st.started || st.rooted))
+      ask_new_owners(now, st, out);
   }
 }
 
@@ -702,7 +930,8 @@ bool reduce_engine::holding() const {
   if (!held_.empty())
     return true;
   for (auto& [k, st] : ops_)
-    if (st.has_acc && !st.covered.empty() && (st.rooted || !st.main_sent))
+    if ((st.has_acc && !st.covered.empty() && (st.rooted || !st.main_sent)) ||
+        (st.rooted && !st.tentative.empty()))
       return true;
   return !view_.participating() && !done_.empty();
 }
@@ -713,7 +942,9 @@ std::string reduce_engine::describe() const {
     r += "reduction " + std::to_string(k) + " to vnode " + std::to_string(st.spec.root) +
          (st.started ? ", started" : ", not started") + (st.main_sent ? ", sent" : "") +
          (st.rooted ? ", at the root" : "") + (st.complete ? ", complete" : "") +
-         ", holds " + st.covered.to_string() + "\n";
+         ", holds " + st.covered.to_string() +
+         (st.tentative.empty() ? "" : ", tentative " + st.tentative_cover.to_string()) +
+         (st.unacked.empty() ? "" : ", unacked " + std::to_string(st.unacked.size())) + "\n";
   }
   for (auto& [token, m] : held_)
     r += std::string("held ") + wire::name_of(m) + "\n";

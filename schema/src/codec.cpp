@@ -51,6 +51,8 @@ wire::message read_body(body_reader b) {
     case W::PING_REQ: return read(b.getPingReq());
     case W::PING_ACK: return read(b.getPingAck());
     case W::MERGE_OFFER: return read(b.getMergeOffer());
+    case W::REDUCE_ACK: return read(b.getReduceAck());
+    case W::REDUCE_ASK: return read(b.getReduceAsk());
   }
   reject("unknown message type " + std::to_string(static_cast<unsigned>(b.which())));
 }
@@ -122,7 +124,9 @@ expected<schema::frame> read_frame(capnp::MessageReader& reader) {
                           std::holds_alternative<wire::bcast_answer>(body) ||
                           std::holds_alternative<wire::bcast_ack>(body) ||
                           std::holds_alternative<wire::reduce_partial>(body) ||
-                          std::holds_alternative<wire::reduce_handoff>(body);
+                          std::holds_alternative<wire::reduce_handoff>(body) ||
+                          std::holds_alternative<wire::reduce_ack>(body) ||
+                          std::holds_alternative<wire::reduce_ask>(body);
   // (A collective's message of kind `none` is nobody's: an engine host hands it back.)
   if (!collective && kind != collective_kind::none)
     reject("a supervisor message of collective kind " + std::string(to_string(kind)));

@@ -71,6 +71,7 @@ void write(const wire::reduce_partial& m, body_builder b) {
   write_vnodes(m.vnodes, [&](unsigned n) { return r.initVnodes(n); });
   r.setDirect(m.direct);
   r.setHops(m.hops);
+  r.setTentative(m.tentative);
   write_data(
     m.data, [&](unsigned n) { return r.initData(n); },
     [&](capnp::Orphan<capnp::Data>&& o) { r.adoptData(kj::mv(o)); });
@@ -103,6 +104,18 @@ void write(const wire::bcast_ack& m, body_builder b) {
   auto r = b.initBcastAck();
   r.setOrigin(m.op.origin);
   r.setSeq(wire_seq(m.op));
+  write_vnodes(m.vnodes, [&](unsigned n) { return r.initVnodes(n); });
+}
+
+void write(const wire::reduce_ack& m, body_builder b) {
+  auto r = b.initReduceAck();
+  r.setOp(m.op);
+  write_vnodes(m.vnodes, [&](unsigned n) { return r.initVnodes(n); });
+}
+
+void write(const wire::reduce_ask& m, body_builder b) {
+  auto r = b.initReduceAsk();
+  r.setOp(m.op);
   write_vnodes(m.vnodes, [&](unsigned n) { return r.initVnodes(n); });
 }
 
@@ -165,6 +178,7 @@ wire::reduce_partial read(cs::ReducePartial::Reader r) {
   m.direct = r.getDirect();
   m.hops = r.getHops();
   m.data = read_data(r.getData());
+  m.tentative = r.getTentative();
   return m;
 }
 
@@ -185,6 +199,14 @@ wire::bcast_answer read(cs::BcastAnswer::Reader r) {
 wire::bcast_ack read(cs::BcastAck::Reader r) {
   return wire::bcast_ack{collective_id_of(r.getOrigin(), r.getSeq(), collective_kind::none),
                          read_vnodes(r.getVnodes())};
+}
+
+wire::reduce_ack read(cs::ReduceAck::Reader r) {
+  return wire::reduce_ack{collective_kind::none, r.getOp(), read_vnodes(r.getVnodes())};
+}
+
+wire::reduce_ask read(cs::ReduceAsk::Reader r) {
+  return wire::reduce_ask{collective_kind::none, r.getOp(), read_vnodes(r.getVnodes())};
 }
 
 } // namespace banyan::schema::codec_internal

@@ -210,11 +210,15 @@ void write(const wire::reduce_handoff& m, body_builder b);
 void write(const wire::bcast_offer& m, body_builder b);
 void write(const wire::bcast_answer& m, body_builder b);
 void write(const wire::bcast_ack& m, body_builder b);
+void write(const wire::reduce_ack& m, body_builder b);
+void write(const wire::reduce_ask& m, body_builder b);
 wire::bcast_segment read(cs::BcastSegment::Reader r);
 wire::reduce_partial read(cs::ReducePartial::Reader r);
 wire::reduce_handoff read(cs::ReduceHandoff::Reader r);
 wire::bcast_offer read(cs::BcastOffer::Reader r);
 wire::bcast_answer read(cs::BcastAnswer::Reader r);
 wire::bcast_ack read(cs::BcastAck::Reader r);
+wire::reduce_ack read(cs::ReduceAck::Reader r);
+wire::reduce_ask read(cs::ReduceAsk::Reader r);
 
 } // namespace banyan::schema::codec_internal

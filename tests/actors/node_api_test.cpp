@@ -334,9 +334,10 @@ BOOST_AUTO_TEST_CASE(a_cancelled_reduction_fails_with_cancelled_and_the_next_wor
 }
 
 // A member stops (as if it crashed) in the middle of a reduction it never contributed
-// to: the root's owner fails it with `timeout`, naming the gone processor; the member
-// that adopted its vnodes counts them in the next reduction, which is exact.
-BOOST_AUTO_TEST_CASE(a_reduction_whose_member_is_gone_times_out_and_the_next_is_exact) {
+// to: the member that adopts its vnodes contributes them when the root's owner asks, and
+// the reduction completes over every vnode, each counted once (the sum proves it); the
+// next reduction counts them through the adopter's history, and is exact.
+BOOST_AUTO_TEST_CASE(a_reduction_whose_member_is_gone_completes_through_its_adopter) {
   const auto all = vnode_set::range(0, 45);
   node a(config(0));
   node b(config(1));
@@ -344,16 +345,20 @@ BOOST_AUTO_TEST_CASE(a_reduction_whose_member_is_gone_times_out_and_the_next_is_
   for (auto* n : {&a, &b, &c})
     BOOST_REQUIRE(n->start().has_value());
   form(a, {&b, &c}, all);
-  const auto lost = c.own_vnodes();
+  BOOST_REQUIRE(!c.own_vnodes().empty());
   auto r = sum_of_vnodes(1, one_of(a));
-  r.timeout = 2s;
+  r.timeout = 15s;
   auto at_root = a.reduce(r);
   auto at_b = b.reduce(r);
   c.stop();
-  auto e = failed(at_root, errc::timeout, 15s);
-  BOOST_TEST(contains(e.message, "; missing vnodes "), e.message);
-  BOOST_TEST(contains(e.message, lost.to_string() + " (processor 2, no longer a member)"),
-             e.message);
+  BOOST_REQUIRE_MESSAGE(ready(at_root, 20s), "reduction 1 did not resolve at the root");
+  auto res = at_root.get();
+  BOOST_REQUIRE_MESSAGE(res.has_value(), (res ? "" : res.err().to_string()));
+  BOOST_TEST(res->vnodes.to_string() == all.to_string());
+  std::int64_t got = 0;
+  BOOST_REQUIRE(res->value.size() == 8u);
+  std::memcpy(&got, res->value.data(), 8);
+  BOOST_TEST(got == expected_sum(all, 1));
   BOOST_REQUIRE(ready(at_b, 5s));
   BOOST_TEST(at_b.get().has_value());
   BOOST_REQUIRE(poll_until(15s, [&] {

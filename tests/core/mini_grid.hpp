@@ -161,7 +161,8 @@ public:
   void freeze(proc_id p, duration d) { frozen_[p] = now_ + d; }
 
   /// Every message for which `which` returns true takes `extra` longer (a slow path; the
-  /// pair's later messages wait behind it, FIFO as ever). Replaces an earlier one.
+  /// pair's later messages wait behind it, FIFO as ever), the riders' too. Replaces an
+  /// earlier one.
   void slow(std::function<bool(const wire::envelope&)> which, duration extra) {
     slow_ = std::move(which);
     slow_extra_ = extra;
@@ -492,6 +493,8 @@ private:
       auto departs = std::max(now_, nic) + topo_.send_overhead;
       nic = departs + tx;
       auto at = departs + tx + topo_.one_way(e.from, e.to);
+      if (slow_ && slow_(e))
+        at += slow_extra_;
       auto& last = last_[{e.from, e.to}];
       at = std::max(at, last);
       last = at;

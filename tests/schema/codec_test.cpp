@@ -186,6 +186,17 @@ BOOST_AUTO_TEST_CASE(wire_size_equals_encoding_at_rounding_edges) {
   ms.push_back(wire::ping_ack{7, 3, false});
   ms.push_back(wire::merge_offer{});
   ms.push_back(wire::merge_offer{{{1, "10.0.0.1:7001", 9}, {4, "", 0}}});
+  ms.push_back(wire::reduce_ack{});
+  ms.push_back(wire::reduce_ack{banyan::collective_kind::gather, 9, vnode_set{0, 2, 7}});
+  ms.push_back(wire::reduce_ask{});
+  ms.push_back(wire::reduce_ask{banyan::collective_kind::reduce, 3, vnode_set{4, 5, 6}});
+  {
+    wire::reduce_partial again;
+    again.tentative = true;
+    again.direct = true;
+    again.data = banyan::shared_bytes(bytes(24, 0x5a));
+    ms.push_back(again);
+  }
   for (const auto& m : ms) {
     BOOST_TEST_CONTEXT(wire::name_of(m)) {
       const wire::envelope e{1, 2, m};

@@ -117,7 +117,7 @@ struct gen {
   }
   wire::reduce_partial partial() {
     return {collective(), u64(), u32(), fn(), coin() ? tree_kind::latency : tree_kind::bandwidth, vnodes(),
-            coin(), u32(), data()};
+            coin(), u32(), data(), coin()};
   }
 
   template <class F>
@@ -175,6 +175,8 @@ struct gen {
       case 24: return wire::ping_req{u64(), proc()};
       case 25: return wire::ping_ack{u64(), proc(), coin()};
       case 26: return wire::merge_offer{list([&] { return member(); })};
+      case 27: return wire::reduce_ack{collective(), u64(), vnodes()};
+      case 28: return wire::reduce_ask{collective(), u64(), vnodes()};
     }
     throw std::out_of_range("no message type " + std::to_string(type));
   }

@@ -327,11 +327,17 @@ struct reduce_partial {
   bool direct = false;    ///< point-to-point (to the root's owner) rather than up the tree
   std::uint32_t hops = 0; ///< processors passed since the last hold (loop bound)
   shared_bytes data;
+  /// Sent again after a crash (a child's partial whose parent died, or an adopter's
+  /// contribution for vnodes of a crashed processor): possibly counted already. Goes
+  /// point-to-point to the root's owner, which holds it apart and counts it only where
+  /// nothing else covers its vnodes (docs/collectives.md, "Reductions through crashes").
+  bool tentative = false;
   friend bool operator==(const reduce_partial& a, const reduce_partial& b) {
     return a.collective == b.collective && a.op == b.op && a.root == b.root && a.fn == b.fn &&
            a.kind == b.kind &&
            a.vnodes == b.vnodes &&
-           a.direct == b.direct && a.hops == b.hops && a.data == b.data;
+           a.direct == b.direct && a.hops == b.hops && a.data == b.data &&
+           a.tentative == b.tentative;
   }
 };
 
@@ -393,12 +399,39 @@ struct bcast_ack {
   }
 };
 
+/// A parent -> a child that sent it a partial of reduction `op` up the tree: what covers
+/// `vnodes` has gone up from here (in this processor's partial, or gathered here as the
+/// root's owner). The child keeps what it sent until then, and sends it again,
+/// tentatively, if its parent changes first (a crash).
+struct reduce_ack {
+  collective_kind collective = collective_kind::none;
+  std::uint64_t op = 0;
+  vnode_set vnodes;
+  friend bool operator==(const reduce_ack& a, const reduce_ack& b) {
+    return a.collective == b.collective && a.op == b.op && a.vnodes == b.vnodes;
+  }
+};
+
+/// The root's owner -> the owner of `vnodes`: their contributions to reduction `op` have
+/// not arrived and their owner changed. An owner that adopted them from a crashed
+/// processor after starting `op` (their history died with it) contributes them,
+/// tentatively; any other ignores it.
+struct reduce_ask {
+  collective_kind collective = collective_kind::none;
+  std::uint64_t op = 0;
+  vnode_set vnodes;
+  friend bool operator==(const reduce_ask& a, const reduce_ask& b) {
+    return a.collective == b.collective && a.op == b.op && a.vnodes == b.vnodes;
+  }
+};
+
 using message = std::variant<ping, pong, bw_request, bw_reply, adopt_request, adopt_reply,
                              release, orphan, tree_update, subtree_update, join_request,
                              join_accept, member_joined, member_left, handover_request,
                              routing_update, vnode_handover, vnode_handover_ack,
                              bcast_segment, reduce_partial, reduce_handoff, bcast_offer,
-                             bcast_answer, bcast_ack, ping_req, ping_ack, merge_offer>;
+                             bcast_answer, bcast_ack, ping_req, ping_ack, merge_offer,
+                             reduce_ack, reduce_ask>;
 
 /// A message with its endpoints, as the network moves it.
 struct envelope {

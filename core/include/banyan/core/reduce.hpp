@@ -36,6 +36,22 @@
 /// owing the reduction, is reported lost (never seen when processors start reductions
 /// within `op_linger` of each other). See docs/collectives.md.
 ///
+/// Through crashes (docs/collectives.md, "Reductions through crashes"): a processor keeps
+/// each partial it sent up the tree until its parent acknowledges (`reduce_ack`) that
+/// what covers it has gone up from there (in the parent's own partial, or gathered at the
+/// root's owner). Should its parent in that tree change first (the parent crashed, and
+/// the tree healed around it) and no acknowledgement come within `resend_grace`, it
+/// sends the partial again, *tentatively*, point-to-point to the root's owner. The root's owner holds tentative partials apart from what it
+/// gathered: one whose vnodes are covered already is dropped, one that a partial arriving
+/// later covers is replaced by it, and they are counted only once the result is complete
+/// with them (every vnode covered exactly once). The crashed processor's own vnodes:
+/// when the owner of vnodes still missing at the root changes, the root's owner asks the
+/// new owner (`reduce_ask`); an adopter whose history for them died with the crashed
+/// processor (adopted after it started the reduction) contributes them, tentatively.
+/// So a reduction through a crashed relay completes, each vnode counted once, when the
+/// data still exists; two crashes on one path (a partial acknowledged to its sender and
+/// lost with the relay above) still fail it, naming the vnodes.
+///
 /// Leaving: a processor whose supervisor has left flushes everything at once (partials
 /// to the root's owner, histories to the vnodes' new owners) and must stay reachable
 /// until `drained(now, fates)` (core/send_fates.hpp).
@@ -85,6 +101,11 @@ struct reduce_config {
   /// The kind this engine's frames carry (`reduce`, or `static_reduce` over fixed
   /// trees): the runtime's engine host routes frames to the engine by it.
   collective_kind kind = collective_kind::reduce;
+  /// A partial whose parent changed before acknowledging it is sent again this long
+  /// after the change, if still unacknowledged then: a parent that left gracefully passes
+  /// on what it held and acknowledges it meanwhile (a copy would be dropped at the root's
+  /// owner anyway, but costs a frame and can outlive the result there).
+  duration resend_grace = std::chrono::milliseconds(200);
   /// Per-vnode blocks instead of combined values (the gather engine, core/gather.hpp):
   /// a contribution is its vnode's block of `count` bytes, and partials are the blocks
   /// of the vnodes they cover side by side in vnode order (core/vnode_blocks.hpp),
@@ -181,6 +202,12 @@ struct reduce_stats {
   std::uint64_t results = 0;     ///< reductions completed here
   std::uint64_t abandoned = 0;   ///< reductions given up here (`abandon`)
   std::uint64_t dropped = 0;     ///< partials of reductions given up here, dropped at the root
+  std::uint64_t acks = 0;        ///< acknowledgements sent to children (`reduce_ack`)
+  std::uint64_t resent = 0;      ///< partials sent again, tentatively, after a parent changed
+  std::uint64_t asks = 0;        ///< asks sent for missing vnodes whose owner changed
+  std::uint64_t adopted_tentative = 0; ///< tentative contributions for adopted vnodes
+  std::uint64_t tentative_counted = 0; ///< tentative partials counted in a result here
+  std::uint64_t superseded = 0;  ///< tentative or late partials dropped: covered otherwise
 };
 
 class reduce_engine {
@@ -222,10 +249,13 @@ public:
   /// arrived so far; nothing elsewhere, or when `op` is not open here.
   std::optional<vnode_set> gathered_at_root(std::uint64_t op) const;
 
-  /// Whether `m` is for this engine (a `reduce_partial` or `reduce_handoff`).
+  /// Whether `m` is for this engine (a `reduce_partial`, `reduce_handoff`, `reduce_ack`
+  /// or `reduce_ask`).
   static bool handles(const wire::message& m) {
     return std::holds_alternative<wire::reduce_partial>(m) ||
-           std::holds_alternative<wire::reduce_handoff>(m);
+           std::holds_alternative<wire::reduce_handoff>(m) ||
+           std::holds_alternative<wire::reduce_ack>(m) ||
+           std::holds_alternative<wire::reduce_ask>(m);
   }
   /// A frame for this engine arrived. Returns false when the engine does not take it
   /// (a processor that no longer takes part takes no new work): the runtime must hand it
@@ -242,11 +272,12 @@ public:
   /// `vnodes` (owned here now) were adopted from a crashed processor: their history went
   /// down with it and no handoff will come. They settle here as accounted for up to the
   /// last reduction started here, so they count in every reduction started after this,
-  /// exactly once. A reduction already under way counts them only if the crashed
-  /// processor's partial got out before it died (else it does not complete here; the
-  /// runtime's timeout reports it): contributing for it again could count them twice.
-  /// Should the old owner have been alive after all, the history it hands over later
-  /// wins where it is ahead (the later `done` is kept).
+  /// exactly once. For a reduction already under way (started here) they are contributed
+  /// only tentatively, when the root's owner asks for them (`reduce_ask`; at once when
+  /// this processor is the root's owner): the root counts them only if the crashed
+  /// processor's own partial does not cover them. Should the old owner have been alive
+  /// after all, the history it hands over later wins where it is ahead (the later `done`
+  /// is kept).
   void adopt(timestamp now, const vnode_set& vnodes, reduce_outbox& out);
 
   /// Holds partial results or frames that must still go somewhere.
@@ -287,8 +318,24 @@ private:
     vnode_set covered;       ///< what `acc` covers
     bool has_acc = false;
     std::set<proc_id> reported; ///< children whose first partial arrived
+    /// Partials sent up the tree here, kept until their parent acknowledges them.
+    struct sent_part {
+      proc_id to = no_proc;
+      vnode_set vnodes;
+      shared_bytes data;
+      bool orphaned = false; ///< its parent changed: sent again after `resend_grace`
+    };
+    std::vector<sent_part> unacked;
+    std::map<proc_id, vnode_set> to_ack; ///< children's partials in `acc`, acked when it goes
+    /// At the root's owner: tentative partials, held apart until the result completes.
+    std::vector<std::pair<vnode_set, shared_bytes>> tentative;
+    vnode_set tentative_cover;   ///< what `tentative` covers (disjoint from `covered`)
+    vnode_set counted_tentatively; ///< vnodes a result here took from tentative partials
+    bool owners_noted = false;   ///< `owners` holds the owners of the missing vnodes
+    std::map<proc_id, vnode_set> owners; ///< at the root's owner: owners known or asked
+    vnode_set given;             ///< adopted vnodes contributed here tentatively
   };
-  enum class timer_kind : std::uint8_t { timeout, linger, retry, forget };
+  enum class timer_kind : std::uint8_t { timeout, linger, retry, forget, resend };
   struct timer_entry {
     timer_kind what = timer_kind::timeout;
     std::uint64_t op = 0;
@@ -307,22 +354,40 @@ private:
   bool is_child(const op_state& st, proc_id p) const;
   /// Takes in a contribution or partial covering `vs`: accumulated at the root's owner,
   /// combined into this processor's pending partial when `combine`, else passed on.
-  void take_in(timestamp now, op_state& st, const vnode_set& vs, const shared_bytes& data,
-               bool combine, bool direct, std::uint32_t hops, reduce_outbox& out);
+  /// True when it went into this processor's pending partial (not on, not at the root).
+  bool take_in(timestamp now, op_state& st, const vnode_set& vs, const shared_bytes& data,
+               bool combine, bool direct, std::uint32_t hops, reduce_outbox& out,
+               bool tentative = false);
+  /// At the root's owner: a tentative partial, held apart unless something covers it.
+  void take_tentative(op_state& st, const vnode_set& vs, const shared_bytes& data);
+  void ack(timestamp now, proc_id to, std::uint64_t op, const vnode_set& vs,
+           reduce_outbox& out);
+  /// Partials kept for a parent that is no longer the parent go again, tentatively,
+  /// `resend_grace` after the change was seen (`due`: the grace is over).
+  void resend_orphaned(timestamp now, op_state& st, bool due, reduce_outbox& out);
+  /// At the root's owner: asks the new owners of missing vnodes for them.
+  void ask_new_owners(timestamp now, op_state& st, reduce_outbox& out);
+  /// Contributes `vs` (those adopted after reduction `st` started here) tentatively.
+  void give_adopted(timestamp now, op_state& st, const vnode_set& vs, reduce_outbox& out);
   bool accumulate(op_state& st, const vnode_set& vs, const shared_bytes& data,
                   reduce_outbox& out);
   void check_complete(op_state& st, reduce_outbox& out);
   void contribute(timestamp now, op_state& st, const vnode_set& vs, reduce_outbox& out);
   void settle(timestamp now, const vnode_set& vs, std::uint64_t done, reduce_outbox& out);
   void maybe_send_main(timestamp now, op_state& st, bool force, reduce_outbox& out);
-  void send_partial(timestamp now, const op_state& st, const vnode_set& vs, shared_bytes data,
-                    bool direct, std::uint32_t hops, reduce_outbox& out);
-  void send_partial(timestamp now, wire::reduce_partial p, reduce_outbox& out);
+  /// Sends a partial of `st` (kept in `st.unacked` when it goes up the tree).
+  void send_partial(timestamp now, op_state& st, const vnode_set& vs, shared_bytes data,
+                    bool direct, std::uint32_t hops, reduce_outbox& out,
+                    bool tentative = false);
+  /// Returns where it went up the tree (`no_proc`: point-to-point, or held).
+  proc_id send_partial(timestamp now, wire::reduce_partial p, reduce_outbox& out);
   void route_handoff(timestamp now, const std::vector<wire::reduce_record>& records,
                      std::uint32_t hops, reduce_outbox& out);
   void handle_partial(timestamp now, proc_id from, const wire::reduce_partial& m,
                       reduce_outbox& out);
   void handle_handoff(timestamp now, const wire::reduce_handoff& m, reduce_outbox& out);
+  void handle_ack(const wire::reduce_ack& m, proc_id from);
+  void handle_ask(timestamp now, const wire::reduce_ask& m, reduce_outbox& out);
   void hold(wire::message m, reduce_outbox& out);
   void linger(op_state& st, reduce_outbox& out);
   std::uint64_t timer(reduce_outbox& out, duration after, timer_entry e);
@@ -336,6 +401,9 @@ private:
   /// Settled by `adopt`: a history that turns up for them later (their owner was alive
   /// after all) is reconciled, not reported as a double history.
   vnode_set adopted_;
+  /// `adopted_` by the last reduction started here when they were adopted: they owe a
+  /// tentative contribution to that one and those before it that are still open here.
+  std::map<std::uint64_t, vnode_set> adopted_at_;
   std::map<std::uint64_t, op_state> ops_;
   /// Reductions given up here (`abandon`, or never started and rooted here), for
   /// `op_linger`: their late partials are not gathered again.
