@@ -27,7 +27,7 @@ struct rule_context {
   /// bw_margin (background probes) keeps this at the rules' margin: a tie-break that
   /// accepts a loss as large as the gain a move needs lets two moves undo each other,
   /// down by up to the margin to a local parent and back up by more than it.
-  std::optional<double> tie_margin;
+  std::optional<double> tie_margin = std::nullopt;
   /// What a parent can send in all, shared by its children (bandwidth rule): the widest
   /// rate this processor has measured to anyone, taken as every processor's NIC (the
   /// grids here have one NIC speed). 0: unknown, the paper's rule (split the path rate).
