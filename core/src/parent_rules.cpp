@@ -69,7 +69,7 @@ verdict bandwidth_rule(const tree_state& self, proc_id p, proc_id cand, rate bw,
   if (candidate > current * (1.0 + ctx.bw_margin))
     return verdict::adopt;
   if (ctx.local(rtt) && !ctx.local(self.rtt_parent()) && rtt < self.rtt_parent()
-      && candidate >= current * (1.0 - ctx.bw_margin))
+      && candidate >= current * (1.0 - ctx.tie_margin.value_or(ctx.bw_margin)))
     return verdict::adopt;
   return verdict::keep;
 }

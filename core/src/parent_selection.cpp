@@ -14,7 +14,12 @@ parent_selection::judge_candidate(timestamp now, proc_id from, duration rtt, rat
                                   const std::vector<wire::tree_info>& trees,
                                   const judge_scope& scope) {
   auto ctx = s_.paths.context();
-  ctx.bw_margin = std::max(ctx.bw_margin, scope.bw_margin);
+  if (scope.bw_margin > ctx.bw_margin) {
+    // Hysteresis: a move must gain the wider margin, and the locality tie-break still
+    // accepts only the rules' own loss (rule_context::tie_margin).
+    ctx.tie_margin = ctx.bw_margin;
+    ctx.bw_margin = scope.bw_margin;
+  }
   const bool limited = scope.only && !scope.only->empty();
   std::vector<wire::subtree_entry> wanted;
   for (auto& info : trees) {

@@ -60,6 +60,8 @@ std::optional<std::string> check(const churn_options& o) {
     return "--clock must be virtual or real, not '" + o.clock + "'";
   if (!o.trace_path.empty() && o.clock != "virtual")
     return "--trace needs --clock virtual";
+  if (!(o.background_s >= 0))
+    return "--background must be >= 0 (0: off)";
   return std::nullopt;
 }
 
@@ -163,6 +165,7 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   cfg.topo = *topo;
   cfg.seed = opt.seed;
   cfg.clock = opt.clock == "real" ? actors::clock_mode::real_time : actors::clock_mode::virtual_time;
+  cfg.sup.background_period = from_ms(opt.background_s * 1000);
   // Owned here, and released instead of destroyed when a broadcast never completed: the
   // cluster's destructor runs the actors until they are all done, which frames that
   // circulate for good (the losses reported) never are.
@@ -393,6 +396,7 @@ nlohmann::json run_json(const churn_options& opt, const churn_result& r) {
   nlohmann::json j;
   j["topology"] = r.topology;
   j["seed"] = opt.seed;
+  j["background_s"] = opt.background_s;
   j["clock"] = opt.clock;
   j["procs"] = r.procs;
   j["vnodes"] = r.vnodes;
@@ -637,6 +641,7 @@ int run_bench_churn_seeds(const churn_options& opt, const std::vector<std::uint6
     };
     nlohmann::json j;
     j["topology"] = opt.topology;
+    j["background_s"] = opt.background_s;
     j["seeds"] = seeds;
     j["runs"] = runs;
     j["summary"] = {{"runs", seeds.size()},
@@ -675,6 +680,9 @@ void add_bench_churn_command(CLI::App& bench, std::function<int()>& action) {
   cmd->add_option("--trace", a->opt.trace_path,
                   "write a line per frame and tree event to FILE (virtual time; large)");
   cmd->add_option("--trace-from", a->opt.trace_from_ms, "ms on the timeline the trace starts at (0)");
+  cmd->add_option("--background", a->opt.background_s,
+                  "background measurement period once trees are stable (0: off)")
+    ->type_name("SECONDS");
   cmd->add_option("--seeds", a->seeds,
                   "run once per seed (e.g. 1-10, or 1,4,9) and summarize; the JSON has "
                   "`runs` and `summary`, the plot a timeline per seed")

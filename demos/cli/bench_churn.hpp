@@ -75,6 +75,9 @@ struct churn_options {
   /// frame the network carried (F) and per tree event (T); see run_churn.
   std::string trace_path;
   double trace_from_ms = 0;
+  /// Background measurement period in seconds (supervisor_config::background_period;
+  /// 0: off, trees measured once).
+  double background_s = 0;
 };
 
 struct churn_point {

@@ -48,6 +48,7 @@ struct workload {
   std::uint32_t min_procs = 8, max_procs = 160;
   duration formation_limit = std::chrono::seconds(120); ///< emulated time for trees to form
   bool formation_only = false;
+  double background_s = 0; ///< background measurement period (0: off)
 };
 
 workload workload_of(bool quick) {
@@ -143,6 +144,7 @@ row measure(const entry& e, const workload& w, const std::function<void(const st
   cfg.topo = topo;
   cfg.seed = 1;
   cfg.clock = actors::clock_mode::virtual_time;
+  cfg.sup.background_period = from_ms(w.background_s * 1000);
   actors::emulated_cluster c(cfg);
   c.start();
   // Whole seconds of emulated time until quiet or past the limit (at most a second over).
@@ -294,6 +296,7 @@ row measure(const entry& e, const workload& w, const std::function<void(const st
     o.rejoin_at_ms = w.rejoin_ms;
     o.duration_ms = w.duration_ms;
     o.message_bytes = w.churn_bytes;
+    o.background_s = w.background_s;
     auto out = run_churn(o);
     if (auto* err = std::get_if<std::string>(&out)) {
       r.problems.push_back("churn: " + *err);
@@ -363,6 +366,10 @@ int run_bench_suite(const suite_options& opt) {
     std::cerr << tag << "--jobs must be at least 1\n";
     return 2;
   }
+  if (!(opt.background_s >= 0)) {
+    std::cerr << tag << "--background must be >= 0 (0: off)\n";
+    return 2;
+  }
   if (!opt.plot_path.empty() &&
       (opt.plot_path.size() < 4 || opt.plot_path.substr(opt.plot_path.size() - 4) != ".svg")) {
     std::cerr << tag << "--plot writes SVG: give a file name ending in .svg\n";
@@ -377,6 +384,7 @@ int run_bench_suite(const suite_options& opt) {
   w.formation_limit = std::chrono::duration_cast<duration>(
     std::chrono::duration<double>(opt.formation_limit_s));
   w.formation_only = opt.formation_only;
+  w.background_s = opt.background_s;
   std::vector<entry> entries;
   auto names = opt.topologies;
   if (names.empty() && !opt.quick)
@@ -610,6 +618,10 @@ void add_bench_suite_command(CLI::App& bench, std::function<int()>& action) {
   cmd->add_option("--formation-limit", opt->formation_limit_s,
                   "emulated seconds for the trees to stop changing; a topology whose trees "
                   "still change then is reported and not measured (120)");
+  cmd->add_option("--background", opt->background_s,
+                  "background measurement period of banyan's trees once stable, churn "
+                  "included (0: off)")
+    ->type_name("SECONDS");
   cmd->add_option("--json", opt->json_path, "write the results as JSON");
   cmd->add_option("--plot", opt->plot_path, "a dot per topology and metric, as SVG");
   cmd->add_flag_function(

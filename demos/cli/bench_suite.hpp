@@ -57,6 +57,9 @@ struct suite_options {
   std::size_t jobs = 1;
   double formation_limit_s = 120; ///< emulated seconds for the trees to stop changing
   bool formation_only = false;    ///< measure tree formation and nothing else
+  /// Background measurement period in seconds for banyan's trees, churn included
+  /// (supervisor_config::background_period; 0: off).
+  double background_s = 0;
   std::string json_path;
   std::string plot_path;
   bool verbose = true;

@@ -118,6 +118,9 @@ int main(int argc, char** argv) {
   trees->add_option("--observe", st.observe_s,
                     "after forming, run until this emulated time and report again")
     ->type_name("SECONDS");
+  trees->add_option("--changes-log", st.changes_log,
+                    "with --observe: write each parent change observed to FILE (time in s, "
+                    "processor, tree kind, root, old parent, new parent)");
   bool quiet_flag = false;
   trees->add_flag("-q,--quiet", quiet_flag, "no progress lines");
 

@@ -133,9 +133,13 @@ int run_sim_trees(const sim_trees_options& opt) {
   cfg.sup.background_period = from_ms(opt.background_s * 1000);
   std::uint64_t changes_seen = 0;
   bool observing = false;
-  cfg.on_tree_event = [&](proc_id, const tree_event& e) {
-    if (observing && e.what == tree_event::kind::parent_changed)
+  std::vector<std::pair<proc_id, tree_event>> changes; // observed, for --changes-log
+  cfg.on_tree_event = [&](proc_id p, const tree_event& e) {
+    if (observing && e.what == tree_event::kind::parent_changed) {
       ++changes_seen;
+      if (!opt.changes_log.empty())
+        changes.emplace_back(p, e);
+    }
   };
   actors::emulated_cluster c(cfg);
   if (opt.verbose)
@@ -249,6 +253,15 @@ int run_sim_trees(const sim_trees_options& opt) {
                      {"parent_changes", changes_seen}, {"background_probes", background},
                      {"drifts", drifts}, {"latency", to_json(lat3)}, {"bandwidth", to_json(bw3)}};
     ok = ok && lat3.invalid == 0 && bw3.invalid == 0;
+    if (!opt.changes_log.empty()) {
+      std::ofstream log(opt.changes_log);
+      for (auto& [p, e] : changes)
+        log << to_ms(e.at) / 1000 << ' ' << p << ' ' << to_string(e.tree.kind) << ' '
+            << e.tree.root << ' ' << static_cast<long long>(e.old_parent == no_proc ? -1 : e.old_parent)
+            << ' ' << static_cast<long long>(e.new_parent == no_proc ? -1 : e.new_parent) << '\n';
+      if (!log)
+        std::cerr << "banyan sim trees: cannot write " << opt.changes_log << "\n";
+    }
   }
   auto ns = c.net_stats();
   j["messages"] = ns.messages;

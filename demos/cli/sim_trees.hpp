@@ -31,6 +31,7 @@ struct sim_trees_options {
   double background_s = 0;  ///< background measurement period (0: off)
   double observe_s = -1;    ///< after formation (and churn), run until this emulated time
                             ///< and report the trees, parent changes and drifts again
+  std::string changes_log;  ///< with observe_s: one line per parent change observed
   bool verbose = true;
 };
 

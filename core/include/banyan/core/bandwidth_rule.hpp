@@ -7,7 +7,7 @@
 /// when est(p,cand) > est(p,parent). banyan adds a relative hysteresis `bw_margin`
 /// (adopt when better by more than the margin: measurements are noisy) and, in the
 /// banyan variant, a locality tie-break: a processor whose parent is remote moves
-/// to a local candidate whose estimate is within the margin of its current one.
+/// to a local candidate within the rules' margin of its estimate (rule_context::tie_margin).
 /// Why: est() cannot see that several streams share one WAN link; left alone, many
 /// processors of a cluster keep parents across the same WAN link, each estimating
 /// the link's full rate, and a broadcast then divides the link among them all.

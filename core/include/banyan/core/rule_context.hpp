@@ -2,6 +2,8 @@
 /// What the parent rules may know beyond one candidate's figures, and which
 /// variant of the rules to apply.
 
+#include <optional>
+
 #include "banyan/core/types.hpp"
 
 namespace banyan {
@@ -20,6 +22,12 @@ struct rule_context {
   double local_factor = 2.0;
   /// Bandwidth hysteresis (relative): an estimate must improve by this much.
   double bw_margin = 0.05;
+  /// The loss of estimate the bandwidth rule's locality tie-break accepts for a move from
+  /// a remote parent to a local candidate (unset: bw_margin). A hysteresis that widens
+  /// bw_margin (background probes) keeps this at the rules' margin: a tie-break that
+  /// accepts a loss as large as the gain a move needs lets two moves undo each other,
+  /// down by up to the margin to a local parent and back up by more than it.
+  std::optional<double> tie_margin = std::nullopt;
   /// What a parent can send in all, shared by its children (bandwidth rule): the widest
   /// rate this processor has measured to anyone, taken as every processor's NIC (the
   /// grids here have one NIC speed). 0: unknown, the paper's rule (split the path rate).

@@ -148,7 +148,7 @@ struct supervisor_config {
   /// A background probe moves a tree only when the estimate improves by this much, or a
   /// latency tree's RTT to its parent and distance to the root shrink by this much (the rules' own margins
   /// apply to rounds of measuring): hysteresis, so that trees do not flap under noise on
-  /// a network that has not changed. Default 0.2.
+  /// a network that has not changed (the locality tie-break keeps bw_margin). Default 0.2.
   double adapt_margin = 0.2;
 };
 
