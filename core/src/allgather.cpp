@@ -26,7 +26,7 @@ broadcast_config down_config(broadcast_config bc) {
 allgather_collective::allgather_collective(tree_view& view, const reduce_op_table& ops,
                                            reduce_config rc, broadcast_config bc,
                                            vnode_set settled)
-  : view_(view), up_(view, ops, up_config(rc), std::move(settled)), down_(view, down_config(bc)) {}
+  : gather_then_broadcast(view, ops, up_config(rc), down_config(bc), std::move(settled)) {}
 
 std::optional<error> allgather_collective::start(timestamp now, std::uint64_t op, vnode_id root,
                                                  std::size_t block, contribution_fn values) {
@@ -35,51 +35,6 @@ std::optional<error> allgather_collective::start(timestamp now, std::uint64_t op
                      std::move(values), ro_);
   absorb(now);
   return e;
-}
-
-reduce_abandoned allgather_collective::abandon(timestamp now, std::uint64_t op) {
-  auto r = up_.abandon(now, op, ro_);
-  absorb(now);
-  return r;
-}
-
-bool allgather_collective::on_message(timestamp now, proc_id from, const wire::message& m) {
-  bool taken = false;
-  if (reduce_engine::handles(m))
-    taken = up_.on_message(now, from, m, ro_);
-  else if (broadcast_engine::handles(m))
-    taken = down_.on_message(now, from, m, bo_);
-  absorb(now);
-  return taken;
-}
-
-void allgather_collective::on_timer(timestamp now, std::uint64_t token) {
-  if (token % 2 == 0)
-    up_.on_timer(now, token / 2, ro_);
-  else
-    down_.on_timer(now, token / 2, bo_);
-  absorb(now);
-}
-
-void allgather_collective::on_undeliverable(timestamp now, proc_id to, const wire::message& m) {
-  if (reduce_engine::handles(m))
-    up_.on_undeliverable(now, to, m, ro_);
-  else if (broadcast_engine::handles(m))
-    down_.on_undeliverable(now, to, m, bo_);
-  absorb(now);
-}
-
-void allgather_collective::on_view_change(timestamp now, const view_change& change) {
-  up_.on_view_change(now, ro_);
-  if (!change.adopted.empty())
-    up_.adopt(now, change.adopted, ro_);
-  down_.on_view_change(now, bo_);
-  absorb(now);
-}
-
-bool allgather_collective::drained(timestamp now, const send_fates& fates) const {
-  // The fates count every frame this engine sent, both halves together.
-  return !holding() && fates.none_can_return(frames_sent(), last_send(), now);
 }
 
 void allgather_collective::absorb(timestamp now) {

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "banyan/core/broadcast.hpp"
-#include "banyan/core/collective_engine.hpp"
+#include "banyan/core/gather_then_broadcast.hpp"
 #include "banyan/core/reduce.hpp"
 
 namespace banyan {
@@ -57,7 +57,7 @@ struct allgather_outbox : engine_outbox {
   }
 };
 
-class allgather_collective final : public collective_engine {
+class allgather_collective final : public gather_then_broadcast {
 public:
   /// `view` and `ops` must outlive it. `rc`, `bc`: the gather's and the broadcast's
   /// configuration (their kinds are set to `allgather`). `settled` as for `reduce_engine`.
@@ -69,39 +69,19 @@ public:
   /// (where the blocks meet before going down again). Errors as for a gather.
   std::optional<error> start(timestamp now, std::uint64_t op, vnode_id root, std::size_t block,
                              contribution_fn values);
-  /// Gives allgather `op` up here (see `reduce_engine::abandon`); a broadcast of it
-  /// already under way goes on.
-  reduce_abandoned abandon(timestamp now, std::uint64_t op);
 
-  reduce_engine& up() noexcept { return up_; }
-  broadcast_engine& down() noexcept { return down_; }
   allgather_outbox& out() noexcept { return out_; }
 
   std::vector<collective_kind> kinds() const override { return {collective_kind::allgather}; }
   collective_kind kind() const override { return collective_kind::allgather; }
-  bool on_message(timestamp now, proc_id from, const wire::message& m) override;
-  void on_timer(timestamp now, std::uint64_t token) override;
-  void on_undeliverable(timestamp now, proc_id to, const wire::message& m) override;
-  void on_view_change(timestamp now, const view_change& change) override;
-  bool holding() const override { return up_.holding() || down_.holding(); }
-  bool drained(timestamp now, const send_fates& fates) const override;
-  std::uint64_t frames_sent() const override {
-    return up_.frames_sent() + down_.frames_sent();
-  }
-  timestamp last_send() const override { return std::max(up_.last_send(), down_.last_send()); }
   engine_outbox& outbox() override { return out_; }
   void clear_outbox() override { out_.clear(); }
 
 private:
   /// Moves what the engines produced into `out_`: a gather result at the root's owner
   /// starts the broadcast down; broadcast deliveries become allgather deliveries.
-  void absorb(timestamp now);
+  void absorb(timestamp now) override;
 
-  tree_view& view_;
-  reduce_engine up_;
-  broadcast_engine down_;
-  reduce_outbox ro_;
-  broadcast_outbox bo_;
   allgather_outbox out_;
 };
 

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "banyan/core/broadcast.hpp"
-#include "banyan/core/collective_engine.hpp"
+#include "banyan/core/gather_then_broadcast.hpp"
 #include "banyan/core/reduce.hpp"
 
 namespace banyan {
@@ -74,7 +74,7 @@ std::vector<std::uint8_t> alltoall_transpose(std::uint64_t op, vnode_id root,
                                              const vnode_set& all, std::size_t block,
                                              const std::uint8_t* gathered);
 
-class alltoall_collective final : public collective_engine {
+class alltoall_collective final : public gather_then_broadcast {
 public:
   /// `view` and `ops` must outlive it. `rc`, `bc`: the gather's and the scatter's
   /// configuration (their kinds are set to `alltoall`, the gather to block mode on the
@@ -90,39 +90,19 @@ public:
   /// number not above the last one started here), `stopped` (not taking part).
   std::optional<error> start(timestamp now, std::uint64_t op, vnode_id root, std::size_t block,
                              contribution_fn values);
-  /// Gives all-to-all `op` up here (see `reduce_engine::abandon`); a scatter of it
-  /// already under way goes on.
-  reduce_abandoned abandon(timestamp now, std::uint64_t op);
 
-  reduce_engine& up() noexcept { return up_; }
-  broadcast_engine& down() noexcept { return down_; }
   alltoall_outbox& out() noexcept { return out_; }
 
   std::vector<collective_kind> kinds() const override { return {collective_kind::alltoall}; }
   collective_kind kind() const override { return collective_kind::alltoall; }
-  bool on_message(timestamp now, proc_id from, const wire::message& m) override;
-  void on_timer(timestamp now, std::uint64_t token) override;
-  void on_undeliverable(timestamp now, proc_id to, const wire::message& m) override;
-  void on_view_change(timestamp now, const view_change& change) override;
-  bool holding() const override { return up_.holding() || down_.holding(); }
-  bool drained(timestamp now, const send_fates& fates) const override;
-  std::uint64_t frames_sent() const override {
-    return up_.frames_sent() + down_.frames_sent();
-  }
-  timestamp last_send() const override { return std::max(up_.last_send(), down_.last_send()); }
   engine_outbox& outbox() override { return out_; }
   void clear_outbox() override { out_.clear(); }
 
 private:
   /// Moves what the engines produced into `out_`: a gather result at the root's owner
   /// starts the scatter of its transpose; scatter deliveries become all-to-all ones.
-  void absorb(timestamp now);
+  void absorb(timestamp now) override;
 
-  tree_view& view_;
-  reduce_engine up_;
-  broadcast_engine down_;
-  reduce_outbox ro_;
-  broadcast_outbox bo_;
   alltoall_outbox out_;
 };
 
