@@ -360,15 +360,7 @@ bool emulated_cluster::run_until_reduced(std::uint64_t op, duration limit) {
     std::lock_guard<std::mutex> guard{d.ledger->mtx};
     return d.has_results(op);
   };
-  if (d.sched)
-    return d.run_virtual(d.now() + limit, [&] { return has_result() && quiet(); });
-  auto deadline = d.now() + limit;
-  while (d.now() < deadline) {
-    if (has_result())
-      return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
+  return d.run_until_done(limit, has_result, [this] { return quiet(); });
 }
 
 bool emulated_cluster::run_until_delivered(const wire::collective_id& id, duration limit) {
@@ -379,16 +371,8 @@ bool emulated_cluster::run_until_delivered(const wire::collective_id& id, durati
     if (auto i = d.ledger->targets.find(id); i != d.ledger->targets.end())
       want = i->second.size();
   }
-  auto done = [&] { return d.delivered_count(id) >= want && quiet(); };
-  if (d.sched)
-    return d.run_virtual(d.now() + limit, done);
-  auto deadline = d.now() + limit;
-  while (d.now() < deadline) {
-    if (d.delivered_count(id) >= want)
-      return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
+  auto done = [&] { return d.delivered_count(id) >= want; };
+  return d.run_until_done(limit, done, [this] { return quiet(); });
 }
 
 std::size_t emulated_cluster::vnode_count() const {

@@ -154,15 +154,7 @@ bool emulated_cluster::run_until_allreduced(collective_kind kind, std::uint64_t 
     }
     return true;
   };
-  if (d.sched)
-    return d.run_virtual(d.now() + limit, [&] { return all() && quiet(); });
-  auto deadline = d.now() + limit;
-  while (d.now() < deadline) {
-    if (all())
-      return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
+  return d.run_until_done(limit, all, [this] { return quiet(); });
 }
 
 expected<std::uint64_t> emulated_cluster::allreduce_mpich(mpich_algorithm algo,

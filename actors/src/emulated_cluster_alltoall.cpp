@@ -102,15 +102,7 @@ bool emulated_cluster::run_until_alltoalled(std::uint64_t op, duration limit) {
     auto i = d.ledger->alltoalled.find(op);
     return i != d.ledger->alltoalled.end() && i->second.size() >= d.vnodes;
   };
-  if (d.sched)
-    return d.run_virtual(d.now() + limit, [&] { return all() && quiet(); });
-  auto deadline = d.now() + limit;
-  while (d.now() < deadline) {
-    if (all())
-      return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
+  return d.run_until_done(limit, all, [this] { return quiet(); });
 }
 
 } // namespace banyan::actors

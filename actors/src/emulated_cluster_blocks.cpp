@@ -104,15 +104,7 @@ bool emulated_cluster::run_until_allgathered(std::uint64_t op, duration limit) {
     auto i = d.ledger->allgathered.find(op);
     return i != d.ledger->allgathered.end() && i->second.size() >= d.vnodes;
   };
-  if (d.sched)
-    return d.run_virtual(d.now() + limit, [&] { return all() && quiet(); });
-  auto deadline = d.now() + limit;
-  while (d.now() < deadline) {
-    if (all())
-      return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
+  return d.run_until_done(limit, all, [this] { return quiet(); });
 }
 
 std::optional<wire::collective_id> emulated_cluster::scatter(vnode_id root, std::size_t block) {

@@ -183,6 +183,21 @@ struct emulated_cluster::impl {
     }
   }
 
+  /// Until `done()` holds: in virtual time, runs until it holds with the cluster `quiet()`
+  /// (or until `limit` has passed); in real time, looks every 5 ms until `limit`.
+  template <class Done, class Quiet>
+  bool run_until_done(duration limit, Done done, Quiet quiet) {
+    if (sched)
+      return run_virtual(now() + limit, [&] { return done() && quiet(); });
+    auto deadline = now() + limit;
+    while (now() < deadline) {
+      if (done())
+        return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+
   std::optional<wire::collective_id> request(proc_id origin, const bcast_request_ptr& req) {
     auto fut = req->result.get_future();
     caf::anon_send(procs[origin], bcast_atom::value, req);
