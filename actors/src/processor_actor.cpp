@@ -575,11 +575,9 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       st.sup->heard_from(now, e.from);
       if (auto* seg = std::get_if<wire::bcast_segment>(&e.body); seg && !seg->direct) {
         // A passive sample for the supervisor (only used with background measurement).
-        // Most samples change nothing: the engines' view is refreshed only when one did.
         st.sup->stream_sample(now, e.from, tree_key{seg->op.origin, seg->kind},
                               seg->payload.size(), st.out);
-        if (!st.out.sends.empty() || !st.out.timers.empty() || !st.out.events.empty())
-          carry_out(self);
+        carry_out(self);
       }
       if (wire::kind_of(e.body) != collective_kind::none) {
         // To the engine of its kind; one it does not take goes back to its sender.
