@@ -36,6 +36,31 @@ public:
     return total;
   }
 
+  /// The widest path from `s` to every node: the largest bottleneck (smallest capacity
+  /// on the path) over all paths, 0 for nodes `s` cannot reach (Dijkstra on max-min).
+  std::vector<double> widest_from(std::size_t s) const {
+    std::vector<double> best(adj_.size(), 0);
+    best[s] = std::numeric_limits<double>::infinity();
+    std::priority_queue<std::pair<double, std::size_t>> q;
+    q.push({best[s], s});
+    while (!q.empty()) {
+      auto [w, u] = q.top();
+      q.pop();
+      if (w < best[u])
+        continue;
+      for (auto i : adj_[u]) {
+        const auto& e = edges_[i];
+        if (e.cap <= eps)
+          continue; // the reverse half of an edge
+        if (double v = std::min(w, e.cap); v > best[e.to]) {
+          best[e.to] = v;
+          q.push({v, e.to});
+        }
+      }
+    }
+    return best;
+  }
+
 private:
   struct edge {
     std::size_t to;
@@ -181,7 +206,36 @@ stream_ceiling ceiling_of(const topology& topo, proc_id root, bool inbound) {
   return out;
 }
 
+stream_ceiling tree_ceiling_of(const topology& topo, proc_id root, bool inbound) {
+  stream_ceiling out;
+  const auto n = topo.proc_count();
+  out.per_proc.assign(n, infinite_rate);
+  if (root >= n)
+    return out;
+  const auto g = build(topo);
+  const auto from_root = inbound ? std::vector<double>{} : g.net.widest_from(root);
+  for (proc_id p = 0; p < n; ++p) {
+    if (p == root)
+      continue;
+    const double w = inbound ? g.net.widest_from(p)[root] : from_root[p];
+    out.per_proc[p] = w > g.finite_total ? infinite_rate : w;
+    if (out.bottleneck == no_proc || out.per_proc[p] < out.ceiling) {
+      out.ceiling = out.per_proc[p];
+      out.bottleneck = p;
+    }
+  }
+  return out;
+}
+
 } // namespace
+
+stream_ceiling broadcast_tree_ceiling(const topology& topo, proc_id root) {
+  return tree_ceiling_of(topo, root, false);
+}
+
+stream_ceiling reduce_tree_ceiling(const topology& topo, proc_id root) {
+  return tree_ceiling_of(topo, root, true);
+}
 
 stream_ceiling broadcast_ceiling(const topology& topo, proc_id root) {
   return ceiling_of(topo, root, false);

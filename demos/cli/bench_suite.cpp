@@ -72,8 +72,13 @@ struct metric {
   double static_ms = nan; ///< NaN: no static reference (churn)
   std::string static_name;
   double oracle_ms = nan;
+  /// The single-tree bound (broadcast_tree_ceiling / reduce_tree_ceiling); NaN where the
+  /// metric is not one collective down or up one tree (1-byte: the bound is the oracle;
+  /// churn: broadcasts in flight at once may follow different trees)
+  double tree_oracle_ms = nan;
   double vs_static() const { return dynamic_ms / static_ms; }
   double vs_oracle() const { return dynamic_ms / oracle_ms; }
+  double vs_tree_oracle() const { return dynamic_ms / tree_oracle_ms; }
 };
 
 const std::vector<std::string> metric_names = {"1B root 0", "1B small", "long bcast",
@@ -135,6 +140,8 @@ row measure(const entry& e, const workload& w, const std::function<void(const st
                                    best_static_tree(topo, roots[1], 1)};
   const auto bcast_ceiling = broadcast_ceiling(topo, 0).ceiling;
   const auto red_ceiling = reduce_ceiling(topo, 0).ceiling;
+  const auto bcast_tree_ceiling = broadcast_tree_ceiling(topo, 0).ceiling;
+  const auto red_tree_ceiling = reduce_tree_ceiling(topo, 0).ceiling;
   auto bytes_over = [](std::size_t bytes, rate c) {
     return std::isinf(c) ? 0.0 : static_cast<double>(bytes) / c * 1000;
   };
@@ -235,6 +242,7 @@ row measure(const entry& e, const workload& w, const std::function<void(const st
                          : c.broadcast_scatter_allgather(0, b);
               }));
     m.oracle_ms = std::max(bytes_over(b, bcast_ceiling), short_message_bound(topo, 0));
+    m.tree_oracle_ms = std::max(bytes_over(b, bcast_tree_ceiling), short_message_bound(topo, 0));
     r.metrics.push_back(m);
   }
 
@@ -281,6 +289,8 @@ row measure(const entry& e, const workload& w, const std::function<void(const st
                 return c.reduce_static(magpie_tree(n, 0, topo.cluster_of()), a);
               }));
     m.oracle_ms = std::max(bytes_over(bytes, red_ceiling), short_message_bound(topo, 0, true));
+    m.tree_oracle_ms =
+      std::max(bytes_over(bytes, red_tree_ceiling), short_message_bound(topo, 0, true));
     r.metrics.push_back(m);
   }
 
@@ -478,25 +488,30 @@ int run_bench_suite(const suite_options& opt) {
   for (auto& t : workers)
     t.join();
 
-  std::printf("\n%-13s %15s %15s %15s %15s\n", "metric", "median/static", "worst/static",
-              "median/oracle", "worst/oracle");
+  std::printf("\n%-13s %15s %15s %15s %15s %13s %13s\n", "metric", "median/static",
+              "worst/static", "median/oracle", "worst/oracle", "median/tree", "worst/tree");
   nlohmann::json summary = nlohmann::json::object();
   for (std::size_t i = 0; i < metric_names.size(); ++i) {
-    std::vector<double> vs, vo;
+    std::vector<double> vs, vo, vt;
     for (const auto& r : rows) {
       const auto& m = r.metrics[i];
       if (std::isfinite(m.vs_static()))
         vs.push_back(m.vs_static());
       if (std::isfinite(m.vs_oracle()))
         vo.push_back(m.vs_oracle());
+      if (std::isfinite(m.vs_tree_oracle()))
+        vt.push_back(m.vs_tree_oracle());
     }
-    std::printf("%-13s %15s %15s %15s %15s\n", metric_names[i].c_str(),
+    std::printf("%-13s %15s %15s %15s %15s %13s %13s\n", metric_names[i].c_str(),
                 ratio_text(median(vs)).c_str(), ratio_text(worst(vs)).c_str(),
-                ratio_text(median(vo)).c_str(), ratio_text(worst(vo)).c_str());
+                ratio_text(median(vo)).c_str(), ratio_text(worst(vo)).c_str(),
+                ratio_text(median(vt)).c_str(), ratio_text(worst(vt)).c_str());
     summary[metric_names[i]] = {{"median_vs_static", number(median(vs))},
                                 {"worst_vs_static", number(worst(vs))},
                                 {"median_vs_oracle", number(median(vo))},
-                                {"worst_vs_oracle", number(worst(vo))}};
+                                {"worst_vs_oracle", number(worst(vo))},
+                                {"median_vs_tree_oracle", number(median(vt))},
+                                {"worst_vs_tree_oracle", number(worst(vt))}};
   }
   // Formation: trees entering every group at most once, probes per processor.
   std::size_t trees = 0, lat_once = 0, bw_once = 0, settled = 0;
@@ -541,6 +556,10 @@ int run_bench_suite(const suite_options& opt) {
                             {"dynamic_ms", number(m.dynamic_ms)},
                             {"oracle_ms", number(m.oracle_ms)},
                             {"vs_oracle", number(m.vs_oracle())}};
+        if (!std::isnan(m.tree_oracle_ms)) {
+          x["tree_oracle_ms"] = number(m.tree_oracle_ms);
+          x["vs_tree_oracle"] = number(m.vs_tree_oracle());
+        }
         if (!std::isnan(m.static_ms) || !m.static_name.empty()) {
           x["best_static"] = m.static_name;
           x["best_static_ms"] = number(m.static_ms);
@@ -577,7 +596,8 @@ int run_bench_suite(const suite_options& opt) {
     p.y_label = "time ratio, dynamic / reference (log)";
     p.log_y = true;
     p.draw = plot_spec::style::points;
-    plot_series vs{"dynamic / best static", {}, {}}, vo{"dynamic / oracle", {}, {}};
+    plot_series vs{"dynamic / best static", {}, {}}, vo{"dynamic / oracle", {}, {}},
+      vt{"dynamic / tree ceiling", {}, {}};
     for (std::size_t k = 0; k < rows.size(); ++k) {
       // Dots of one metric spread over [-0.3, 0.3] around it, a topology each.
       const double spread =
@@ -593,9 +613,13 @@ int run_bench_suite(const suite_options& opt) {
           vo.x.push_back(x + 0.05);
           vo.y.push_back(m.vs_oracle());
         }
+        if (std::isfinite(m.vs_tree_oracle())) {
+          vt.x.push_back(x + 0.15);
+          vt.y.push_back(m.vs_tree_oracle());
+        }
       }
     }
-    p.series = {vs, vo};
+    p.series = {vs, vo, vt};
     if (!write_plot("suite", opt.plot_path, p))
       return 2;
   }

@@ -25,9 +25,11 @@
 //               best_static_tree through the same engine, the fastest measured being
 //               "best static"; oracle: short_message_bound
 //   long bcast  64 MiB broadcast from 0: dynamic; best of magpie, the widest chain and MPICH
-//               (scatter-allgather); oracle: max(bytes / broadcast_ceiling, bound)
+//               (scatter-allgather); oracle: max(bytes / broadcast_ceiling, bound);
+//               tree oracle (any single tree): max(bytes / broadcast_tree_ceiling, bound)
 //   long reduce 4 MiB int32 sum into vnode 0: dynamic; best of binomial and magpie; oracle:
-//               max(bytes / reduce_ceiling, reduction bound)
+//               max(bytes / reduce_ceiling, reduction bound); tree oracle the same with
+//               reduce_tree_ceiling
 //   churn       bench churn's run (half leave at 1 s, rejoin at 3 s, 4 MiB back to back,
 //               2 in flight): the time per message before the leave (T / k for the k
 //               broadcasts complete by then, the last at T), against bytes /

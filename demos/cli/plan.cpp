@@ -135,6 +135,8 @@ int run_plan_topology(const plan_options& opt) {
   std::cerr << "banyan plan: " << topo->name << ": maximum flows\n";
   auto bcast = broadcast_ceiling(*topo, *root);
   auto red = reduce_ceiling(*topo, *root);
+  auto bcast_tree = broadcast_tree_ceiling(*topo, *root);
+  auto red_tree = reduce_tree_ceiling(*topo, *root);
   const double mib64 = 64.0 * 1024 * 1024;
 
   std::ostringstream out;
@@ -154,17 +156,19 @@ int run_plan_topology(const plan_options& opt) {
     out << line;
   }
   out << "\n";
-  auto rate_line = [&](const char* what, const stream_ceiling& c) {
+  auto rate_line = [&](const char* what, const stream_ceiling& c, const char* how) {
     if (std::isinf(c.ceiling)) {
       out << what << ": unlimited (no finite capacity on any cut)\n";
       return;
     }
-    out << what << ": " << ms(c.ceiling / 1e6) << " MB/s (maximum flow to processor "
+    out << what << ": " << ms(c.ceiling / 1e6) << " MB/s (" << how << " processor "
         << c.bottleneck << "); 64 MiB takes at least " << ms(mib64 / c.ceiling * 1000)
         << " ms\n";
   };
-  rate_line("long-broadcast ceiling", bcast);
-  rate_line("long-reduction ceiling", red);
+  rate_line("long-broadcast ceiling", bcast, "maximum flow to");
+  rate_line("long-reduction ceiling", red, "maximum flow from");
+  rate_line("one tree, broadcast    ", bcast_tree, "widest path to");
+  rate_line("one tree, reduction    ", red_tree, "widest path from");
 
   // Pipelined static trees against the ceiling: each edge carries the whole stream.
   const cost_matrix bw = bandwidth_matrix(*topo);
@@ -216,6 +220,8 @@ int run_plan_topology(const plan_options& opt) {
     j["broadcast_ceiling"] = rate_json(bcast);
     j["tree_rates"] = tree_rates;
     j["reduce_ceiling"] = rate_json(red);
+    j["broadcast_tree_ceiling"] = rate_json(bcast_tree);
+    j["reduce_tree_ceiling"] = rate_json(red_tree);
     if (int rc = write_json(j, opt.json_path, out))
       return rc;
   }

@@ -64,6 +64,12 @@ BOOST_AUTO_TEST_CASE(relays_add_to_a_narrow_direct_link) {
   BOOST_CHECK_CLOSE(c.per_proc[4], 110 * mbit, 1e-6);
   BOOST_CHECK_CLOSE(c.per_proc[2], 110 * mbit, 1e-6); // and into B through C the same way
   BOOST_CHECK_CLOSE(c.ceiling, 110 * mbit, 1e-6);
+  // One tree takes one path into C: the relayed 100 Mbit, not the sum.
+  auto one = broadcast_tree_ceiling(t, 0);
+  BOOST_CHECK_CLOSE(one.per_proc[4], 100 * mbit, 1e-6);
+  BOOST_CHECK_CLOSE(one.per_proc[1], 1000 * mbit, 1e-6);
+  BOOST_CHECK_CLOSE(one.ceiling, 100 * mbit, 1e-6);
+  BOOST_CHECK_CLOSE(reduce_tree_ceiling(t, 0).ceiling, 100 * mbit, 1e-6);
 }
 
 BOOST_AUTO_TEST_CASE(directions_and_shared_uplinks_count) {
@@ -71,6 +77,8 @@ BOOST_AUTO_TEST_CASE(directions_and_shared_uplinks_count) {
                     "link A B rtt 2ms bw 100Mbit/10Mbit\n");
   BOOST_CHECK_CLOSE(broadcast_ceiling(t, 0).ceiling, 100 * mbit, 1e-6);
   BOOST_CHECK_CLOSE(reduce_ceiling(t, 0).ceiling, 10 * mbit, 1e-6);
+  BOOST_CHECK_CLOSE(broadcast_tree_ceiling(t, 0).ceiling, 100 * mbit, 1e-6);
+  BOOST_CHECK_CLOSE(reduce_tree_ceiling(t, 0).ceiling, 10 * mbit, 1e-6);
   // Two machines of four processes behind 100 Mbit uplinks on a non-blocking LAN.
   auto m = parse_ok("default nic 10Gbit\ngroup S rtt 0.3ms\n"
                     "group m1 in S procs 4 rtt 0.01ms uplink 100Mbit\n"
@@ -89,10 +97,22 @@ BOOST_AUTO_TEST_CASE(a_tree_shares_its_resources_and_never_beats_the_ceiling) {
     const auto g = generated(seed);
     const auto n = g.proc_count();
     const auto ceiling = broadcast_ceiling(g, 0).ceiling;
+    const auto one_tree = broadcast_tree_ceiling(g, 0).ceiling;
+    BOOST_CHECK_LE(one_tree, ceiling * (1 + 1e-9));
+    BOOST_CHECK_LE(reduce_tree_ceiling(g, 0).ceiling, reduce_ceiling(g, 0).ceiling * (1 + 1e-9));
     for (const auto& tr : {flat_tree(n, 0), binomial_tree(n, 0), magpie_tree(n, 0, g.cluster_of()),
                            multilevel_tree(0, group_levels(g))})
-      BOOST_CHECK_LE(tree_stream_rate(g, tr), ceiling * (1 + 1e-9));
+      BOOST_CHECK_LE(tree_stream_rate(g, tr), one_tree * (1 + 1e-9));
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_tree_that_shares_nothing_reaches_the_tree_ceiling) {
+  // The chain 0 -> 1 -> 2 -> 3 crosses A->B once and every NIC serves one child: its
+  // rate is the link's, which is the tree ceiling, so there the bound is tight.
+  auto t = parse_ok("default nic 1Gbit\ngroup A procs 2 rtt 0.2ms\ngroup B procs 2 rtt 0.2ms\n"
+                    "link A B rtt 2ms bw 100Mbit\n");
+  BOOST_CHECK_CLOSE(tree_stream_rate(t, chain_tree({0, 1, 2, 3})), 100 * mbit, 1e-6);
+  BOOST_CHECK_CLOSE(broadcast_tree_ceiling(t, 0).ceiling, 100 * mbit, 1e-6);
 }
 
 BOOST_AUTO_TEST_CASE(short_message_bound_counts_a_send_overhead_per_hop) {

@@ -47,11 +47,25 @@ stream_ceiling broadcast_ceiling(const topology& topo, proc_id root);
 /// Reduction: maximum flow from every other processor to `root`.
 stream_ceiling reduce_ceiling(const topology& topo, proc_id root);
 
+/// The tree ceiling: the fastest steady rate of any *single* tree, every byte of the
+/// message following the tree's one path from the root to each processor (a pipelined
+/// broadcast down one tree, or a reduction up one; several trees at once or
+/// scatter-allgather are not bounded by it). A tree's path from the root to q, relays
+/// included, is a path of the network above, and the whole message crosses each of its
+/// resources, so q's rate is at most that path's narrowest capacity, at most the widest
+/// path's: the ceiling is min over q of the widest path from the root to q (reduction:
+/// from q to the root). Never above the maximum-flow ceiling (a path is one flow).
+/// What it leaves out, so it is a bound and not a tree: a parent's NIC, an uplink or a
+/// link shared by several of the tree's edges (the best tree may have to share), and the
+/// assumptions above. It is the rate of the widest-path tree if those shares were free.
+stream_ceiling broadcast_tree_ceiling(const topology& topo, proc_id root);
+stream_ceiling reduce_tree_ceiling(const topology& topo, proc_id root);
+
 /// The steady rate of a stream pipelined down the tree `t` (bytes per second): every
 /// edge parent -> child carries the whole stream, so a resource used by k edges' routes
 /// gives each at most capacity / k; the tree's rate is the smallest such share (infinite
 /// when nothing is limited). Same assumptions as above (no CPU, no headers). One
-/// algorithm among those the ceiling bounds, so never above `broadcast_ceiling`.
+/// algorithm among those the ceilings bound, so never above `broadcast_tree_ceiling`.
 rate tree_stream_rate(const topology& topo, const tree& t);
 
 } // namespace banyan
