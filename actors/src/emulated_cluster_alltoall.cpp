@@ -15,7 +15,9 @@ expected<std::uint64_t> emulated_cluster::alltoall(vnode_id root, std::size_t bl
   auto owner = d.check(r); // the root and the values; the operator is a stand-in
   if (!owner)
     return owner.err();
-  const auto op = alltoall_base + ++d.alltoalls;
+  // Cut into m ranges, it takes the numbers op .. op + m - 1 (core/alltoall.hpp).
+  const auto op = alltoall_base + 1 + d.alltoalls;
+  d.alltoalls += alltoall_ranges(d.vnodes, block);
   auto req = std::make_shared<reduce_request>();
   req->spec = {op, root, gather_fn, block};
   req->values = values;
@@ -78,10 +80,18 @@ alltoall_record emulated_cluster::alltoalled(std::uint64_t op) const {
     r.known = true;
     r.started = rel(i->second);
   }
-  if (auto i = d.ledger->reduce_results.find(op); i != d.ledger->reduce_results.end()) {
-    r.gathered = !i->second.empty();
-    if (i->second.size() > 1)
-      r.problems.push_back(std::to_string(i->second.size()) + " gather results");
+  // One gather per range, numbered op .. op + m - 1.
+  std::size_t ranges = 1;
+  if (auto i = d.ledger->alltoall_values.find(op);
+      i != d.ledger->alltoall_values.end() && op > alltoall_base)
+    ranges = alltoall_ranges(d.vnodes, i->second.second);
+  r.gathered = true;
+  for (std::size_t g = 0; g < ranges; ++g) {
+    auto i = d.ledger->reduce_results.find(op + g);
+    r.gathered = r.gathered && i != d.ledger->reduce_results.end() && !i->second.empty();
+    if (i != d.ledger->reduce_results.end() && i->second.size() > 1)
+      r.problems.push_back(std::to_string(i->second.size()) + " gather results" +
+                           (ranges > 1 ? " for range " + std::to_string(g) : std::string()));
   }
   if (auto i = d.ledger->alltoalled.find(op); i != d.ledger->alltoalled.end())
     r.delivered = i->second;
@@ -89,8 +99,9 @@ alltoall_record emulated_cluster::alltoalled(std::uint64_t op) const {
     r.last = rel(i->second);
   if (auto i = d.ledger->contributions.find(op); i != d.ledger->contributions.end())
     r.contributions = i->second;
-  if (auto i = d.ledger->reduce_problems.find(op); i != d.ledger->reduce_problems.end())
-    r.problems.insert(r.problems.end(), i->second.begin(), i->second.end());
+  for (std::size_t g = 0; g < ranges; ++g)
+    if (auto i = d.ledger->reduce_problems.find(op + g); i != d.ledger->reduce_problems.end())
+      r.problems.insert(r.problems.end(), i->second.begin(), i->second.end());
   r.bad = d.ledger->bad_alltoalls;
   return r;
 }

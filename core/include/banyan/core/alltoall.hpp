@@ -9,10 +9,21 @@
 ///   at R:  transpose: w's block = [ head | v0->w | v1->w | ... ]     (n^2 blocks copied)
 ///   down:  R scatters: each child gets only its subtree's w blocks   (scatter, d hops)
 ///
-/// Both halves are exactly-once under churn by their own engines' rules, unchanged: each
-/// vnode's contribution is counted once in the gather (histories move with the vnodes),
-/// and the scatter delivers each w's block once wherever w lives then. Every byte passes
-/// the root's owner (n^2 b bytes in, n^2 b out): the cost and why: docs/collectives.md.
+/// Every byte passes the root's owner (n^2 b bytes in, n^2 b out), so a large one is cut
+/// into m destination ranges W_0 .. W_(m-1) (`alltoall_ranges`: m from n and b alone, by
+/// a cost model, so every processor cuts alike): range g is the same gather and scatter
+/// restricted to W_g, numbered op + g, every v giving only its blocks for W_g, gathered to
+/// W_g's first vnode, transposed there and scattered to W_g only. The m ranges run at
+/// once on the trees of m different processors.
+///
+///   W_0 = {0..31}:  [v->0..31 for every v] up to owner(0),  transpose, down to 0..31
+///   W_1 = {32..63}: [v->32..63 for every v] up to owner(32), transpose, down to 32..63  ...
+///
+/// Both halves of every range are exactly-once under churn by their own engines' rules,
+/// unchanged: each vnode's contribution to each range is counted once in its gather
+/// (histories move with the vnodes: one number, and the ranges of one all-to-all are
+/// consecutive numbers), and the scatter delivers each w's block once wherever w lives
+/// then. The cost and why: docs/collectives.md.
 ///
 /// One `collective_engine` of kind `alltoall` owns both engines: frames of that kind go
 /// to the gather engine (`reduce_partial`, `reduce_handoff`) or the scatter engine
@@ -50,7 +61,8 @@ struct alltoall_outbox : engine_outbox {
   /// owning no vnodes once its part went up).
   std::vector<wire::reduce_partial> partials_sent;
   /// At the root vnode's owner: gathers complete here, whose transpose went down (the
-  /// result's `value` is every vnode's contribution in vnode order).
+  /// result's `value` is every vnode's contribution in vnode order; `op` the range's own
+  /// number, op + g for range g).
   std::vector<reduce_result> gathered;
   std::vector<reduce_problem> problems;
   void clear() {
@@ -63,6 +75,25 @@ struct alltoall_outbox : engine_outbox {
   }
 };
 
+/// How an all-to-all is cut into destination ranges (docs/collectives.md, "All-to-all").
+/// Every processor must use the same values: they number the all-to-alls.
+struct alltoall_config {
+  /// The rate (bytes per second) assumed for a range root's link: every byte of a range
+  /// goes into its root's owner and out again.
+  double rate = 125e6; // 1 Gbit/s
+  /// What one more range costs each processor: its partial up one more tree and a frame
+  /// down (about a send overhead; the emulated topologies' is 20 us).
+  duration range_cost = std::chrono::microseconds(20);
+};
+
+/// The number of destination ranges (1 .. n) of an all-to-all over `n` vnodes with blocks
+/// of `block` bytes: how many numbers it takes (`alltoall_collective::start`).
+std::size_t alltoall_ranges(std::size_t n, std::size_t block, const alltoall_config& cfg = {});
+
+/// Range `g` (0 .. m-1) of `all` cut into `m` ranges: the vnodes of ranks [g n / m,
+/// (g + 1) n / m) in vnode order (contiguous, sizes differing by at most one).
+vnode_set alltoall_range(const vnode_set& all, std::size_t m, std::size_t g);
+
 /// The bytes of one scattered block's head (op, 8 bytes; root, 4 bytes; little-endian).
 inline constexpr std::size_t alltoall_head_bytes = 12;
 
@@ -73,23 +104,39 @@ inline constexpr std::size_t alltoall_head_bytes = 12;
 std::vector<std::uint8_t> alltoall_transpose(std::uint64_t op, vnode_id root,
                                              const vnode_set& all, std::size_t block,
                                              const std::uint8_t* gathered);
+/// The same for a range: `gathered` holds, for every vnode of `all` in order, its blocks
+/// for the `destinations` vnodes of one range (|all| x `destinations` x `block` bytes);
+/// returns, for each of them, a head and the blocks every v had for it.
+std::vector<std::uint8_t> alltoall_transpose(std::uint64_t op, vnode_id root,
+                                             const vnode_set& all, std::size_t destinations,
+                                             std::size_t block, const std::uint8_t* gathered);
 
 class alltoall_collective final : public gather_then_broadcast {
 public:
   /// `view` and `ops` must outlive it. `rc`, `bc`: the gather's and the scatter's
   /// configuration (their kinds are set to `alltoall`, the gather to block mode on the
   /// latency tree, the scatter to block mode). `settled` as for `reduce_engine`.
+  /// `ac`: how all-to-alls are cut into ranges (the same at every processor).
   alltoall_collective(tree_view& view, const reduce_op_table& ops, reduce_config rc,
-                      broadcast_config bc, vnode_set settled);
+                      broadcast_config bc, vnode_set settled, alltoall_config ac = {});
 
-  /// Starts all-to-all `op` (numbered 1, 2, 3, ... in the order every processor starts
-  /// them, apart from every other collective) with blocks of `block` bytes, through
-  /// `root`. `values(v)` is vnode v's contribution: its block for every vnode of the
-  /// namespace, in vnode order (n x `block` bytes). Errors: `invalid_argument` (block 0,
-  /// a contribution of another size, naming the vnode, a root outside the namespace, a
+  /// Starts all-to-all `op` with blocks of `block` bytes. `values(v)` is vnode v's
+  /// contribution: its block for every vnode of the namespace, in vnode order (n x
+  /// `block` bytes), asked for once per vnode. All-to-alls are numbered in the order
+  /// every processor starts them, apart from every other collective: one cut into m
+  /// ranges (`alltoall_ranges`) takes the numbers op .. op + m - 1, and the next one is
+  /// op + m (`next_op`). With one range, the blocks go through `root`; with m, range g
+  /// (`alltoall_range`) is a gather numbered op + g to its first vnode and a scatter of
+  /// the transpose to the range's vnodes. Errors: `invalid_argument` (block 0, a
+  /// contribution of another size, naming the vnode, a root outside the namespace, a
   /// number not above the last one started here), `stopped` (not taking part).
   std::optional<error> start(timestamp now, std::uint64_t op, vnode_id root, std::size_t block,
                              contribution_fn values);
+  /// The number the next all-to-all takes here.
+  std::uint64_t next_op() const { return up_.next_op(); }
+  /// Gives all-to-all `op` up here: every range of it (what they had come to, together;
+  /// `at_root` when this processor gathered one of them).
+  reduce_abandoned abandon(timestamp now, std::uint64_t op);
 
   alltoall_outbox& out() noexcept { return out_; }
 
@@ -103,7 +150,18 @@ private:
   /// starts the scatter of its transpose; scatter deliveries become all-to-all ones.
   void absorb(timestamp now) override;
 
+  /// An all-to-all started here: its ranges (numbers op .. op + ranges - 1), its root.
+  struct call {
+    std::size_t ranges = 1;
+    vnode_id root = 0;
+  };
+  /// The call range number `sub` belongs to (its first number, and the call), if known.
+  std::optional<std::pair<std::uint64_t, call>> call_of(std::uint64_t sub) const;
+
   alltoall_outbox out_;
+  alltoall_config cfg_;
+  std::map<std::uint64_t, call> calls_; ///< by first number; the last `kept_calls`
+  static constexpr std::size_t kept_calls = 256;
 };
 
 } // namespace banyan
