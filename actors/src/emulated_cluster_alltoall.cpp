@@ -15,9 +15,7 @@ expected<std::uint64_t> emulated_cluster::alltoall(vnode_id root, std::size_t bl
   auto owner = d.check(r); // the root and the values; the operator is a stand-in
   if (!owner)
     return owner.err();
-  // Cut into m ranges, it takes the numbers op .. op + m - 1 (core/alltoall.hpp).
-  const auto op = alltoall_base + 1 + d.alltoalls;
-  d.alltoalls += alltoall_ranges(d.vnodes, block);
+  const auto op = alltoall_base + ++d.alltoalls;
   auto req = std::make_shared<reduce_request>();
   req->spec = {op, root, gather_fn, block};
   req->values = values;
@@ -80,14 +78,15 @@ alltoall_record emulated_cluster::alltoalled(std::uint64_t op) const {
     r.known = true;
     r.started = rel(i->second);
   }
-  // One gather per range, numbered op .. op + m - 1.
-  std::size_t ranges = 1;
+  // One gather per range (core/alltoall.hpp), under its gather number; the pairwise
+  // exchange has none.
+  std::size_t ranges = 0;
   if (auto i = d.ledger->alltoall_values.find(op);
       i != d.ledger->alltoall_values.end() && op > alltoall_base)
     ranges = alltoall_ranges(d.vnodes, i->second.second);
-  r.gathered = true;
+  r.gathered = ranges > 0;
   for (std::size_t g = 0; g < ranges; ++g) {
-    auto i = d.ledger->reduce_results.find(op + g);
+    auto i = d.ledger->reduce_results.find(alltoall_gather_number(alltoall_base + 1, op, g));
     r.gathered = r.gathered && i != d.ledger->reduce_results.end() && !i->second.empty();
     if (i != d.ledger->reduce_results.end() && i->second.size() > 1)
       r.problems.push_back(std::to_string(i->second.size()) + " gather results" +
@@ -99,9 +98,8 @@ alltoall_record emulated_cluster::alltoalled(std::uint64_t op) const {
     r.last = rel(i->second);
   if (auto i = d.ledger->contributions.find(op); i != d.ledger->contributions.end())
     r.contributions = i->second;
-  for (std::size_t g = 0; g < ranges; ++g)
-    if (auto i = d.ledger->reduce_problems.find(op + g); i != d.ledger->reduce_problems.end())
-      r.problems.insert(r.problems.end(), i->second.begin(), i->second.end());
+  if (auto i = d.ledger->reduce_problems.find(op); i != d.ledger->reduce_problems.end())
+    r.problems.insert(r.problems.end(), i->second.begin(), i->second.end());
   r.bad = d.ledger->bad_alltoalls;
   return r;
 }

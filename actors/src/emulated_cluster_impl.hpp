@@ -47,7 +47,7 @@ struct emulated_cluster::impl {
   std::uint64_t gathers = 0;           ///< gathers (gather_base + 1, 2, ...)
   std::uint64_t allgathers = 0;        ///< allgathers (allgather_base + 1, 2, ...)
   std::uint64_t ring_allgathers = 0;   ///< ring allgathers (ring_allgather_base + 1, 2, ...)
-  std::uint64_t alltoalls = 0;          ///< numbers all-to-alls took (from alltoall_base + 1)
+  std::uint64_t alltoalls = 0;          ///< all-to-alls (alltoall_base + 1, 2, ...)
   std::uint64_t pairwise_alltoalls = 0; ///< pairwise ones (pairwise_alltoall_base + 1, 2, ...)
   std::uint32_t static_installs = 0;
   /// Reductions over adaptive trees without a result yet: a processor that joins starts

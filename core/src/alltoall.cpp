@@ -13,7 +13,11 @@ namespace banyan {
 
 namespace {
 
-reduce_config up_config(reduce_config rc) { return gather_config(rc, collective_kind::alltoall); }
+reduce_config up_config(reduce_config rc) {
+  rc = gather_config(rc, collective_kind::alltoall);
+  rc.stride = alltoall_max_ranges; // the ranges of one all-to-all: one operation
+  return rc;
+}
 
 broadcast_config down_config(broadcast_config bc) {
   return scatter_config(bc, collective_kind::alltoall);
@@ -33,7 +37,8 @@ std::size_t alltoall_ranges(std::size_t n, std::size_t block, const alltoall_con
   const double m = std::round(std::sqrt(2 * whole / (bps * cost)));
   if (!(m >= 1))
     return 1;
-  return m >= static_cast<double>(n) ? n : static_cast<std::size_t>(m);
+  const auto most = std::min(n, alltoall_max_ranges);
+  return m >= static_cast<double>(most) ? most : static_cast<std::size_t>(m);
 }
 
 vnode_set alltoall_range(const vnode_set& all, std::size_t m, std::size_t g) {
@@ -88,7 +93,7 @@ alltoall_collective::alltoall_collective(tree_view& view, const reduce_op_table&
                                          reduce_config rc, broadcast_config bc,
                                          vnode_set settled, alltoall_config ac)
   : gather_then_broadcast(view, ops, up_config(rc), down_config(bc), std::move(settled)),
-    cfg_(ac) {}
+    cfg_(ac), first_op_(rc.first_op) {}
 
 namespace {
 
@@ -136,14 +141,20 @@ std::optional<error> alltoall_collective::start(timestamp now, std::uint64_t op,
     return make_error(errc::invalid_argument, "alltoall " + std::to_string(op) + ": blocks of " +
                                                 std::to_string(block) + " bytes for " +
                                                 std::to_string(n) + " vnodes are too many bytes");
+  if (op < first_op_)
+    return make_error(errc::invalid_argument, "alltoall " + std::to_string(op) +
+                                                ": all-to-alls are numbered from " +
+                                                std::to_string(first_op_));
   const auto m = alltoall_ranges(n, block, cfg_);
+  const auto number = [&](std::size_t g) { return alltoall_gather_number(first_op_, op, g); };
   std::shared_ptr<range_contributions> shared;
   std::optional<error> e;
   if (m == 1) {
-    e = up_.start(now, gather_spec(op, root, block * n, n), std::move(values), ro_);
+    e = up_.start(now, gather_spec(number(0), root, block * n, n), std::move(values), ro_);
   } else if (!all.contains(root)) {
     e = make_error(errc::invalid_argument,
-                   "reduction " + std::to_string(op) + ": root vnode " + std::to_string(root) +
+                   "reduction " + std::to_string(number(0)) + ": root vnode " +
+                     std::to_string(root) +
                      " does not exist (vnodes are " + all.to_string() + ")");
   } else {
     shared = std::make_shared<range_contributions>();
@@ -158,11 +169,12 @@ std::optional<error> alltoall_collective::start(timestamp now, std::uint64_t op,
       const auto range = alltoall_range(all, m, g);
       const auto len = range.size() * block;
       contribution_fn slice = [shared, at, len](vnode_id v) { return shared->slice(v, at, len); };
-      auto err = up_.start(now, gather_spec(op + g, range.front(), len, n), std::move(slice), ro_);
+      auto err = up_.start(now, gather_spec(number(g), range.front(), len, n), std::move(slice),
+                           ro_);
       if (err && g == 0)
         e = std::move(err);
       else if (err)
-        out_.problems.push_back({reduce_problem::kind::bad_data, op + g, range,
+        out_.problems.push_back({reduce_problem::kind::bad_data, op, range,
                                  "range " + std::to_string(g) + " of alltoall " +
                                    std::to_string(op) + " did not start: " + err->to_string()});
       at += len;
@@ -186,7 +198,7 @@ std::optional<error> alltoall_collective::start(timestamp now, std::uint64_t op,
     }
     // The gather's words ("reduction 7: ..., not 96 (96 bytes elements)") in ours.
     auto why = e->message;
-    const auto prefix = "reduction " + std::to_string(op) + ": ";
+    const auto prefix = "reduction " + std::to_string(number(0)) + ": ";
     if (why.compare(0, prefix.size(), prefix) == 0)
       why.erase(0, prefix.size());
     const auto elements = " (" + std::to_string(block * n) + " bytes elements)";
@@ -200,23 +212,12 @@ std::optional<error> alltoall_collective::start(timestamp now, std::uint64_t op,
   return e;
 }
 
-std::optional<std::pair<std::uint64_t, alltoall_collective::call>>
-alltoall_collective::call_of(std::uint64_t sub) const {
-  auto i = calls_.upper_bound(sub);
-  if (i == calls_.begin())
-    return std::nullopt;
-  --i;
-  if (sub - i->first >= i->second.ranges)
-    return std::nullopt;
-  return std::make_pair(i->first, i->second);
-}
-
 reduce_abandoned alltoall_collective::abandon(timestamp now, std::uint64_t op) {
-  auto c = call_of(op);
-  const std::size_t m = c && c->first == op ? c->second.ranges : 1;
+  auto c = calls_.find(op);
+  const std::size_t m = c != calls_.end() ? c->second.ranges : 1;
   reduce_abandoned all;
   for (std::size_t g = 0; g < m; ++g) {
-    auto r = up_.abandon(now, op + g, ro_);
+    auto r = up_.abandon(now, op < first_op_ ? op : alltoall_gather_number(first_op_, op, g), ro_);
     if (g == 0) {
       all = std::move(r);
       continue;
@@ -236,7 +237,7 @@ reduce_abandoned alltoall_collective::abandon(timestamp now, std::uint64_t op) {
     }
   }
   all.op = op;
-  if (c && c->first == op && !all.at_root)
+  if (c != calls_.end() && !all.at_root)
     all.root = c->second.root;
   absorb(now);
   return all;
@@ -247,18 +248,18 @@ void alltoall_collective::absorb(timestamp now) {
   for (auto& r : ro_.results) {
     const auto n = r.vnodes.size();
     // Which range of which call: one range (the whole namespace) unless it was cut.
-    std::uint64_t op = r.op;
+    const std::uint64_t op = call_number(r.op);
     vnode_id root = r.root;
     vnode_set to = r.vnodes;
-    if (auto c = call_of(r.op); c && c->second.ranges > 1) {
-      op = c->first;
+    if (auto c = calls_.find(op); c != calls_.end() && c->second.ranges > 1) {
       root = c->second.root;
-      to = alltoall_range(r.vnodes, c->second.ranges, r.op - c->first);
+      to = alltoall_range(r.vnodes, c->second.ranges,
+                          static_cast<std::size_t>(r.op - alltoall_gather_number(first_op_, op, 0)));
     }
     const auto d = to.size();
     const auto block = n == 0 || d == 0 ? 0 : r.value.size() / (n * d);
     if (n == 0 || block == 0 || r.value.size() != n * d * block) {
-      out_.problems.push_back({reduce_problem::kind::bad_data, r.op, r.vnodes,
+      out_.problems.push_back({reduce_problem::kind::bad_data, op, r.vnodes,
                                "a gathered all-to-all of " + std::to_string(r.value.size()) +
                                  " bytes is not " + std::to_string(n) + " x " +
                                  std::to_string(d) + " blocks"});
@@ -266,7 +267,7 @@ void alltoall_collective::absorb(timestamp now) {
       auto msg = alltoall_transpose(op, root, r.vnodes, d, block, r.value.data());
       auto id = down_.broadcast_to(now, shared_bytes(std::move(msg)), to, bo_);
       if (!id)
-        out_.problems.push_back({reduce_problem::kind::bad_data, r.op, r.vnodes,
+        out_.problems.push_back({reduce_problem::kind::bad_data, op, r.vnodes,
                                  "the transposed blocks could not go down: " +
                                    id.err().to_string()});
     }
@@ -280,8 +281,10 @@ void alltoall_collective::absorb(timestamp now) {
   }
   for (auto& t : ro_.timers)
     out_.timers.push_back({t.after, t.token * 2});
-  for (auto& p : ro_.problems)
+  for (auto& p : ro_.problems) {
+    p.op = call_number(p.op);
     out_.problems.push_back(std::move(p));
+  }
   ro_.clear();
   for (auto& s : bo_.sends)
     out_.sends.push_back(std::move(s));
