@@ -161,8 +161,8 @@ std::optional<error> alltoall_collective::start(timestamp now, std::uint64_t op,
     shared->values = std::move(values);
     shared->bytes = n * block;
     shared->ranges = m;
-    // Range g: a gather numbered op + g of every vnode's blocks for the range, to the
-    // range's first vnode. The first start checks everything the others would (the
+    // Range g: a gather (number `alltoall_gather_number`) of every vnode's blocks for the
+    // range, to the range's first vnode. The first start checks everything the others would (the
     // order, this processor's contributions); the others cannot fail where it did not.
     std::size_t at = 0;
     for (std::size_t g = 0; g < m && !e; ++g) {
