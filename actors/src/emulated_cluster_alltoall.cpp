@@ -78,10 +78,19 @@ alltoall_record emulated_cluster::alltoalled(std::uint64_t op) const {
     r.known = true;
     r.started = rel(i->second);
   }
-  if (auto i = d.ledger->reduce_results.find(op); i != d.ledger->reduce_results.end()) {
-    r.gathered = !i->second.empty();
-    if (i->second.size() > 1)
-      r.problems.push_back(std::to_string(i->second.size()) + " gather results");
+  // One gather per range (core/alltoall.hpp), under its gather number; the pairwise
+  // exchange has none.
+  std::size_t ranges = 0;
+  if (auto i = d.ledger->alltoall_values.find(op);
+      i != d.ledger->alltoall_values.end() && op > alltoall_base)
+    ranges = alltoall_ranges(d.vnodes, i->second.second);
+  r.gathered = ranges > 0;
+  for (std::size_t g = 0; g < ranges; ++g) {
+    auto i = d.ledger->reduce_results.find(alltoall_gather_number(alltoall_base + 1, op, g));
+    r.gathered = r.gathered && i != d.ledger->reduce_results.end() && !i->second.empty();
+    if (i != d.ledger->reduce_results.end() && i->second.size() > 1)
+      r.problems.push_back(std::to_string(i->second.size()) + " gather results" +
+                           (ranges > 1 ? " for range " + std::to_string(g) : std::string()));
   }
   if (auto i = d.ledger->alltoalled.find(op); i != d.ledger->alltoalled.end())
     r.delivered = i->second;

@@ -54,7 +54,7 @@ void take_alltoalls(node_ptr self, alltoall_collective& a2a) {
   auto& out = a2a.out();
   for (auto& d : out.deliveries) {
     const bool open = st.reductions.count({collective_kind::alltoall, d.op}) != 0;
-    if (!open && d.op <= a2a.up().last_started())
+    if (!open && d.op <= a2a.last_started())
       continue; // answered already, or given up here
     auto [i, fresh] = st.alltoall_parts.try_emplace(d.op);
     auto& acc = i->second;

@@ -136,10 +136,15 @@ void check_part_sent(node_ptr self, const wire::reduce_partial& p) {
       st.sup->state() == supervisor::status::member &&
       !st.sup->own_vnodes().empty())
     return;
-  auto it = st.reductions.find({p.collective, p.op});
+  auto op = p.op;
+  if (auto* a2a = p.collective == collective_kind::alltoall
+                    ? st.host.get<alltoall_collective>(collective_kind::alltoall)
+                    : nullptr)
+    op = a2a->call_number(p.op); // the gather of one of its ranges (core/alltoall.hpp)
+  auto it = st.reductions.find({p.collective, op});
   if (it == st.reductions.end() || !p.vnodes.includes(*it->second.contributed))
     return;
-  it->second.req->answer(expected<reduce_result>(reduce_result{p.op, p.root, {}, {}}));
+  it->second.req->answer(expected<reduce_result>(reduce_result{op, p.root, {}, {}}));
   st.reductions.erase(it);
 }
 
@@ -470,7 +475,7 @@ std::uint64_t next_reduction_seq(node_ptr self, collective_kind over) {
   if (auto* ag = st.host.get<allgather_collective>(over))
     return ag->up().next_op();
   if (auto* a2a = st.host.get<alltoall_collective>(over))
-    return a2a->up().next_op();
+    return a2a->next_op();
   auto* red = st.host.get<reduce_collective>(over);
   return red ? red->engine().next_op() : 0;
 }

@@ -69,13 +69,30 @@ expected<wire::collective_id> broadcast_engine::broadcast(timestamp now, shared_
                                                           const tree_choice& choice,
                                                           broadcast_outbox& out) {
   view_.refresh();
+  return broadcast_to(now, std::move(message), view_.all_vnodes(), choice, out);
+}
+
+expected<wire::collective_id> broadcast_engine::broadcast_to(timestamp now, shared_bytes message,
+                                                             const vnode_set& to,
+                                                             broadcast_outbox& out) {
+  return broadcast_to(now, std::move(message), to, configured_choice(), out);
+}
+
+expected<wire::collective_id> broadcast_engine::broadcast_to(timestamp now, shared_bytes message,
+                                                             const vnode_set& to,
+                                                             const tree_choice& choice,
+                                                             broadcast_outbox& out) {
+  view_.refresh();
   if (!view_.participating())
     return make_error(errc::stopped, "processor " + std::to_string(view_.self()) +
                                        " no longer takes part and cannot broadcast");
-  if (cfg_.blocks && block_size_of(view_.all_vnodes(), message.size()) == 0)
+  if (!view_.all_vnodes().includes(to))
+    return make_error(errc::invalid_argument,
+                      "a broadcast to " + to.to_string() + ": not a part of the namespace");
+  if (cfg_.blocks && block_size_of(to, message.size()) == 0)
     return make_error(errc::invalid_argument,
                       std::to_string(message.size()) + " bytes are not one block of the same "
-                      "size for each of the " + std::to_string(view_.all_vnodes().size()) +
+                      "size for each of the " + std::to_string(to.size()) +
                       " vnodes");
   const wire::collective_id id{view_.self(), next_seq_++, cfg_.kind, cfg_.life};
   ++stats_.started;
@@ -88,8 +105,8 @@ expected<wire::collective_id> broadcast_engine::broadcast(timestamp now, shared_
                                                       : choose_tree(view_, message.size(), choice);
   const auto segment = segment_for(cfg_, message.size());
   if (acks_for(id))
-    track(now, id, message, kind, segment, out);
-  return originate(now, id, view_.all_vnodes(), false, kind, message, out, segment);
+    track(now, id, message, to, kind, segment, out);
+  return originate(now, id, to, false, kind, message, out, segment);
 }
 
 expected<wire::collective_id> broadcast_engine::send(timestamp now, vnode_set to,
@@ -291,11 +308,10 @@ void broadcast_engine::on_view_change(timestamp now, broadcast_outbox& out) {
     drop_stale(now);
     // Owners of uncovered vnodes changed (an adoption, a handover): send them again
     // once acknowledgements of deliveries made before the change have landed.
-    const auto all = view_.all_vnodes();
     for (auto& [op, p] : pending_) {
       if (p.resend_at != timestamp::max())
         continue;
-      for (auto& [owner, vs] : view_.owners(all - p.covered)) {
+      for (auto& [owner, vs] : view_.owners(p.to - p.covered)) {
         if (owner == no_proc)
           continue;
         auto was = p.owners.find(owner);
@@ -637,8 +653,8 @@ const broadcast_engine::kept* broadcast_engine::kept_copy(timestamp now,
 }
 
 void broadcast_engine::track(timestamp now, const wire::collective_id& id,
-                             const shared_bytes& message, tree_kind kind, std::size_t segment,
-                             broadcast_outbox& out) {
+                             const shared_bytes& message, const vnode_set& to, tree_kind kind,
+                             std::size_t segment, broadcast_outbox& out) {
   // The message as `originate` cuts it: a resend's segments are the original's.
   pending_op p;
   const bool is_long = kind == tree_kind::bandwidth;
@@ -651,8 +667,9 @@ void broadcast_engine::track(timestamp now, const wire::collective_id& id,
     p.msg.segments.push_back(count == 1 ? message
                                         : message.slice(at, std::min(segment, message.size() - at)));
   }
-  const auto all = view_.all_vnodes();
-  p.owners = view_.owners(all);
+  p.msg.header = to;
+  p.to = to;
+  p.owners = view_.owners(to);
   p.progress = now;
   p.deadline = now + cfg_.complete_within;
   pending_[id] = std::move(p);
@@ -665,13 +682,12 @@ void broadcast_engine::acknowledged(timestamp now, const wire::collective_id& op
   if (i == pending_.end())
     return; // complete or given up already, or not ours
   auto& p = i->second;
-  const auto all = view_.all_vnodes();
-  const auto add = (vnodes & all) - p.covered;
+  const auto add = (vnodes & p.to) - p.covered;
   if (add.empty())
     return;
   p.covered |= add;
   p.progress = now;
-  if (!p.covered.includes(all))
+  if (!p.covered.includes(p.to))
     return;
   out.completions.push_back({op, true, {}, {}, p.resends});
   ++stats_.completed;
@@ -687,11 +703,10 @@ void broadcast_engine::check_pending(timestamp now, broadcast_outbox& out) {
   }
   if (cfg_.acknowledge)
     drop_stale(now);
-  const auto all = view_.all_vnodes();
   auto next = timestamp::max();
   for (auto i = pending_.begin(); i != pending_.end();) {
     auto& p = i->second;
-    const auto missing = all - p.covered;
+    const auto missing = p.to - p.covered;
     if (now >= p.deadline) {
       out.completions.push_back({i->first, false, missing, view_.owners(missing), p.resends});
       ++stats_.failed;

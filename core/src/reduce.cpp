@@ -138,7 +138,7 @@ std::optional<error> reduce_engine::start(timestamp now, const reduce_spec& spec
   last_started_ = spec.op;
   ++stats_.started;
   for (auto d = done_.begin(); d != done_.end() && d->first < spec.op;) {
-    if (std::max(d->first, previous) + 1 < spec.op)
+    if (operation_of(std::max(d->first, previous)) + 1 < operation_of(spec.op))
       out.problems.push_back(problem(reduce_problem::kind::lost_contribution, spec.op - 1,
                                      d->second, "reductions skipped by this processor"));
     d = done_.erase(d);
@@ -245,12 +245,20 @@ std::optional<vnode_set> reduce_engine::gathered_at_root(std::uint64_t op) const
 }
 
 std::uint64_t reduce_engine::next_op() const {
+  // The first number of the operation after the one `k` belongs to (stride 1: k + 1).
+  auto after = [this](std::uint64_t k) {
+    return cfg_.stride <= 1 ? k + 1 : cfg_.first_op + operation_of(k) * cfg_.stride;
+  };
   if (last_started_ > 0)
-    return last_started_ + 1;
+    return after(last_started_);
   if (!done_.empty())
-    return done_.begin()->first + 1;
-  if (!ops_.empty())
-    return ops_.begin()->first;
+    return after(done_.begin()->first);
+  if (!ops_.empty()) {
+    const auto k = ops_.begin()->first;
+    return cfg_.stride <= 1 || k < cfg_.first_op
+             ? k
+             : cfg_.first_op + (k - cfg_.first_op) / cfg_.stride * cfg_.stride;
+  }
   return cfg_.first_op;
 }
 
@@ -627,19 +635,22 @@ void reduce_engine::settle(timestamp now, const vnode_set& vs, std::uint64_t don
                            reduce_outbox& out) {
   if (vs.empty())
     return;
-  // Contribute to every reduction started here that they still owe.
-  std::uint64_t open = 0;
+  // Contribute to every reduction started here that they still owe. Counted in
+  // operations (`reduce_config::stride`): the ones still open here, or given up here
+  // (failed ones: not owing them loses nothing).
+  std::set<std::uint64_t> open;
   for (auto& [k, st] : ops_)
     if (k > done && k <= last_started_ && st.started) {
-      ++open;
+      open.insert(operation_of(k));
       contribute(now, st, vs, out);
     }
-  // Reductions given up here are failed ones: not owing them loses nothing.
   for (auto k : abandoned_)
-    open += k > done && k <= last_started_ && ops_.count(k) == 0;
-  if (last_started_ > done && open < last_started_ - done)
+    if (k > done && k <= last_started_ && ops_.count(k) == 0)
+      open.insert(operation_of(k));
+  const auto owed = last_started_ > done ? operation_of(last_started_) - operation_of(done) : 0;
+  if (open.size() < owed)
     out.problems.push_back(problem(reduce_problem::kind::lost_contribution, last_started_, vs,
-                                   std::to_string(last_started_ - done - open) +
+                                   std::to_string(owed - open.size()) +
                                      " reductions owed are closed here"));
   done_[std::max(done, last_started_)] |= vs;
 }

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "banyan/actors/node.hpp"
+#include "banyan/core/alltoall.hpp"
 #include "node_check.hpp"
 
 using namespace banyan;
@@ -186,6 +187,45 @@ BOOST_AUTO_TEST_CASE(wrong_alltoalls_fail_at_once_a_missing_member_times_out_and
   BOOST_REQUIRE(ready(b2, 5s));
   // c catches up with the next one: every vnode gets its blocks once.
   alltoall_everywhere({&a, &b, &c}, alltoall_of(3, c.own_vnodes().front(), 6, 12), all);
+  for (auto* n : {&a, &b, &c})
+    n->stop();
+}
+
+BOOST_AUTO_TEST_CASE(an_alltoall_cut_into_ranges_times_out_as_one_and_the_next_works) {
+  // 12 vnodes, blocks of 400 bytes: cut into several ranges (core/alltoall.hpp), each its
+  // own gather to its first vnode. c never starts number 1: every range misses c's vnodes.
+  const auto all = vnode_set::range(0, 12);
+  const std::size_t block = 400;
+  const auto m = alltoall_ranges(12, block);
+  BOOST_REQUIRE(m > 1u);
+  node a(config(0));
+  node b(config(1));
+  node c(config(2));
+  for (auto* n : {&a, &b, &c})
+    BOOST_REQUIRE(n->start().has_value());
+  form(a, {&b, &c}, all);
+  const auto missing = c.own_vnodes();
+  auto t = alltoall_of(1, a.own_vnodes().front(), block, 12);
+  t.timeout = 1500ms;
+  auto at_a = a.alltoall(t);
+  auto at_b = b.alltoall(t);
+  for (auto* n : {&a, &b}) {
+    auto e = failed(n == &a ? at_a : at_b, errc::timeout, 10s);
+    BOOST_TEST(contains(e.message, "alltoall 1 timed out after 1500 ms at processor " +
+                                     std::to_string(n->id())), e.message);
+    // A member owning the first vnode of some range gathered it: it names c's vnodes.
+    bool roots = false;
+    for (std::size_t g = 0; g < m; ++g)
+      roots = roots || n->own_vnodes().contains(alltoall_range(all, m, g).front());
+    if (roots)
+      BOOST_TEST(contains(e.message, missing.to_string() + " (processor 2)"), e.message);
+    else
+      BOOST_TEST(contains(e.message, "waiting for the result"), e.message);
+  }
+  BOOST_TEST(a.next_reduction_seq(collective_kind::alltoall) == 2u);
+  // The next one, cut alike, reaches every vnode once with the right blocks.
+  alltoall_everywhere({&a, &b, &c}, alltoall_of(2, c.own_vnodes().front(), block, 12), all);
+  BOOST_TEST(a.next_reduction_seq(collective_kind::alltoall) == 3u);
   for (auto* n : {&a, &b, &c})
     n->stop();
 }

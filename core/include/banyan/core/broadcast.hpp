@@ -260,6 +260,15 @@ public:
   /// rules on the same trees).
   expected<wire::collective_id> broadcast(timestamp now, shared_bytes message,
                                           const tree_choice& choice, broadcast_outbox& out);
+  /// Broadcasts `message` to the vnodes `to` only, down the same trees (in block mode, a
+  /// scatter to part of the namespace: `message` holds the blocks of `to`). Exactly once
+  /// and acknowledged as a broadcast, for `to`. Errors as `broadcast`, and
+  /// `invalid_argument` when `to` names vnodes outside the namespace.
+  expected<wire::collective_id> broadcast_to(timestamp now, shared_bytes message,
+                                             const vnode_set& to, broadcast_outbox& out);
+  expected<wire::collective_id> broadcast_to(timestamp now, shared_bytes message,
+                                             const vnode_set& to, const tree_choice& choice,
+                                             broadcast_outbox& out);
   /// The tree choice the configuration makes.
   tree_choice configured_choice() const;
 
@@ -456,6 +465,7 @@ private:
   /// Through crashes (`acknowledge`): a broadcast started here, kept until covered.
   struct pending_op {
     whole msg;
+    vnode_set to; ///< the vnodes it is for
     vnode_set covered;
     std::map<proc_id, vnode_set> owners; ///< of the uncovered vnodes, when last sent
     timestamp progress{0};               ///< when something was last covered (or sent)
@@ -474,7 +484,7 @@ private:
     return cfg_.acknowledge && !is_p2p(op) && op.kind == cfg_.kind;
   }
   void track(timestamp now, const wire::collective_id& id, const shared_bytes& message,
-             tree_kind kind, std::size_t segment, broadcast_outbox& out);
+             const vnode_set& to, tree_kind kind, std::size_t segment, broadcast_outbox& out);
   void acknowledged(timestamp now, const wire::collective_id& op, const vnode_set& vnodes,
                     broadcast_outbox& out);
   void check_pending(timestamp now, broadcast_outbox& out);

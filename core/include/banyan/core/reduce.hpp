@@ -98,6 +98,12 @@ struct reduce_config {
   /// The number of the first reduction: founders' vnodes are settled with `done` one
   /// below it.
   std::uint64_t first_op = 1;
+  /// Numbers come in groups of `stride`: one operation of the runtime is the reductions
+  /// first_op + k x stride + g, g < stride, all started here in one go (an all-to-all cut
+  /// into ranges, core/alltoall.hpp), and the next operation starts at the next multiple.
+  /// Reductions owed and skipped are counted in operations, and `next_op` is the next
+  /// operation's first number. 1: every number is one operation.
+  std::uint64_t stride = 1;
   /// The kind this engine's frames carry (`reduce`, or `static_reduce` over fixed
   /// trees): the runtime's engine host routes frames to the engine by it.
   collective_kind kind = collective_kind::reduce;
@@ -408,6 +414,13 @@ private:
   /// Reductions given up here (`abandon`, or never started and rooted here), for
   /// `op_linger`: their late partials are not gathered again.
   std::set<std::uint64_t> abandoned_;
+  /// Which operation (`reduce_config::stride`) number `k` belongs to: k itself with
+  /// stride 1; else 0 below `first_op`, then 1, 2, ...
+  std::uint64_t operation_of(std::uint64_t k) const {
+    if (cfg_.stride <= 1)
+      return k;
+    return k < cfg_.first_op ? 0 : (k - cfg_.first_op) / cfg_.stride + 1;
+  }
   std::uint64_t last_started_ = 0;
   std::uint64_t next_token_ = 1;
   std::map<std::uint64_t, timer_entry> timers_;
