@@ -247,6 +247,12 @@ void send_one(node_ptr self, wire::envelope e) {
   std::optional<wire::envelope> again;
   if (merging)
     again = e;
+  // Over a partition that healed, the connection we had to it before holds what we sent
+  // while the link was down, and TCP sends it again only when its backed-off timer fires
+  // (seconds after the heal): the offer or the join would wait behind it, and the join
+  // give up. So a merge starts on a connection of its own (what was queued comes back).
+  if (merging && !st.sup->is_member(to) && st.departed.count(to) != 0)
+    forget_peer(self, to);
   auto sent = st.tp->send(std::move(e));
   if (sent == net::send_status::unknown_peer && st.sup->is_member(to)) {
     self->tell(unreachable_atom::value, to); // no address: as good as refused

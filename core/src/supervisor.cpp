@@ -126,6 +126,8 @@ void dispatch(parts& s, timestamp now, proc_id from, const wire::message& m, out
   }
   if (s.merges.from_old_side(from, m))
     return; // the side we yielded from: its news is not ours
+  if (s.merges.from_buried(from, m))
+    return; // the other side of a partition: the merge decides
   std::visit([&](const auto& msg) { handle(s, now, from, msg, out); }, m);
   s.updates.flush(out);
 }
