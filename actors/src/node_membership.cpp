@@ -253,6 +253,20 @@ void send_one(node_ptr self, wire::envelope e) {
   // give up. So a merge starts on a connection of its own (what was queued comes back).
   if (merging && !st.sup->is_member(to) && st.departed.count(to) != 0)
     forget_peer(self, to);
+  // A join the supervisor starts itself: our side yielded to another after a partition.
+  // What our earlier incarnation queued for anyone (crash notices, adoption claims) must
+  // not reach them once we are back among them as a new one: every peer is forgotten
+  // (its queue dropped, its connection closed), and members get new connections.
+  if (std::holds_alternative<wire::join_request>(e.body) && !st.joining)
+    for (auto it = st.peers.begin(); it != st.peers.end();) {
+      if (st.sup->is_member(it->first)) {
+        ++it;
+        continue;
+      }
+      st.tp->remove_peer(it->first);
+      st.departed.erase(it->first);
+      it = st.peers.erase(it);
+    }
   auto sent = st.tp->send(std::move(e));
   if (sent == net::send_status::unknown_peer && st.sup->is_member(to)) {
     self->tell(unreachable_atom::value, to); // no address: as good as refused
@@ -330,6 +344,7 @@ void on_tree_event(node_ptr self, const tree_event& e) {
   case k::crash_detected:
     if (auto a = st.peers.find(e.peer); a != st.peers.end())
       st.merge_addresses[e.peer] = a->second; // offered a merge while it stays away
+    st.tp->reset_inbound(e.peer); // nothing it sent before is taken (a partition's heal)
     node_counters::add(st.shared->counters->crashes_detected);
     emit(self, {node_event::kind::member_crashed, {}, no_proc, no_proc, e.peer,
                 "processor " + std::to_string(e.peer) + " taken to have crashed (unreachable, "

@@ -106,6 +106,13 @@ void on_deliver(node_ptr self, const wire::envelope& e) {
   auto& st = self->state;
   check_stall(self, false);
   if (wire::kind_of(e.body) != collective_kind::none) {
+    if (st.sup->buried(e.from) && st.sup->state() == supervisor::status::member) {
+      // From a processor we buried: sent before it was (a stalled connection delivers it
+      // when a partition heals), when its vnodes were ours to serve already. Back to it.
+      refuse(self, e);
+      after(self, false, false);
+      return;
+    }
     auto now = now_of();
     st.sup->heard_from(now, e.from);
     if (!st.host.on_message(now, e.from, e.body)) // back to its sender's engine
@@ -123,7 +130,15 @@ void on_deliver(node_ptr self, const wire::envelope& e) {
     for (auto& m : offer->members) // the other side: we may have to join through them
       if (!m.address.empty() && !st.sup->is_member(m.id) && m.id != st.sup->self())
         st.merge_addresses[m.id] = m.address;
+  // A crash notice (a member_left from a third party, without routes) that buries a
+  // member: what that member sent us before is dropped with its connection, so that a
+  // partition's heal does not deliver it to us once it is back as a new incarnation.
+  const auto* left = std::get_if<wire::member_left>(&e.body);
+  const bool crash_notice = left != nullptr && left->who != e.from && left->routes.empty()
+                            && left->who != st.sup->self() && st.sup->is_member(left->who);
   st.sup->on_message(now_of(), e.from, e.body, st.out);
+  if (crash_notice && !st.sup->is_member(left->who))
+    st.tp->reset_inbound(left->who);
   after(self, !hot, true);
 }
 

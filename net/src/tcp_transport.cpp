@@ -106,6 +106,9 @@ void tcp_transport::add_peer(proc_id id, std::string host_port) {
 void tcp_transport::remove_peer(proc_id id) {
   impl_->remove_peer(id);
 }
+void tcp_transport::reset_inbound(proc_id id) {
+  impl_->reset_inbound(id);
+}
 send_status tcp_transport::send(wire::envelope e, send_options opt) {
   return impl_->send(std::move(e), opt);
 }
@@ -379,6 +382,17 @@ void tcp_impl::remove_peer(proc_id id) {
   commands_.push_back(std::move(c));
   if (state_ == run_state::running)
     uv_async_send(&async_);
+}
+
+void tcp_impl::reset_inbound(proc_id id) {
+  std::lock_guard<std::mutex> lk(mtx_);
+  if (state_ != run_state::running)
+    return;
+  command c;
+  c.what = command::kind::reset_inbound;
+  c.peer = id;
+  commands_.push_back(std::move(c));
+  uv_async_send(&async_);
 }
 
 send_status tcp_impl::send(wire::envelope e, send_options opt) {
@@ -675,6 +689,9 @@ void tcp_impl::process(command& c) {
   case command::kind::remove_peer:
     erase_peer(c.peer);
     break;
+  case command::kind::reset_inbound:
+    reset_conn_from(c.peer);
+    break;
   case command::kind::frame: {
     auto* p = find_peer(c.peer);
     if (p == nullptr || p->queued != c.counter) { // removed meanwhile
@@ -790,6 +807,13 @@ void tcp_impl::erase_peer(proc_id id, bool settle) {
     close_conn(out, transport_event::kind::peer_down, "processor removed");
   if (settle)
     settle_claims(id, false); // no address for it now: claims to its id are free
+}
+
+void tcp_impl::reset_conn_from(proc_id id) {
+  if (auto it = inbound_.find(id); it != inbound_.end()) {
+    it->second->reset = true;
+    close_conn(it->second, transport_event::kind::peer_down, "reset: taken for crashed");
+  }
 }
 
 void tcp_impl::learn_peer(proc_id id, const std::string& address) {

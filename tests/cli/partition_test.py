@@ -26,6 +26,7 @@ Usage: partition_test.py BANYAN [--NODE-OPTION=VALUE ...] (more `banyan node` op
 Prints the phases with their times (the merge time after the heal, among them); exits 1
 on a violation.
 """
+import json
 import os
 import subprocess
 import sys
@@ -180,10 +181,10 @@ def members_of(s):
 
 
 def owners(s):
-    """vnode -> owner, from a status's routing table."""
+    """vnode -> owner, from a status's routing table (runs [lo, hi))."""
     out = {}
     for r in s["routes"]:
-        for v in range(r["lo"], r["hi"] + 1):
+        for v in range(r["lo"], r["hi"]):
             out[v] = r["owner"]
     return out
 
@@ -308,6 +309,10 @@ def main():
         if c is not None:
             if not ok:
                 print(c.logs())
+                for n in c.nodes:  # the control lines, for the record
+                    with open(os.path.join(c.tmp, "events-%d.jsonl" % n.id), "w") as f:
+                        for e in n.events:
+                            f.write(json.dumps(e) + "\n")
                 print("logs kept in " + str(c.tmp))
             c.close(keep=not ok)
         else:
