@@ -107,9 +107,11 @@ void on_deliver(node_ptr self, const wire::envelope& e) {
   check_stall(self, false);
   if (wire::kind_of(e.body) != collective_kind::none) {
     if (st.sup->buried(e.from) && st.sup->state() == supervisor::status::member) {
-      // From a processor we buried: sent before it was (a stalled connection delivers it
-      // when a partition heals), when its vnodes were ours to serve already. Back to it.
-      refuse(self, e);
+      // From a processor we buried, sent before it learnt it (a stalled connection
+      // delivers it when a partition heals): its side served the vnodes it was for, or
+      // will (adoption, resends on acknowledgements). Dropped, not handed back: its
+      // engine would send it on to the vnodes' owners of the moment, a second delivery.
+      node_counters::add(st.shared->counters->frames_from_buried);
       after(self, false, false);
       return;
     }

@@ -256,7 +256,7 @@ struct resolve_req {
 
 /// Something `send`, `add_peer` or `remove_peer` asks the loop to do.
 struct command {
-  enum class kind { frame, local, add_peer, remove_peer, call, reset_inbound } what = kind::frame;
+  enum class kind { frame, local, add_peer, remove_peer, call, reset_inbound, drop_peer } what = kind::frame;
   proc_id peer = no_proc;
   std::string address;                 // add_peer
   counter_ptr counter;                 // add_peer, frame: the counter charged
@@ -277,6 +277,7 @@ public:
   void add_peer(proc_id id, std::string host_port);
   void remove_peer(proc_id id);
   void reset_inbound(proc_id id);
+  void drop_peer(proc_id id);
   send_status send(wire::envelope e, send_options opt);
   std::size_t queued_bytes(proc_id id) const;
   bool drain(duration timeout) const;
@@ -307,7 +308,8 @@ public:
   peer_state* find_peer(proc_id id);
   peer_state& create_peer(proc_id id, std::string address, counter_ptr counter);
   /// Forgets peer `id`; `settle`: judges the claims to its id that wait (see `judge`).
-  void erase_peer(proc_id id, bool settle = true);
+  /// `give_back`: what is queued for it comes back (`undeliverable`); else it is dropped.
+  void erase_peer(proc_id id, bool settle = true, bool give_back = true);
   /// reset_inbound on the loop.
   void reset_conn_from(proc_id id);
   void drop_frames(peer_state& p);

@@ -109,6 +109,9 @@ void tcp_transport::remove_peer(proc_id id) {
 void tcp_transport::reset_inbound(proc_id id) {
   impl_->reset_inbound(id);
 }
+void tcp_transport::drop_peer(proc_id id) {
+  impl_->drop_peer(id);
+}
 send_status tcp_transport::send(wire::envelope e, send_options opt) {
   return impl_->send(std::move(e), opt);
 }
@@ -393,6 +396,18 @@ void tcp_impl::reset_inbound(proc_id id) {
   c.peer = id;
   commands_.push_back(std::move(c));
   uv_async_send(&async_);
+}
+
+void tcp_impl::drop_peer(proc_id id) {
+  std::lock_guard<std::mutex> lk(mtx_);
+  if (directory_.erase(id) == 0 || (state_ != run_state::idle && state_ != run_state::running))
+    return;
+  command c;
+  c.what = command::kind::drop_peer;
+  c.peer = id;
+  commands_.push_back(std::move(c));
+  if (state_ == run_state::running)
+    uv_async_send(&async_);
 }
 
 send_status tcp_impl::send(wire::envelope e, send_options opt) {
@@ -689,6 +704,9 @@ void tcp_impl::process(command& c) {
   case command::kind::remove_peer:
     erase_peer(c.peer);
     break;
+  case command::kind::drop_peer:
+    erase_peer(c.peer, true, false);
+    break;
   case command::kind::reset_inbound:
     reset_conn_from(c.peer);
     break;
@@ -791,13 +809,13 @@ void tcp_impl::return_frames(peer_state& p, const std::string& why) {
   emit(std::move(ev));
 }
 
-void tcp_impl::erase_peer(proc_id id, bool settle) {
+void tcp_impl::erase_peer(proc_id id, bool settle, bool give_back) {
   auto it = peers_.find(id);
   if (it == peers_.end())
     return;
   auto p = std::move(it->second);
   peers_.erase(it);
-  if (!shutting_down_)
+  if (!shutting_down_ && give_back)
     return_frames(*p, "processor removed");
   drop_frames(*p);
   connection* out = p->out;

@@ -255,6 +255,12 @@ public:
   /// stays (what we sent it, a crash notice among them, still reaches it). Thread-safe.
   void reset_inbound(proc_id id);
 
+  /// As `remove_peer`, but what is queued for `id` is dropped rather than handed back
+  /// (`undeliverable`): for a processor whose side of a partition ours yielded to, what
+  /// our earlier incarnation queued for it is stale, and sent again elsewhere it would
+  /// deliver twice what that incarnation's side delivered already. Thread-safe.
+  void drop_peer(proc_id id);
+
   /// Queues `e` for `e.to` and returns at once; `e.from` is set to `self`. Encodes on the
   /// calling thread (once; the bytes go to the socket from that buffer). Thread-safe,
   /// also from the callbacks. An envelope to `self` is delivered locally, on the loop.
