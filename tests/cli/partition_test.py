@@ -87,6 +87,9 @@ class Split:
         cf.until(30, self.settled, "5 members with their trees parented")
         for n in self.nodes:
             n.send("trace on")
+            n.send("status")  # answered once `trace on` has been taken (in order)
+        for n in self.nodes:
+            cf.until(20, lambda n=n: self.ready(n) and n.named("status"), "node %d traced" % n.id)
 
     def ready(self, n):
         n.pump()
