@@ -217,6 +217,7 @@ void sync_members(node_ptr self) {
       }
     }
     st.departed.erase(p);
+    st.crashed.erase(p);
     if (!std::binary_search(st.members.begin(), st.members.end(), p)) {
       node_counters::add(st.shared->counters->members_joined);
       emit(self, {node_event::kind::member_joined, {}, no_proc, no_proc, p, addr, {}});
@@ -348,6 +349,7 @@ void on_tree_event(node_ptr self, const tree_event& e) {
     if (auto a = st.peers.find(e.peer); a != st.peers.end())
       st.merge_addresses[e.peer] = a->second; // offered a merge while it stays away
     st.tp->reset_inbound(e.peer); // nothing it sent before is taken (a partition's heal)
+    st.crashed.insert(e.peer);
     node_counters::add(st.shared->counters->crashes_detected);
     emit(self, {node_event::kind::member_crashed, {}, no_proc, no_proc, e.peer,
                 "processor " + std::to_string(e.peer) + " taken to have crashed (unreachable, "

@@ -106,8 +106,9 @@ void on_deliver(node_ptr self, const wire::envelope& e) {
   auto& st = self->state;
   check_stall(self, false);
   if (wire::kind_of(e.body) != collective_kind::none) {
-    if (st.sup->buried(e.from) && st.sup->state() == supervisor::status::member) {
-      // From a processor we buried, sent before it learnt it (a stalled connection
+    if (st.crashed.count(e.from) != 0 && st.sup->buried(e.from)
+        && st.sup->state() == supervisor::status::member) {
+      // From a processor taken for crashed, sent before it learnt it (a stalled connection
       // delivers it when a partition heals): its side served the vnodes it was for, or
       // will (adoption, resends on acknowledgements). Dropped, not handed back: its
       // engine would send it on to the vnodes' owners of the moment, a second delivery.
@@ -139,8 +140,10 @@ void on_deliver(node_ptr self, const wire::envelope& e) {
   const bool crash_notice = left != nullptr && left->who != e.from && left->routes.empty()
                             && left->who != st.sup->self() && st.sup->is_member(left->who);
   st.sup->on_message(now_of(), e.from, e.body, st.out);
-  if (crash_notice && !st.sup->is_member(left->who))
+  if (crash_notice && !st.sup->is_member(left->who)) {
     st.tp->reset_inbound(left->who);
+    st.crashed.insert(left->who);
+  }
   after(self, !hot, true);
 }
 
