@@ -348,7 +348,6 @@ void on_tree_event(node_ptr self, const tree_event& e) {
   case k::crash_detected:
     if (auto a = st.peers.find(e.peer); a != st.peers.end())
       st.merge_addresses[e.peer] = a->second; // offered a merge while it stays away
-    st.tp->reset_inbound(e.peer); // nothing it sent before is taken (a partition's heal)
     st.crashed.insert(e.peer);
     node_counters::add(st.shared->counters->crashes_detected);
     emit(self, {node_event::kind::member_crashed, {}, no_proc, no_proc, e.peer,
