@@ -34,8 +34,10 @@ on a violation.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -51,6 +53,8 @@ SKIP = 77
 def permitted():
     if os.geteuid() != 0:
         return "not root"
+    if shutil.which("ip") is None:
+        return "no `ip` command (iproute2)"
     probe = "bpprobe%d" % (os.getpid() % 1000)
     r = subprocess.run(["ip", "netns", "add", probe], capture_output=True)
     if r.returncode != 0:
@@ -75,7 +79,6 @@ class Split:
         self.addr = dict(line.split() for line in out.stdout.decode().splitlines())
         # netns.sh numbers the bridge-side veth ends in the order of the sites.
         self.link = {"A": name + "h0", "B": name + "h1"}
-        import tempfile
         self.tmp = tempfile.mkdtemp(prefix="banyan-partition-")
         with open(os.path.join(self.tmp, "secret"), "w") as f:
             f.write("partition test secret\n")
@@ -134,7 +137,6 @@ class Split:
             n.proc.wait()
         subprocess.run(["bash", NETNS_SH, "down", self.name], capture_output=True)
         if self.tmp and not keep:
-            import shutil
             shutil.rmtree(self.tmp, ignore_errors=True)
 
     def logs(self):
