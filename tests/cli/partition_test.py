@@ -41,6 +41,7 @@ import tempfile
 import threading
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import crash_fault_test as cf  # noqa: E402  (the Node driver and the checker)
 
