@@ -579,6 +579,7 @@ node_metrics node::metrics() const {
   m.crashes_detected = get(c.crashes_detected);
   m.vnodes_adopted = get(c.vnodes_adopted);
   m.vnodes_disowned = get(c.vnodes_disowned);
+  m.frames_from_buried = get(c.frames_from_buried);
   return m;
 }
 

@@ -150,6 +150,10 @@ std::vector<net::metric_family> metric_families(const node_metrics& m) {
                           "Vnodes this node gave up because it was taken for crashed.");
   disowned.samples.push_back({{}, num(m.vnodes_disowned)});
   out.push_back(std::move(disowned));
+  auto buried = counter("banyan_frames_from_buried_total",
+                        "Engine frames dropped because their sender was taken for crashed.");
+  buried.samples.push_back({{}, num(m.frames_from_buried)});
+  out.push_back(std::move(buried));
   return out;
 }
 

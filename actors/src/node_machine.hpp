@@ -169,6 +169,9 @@ struct node_state {
   /// them (see `sync_members`), and since when.
   std::map<proc_id, timestamp> departed;
   std::set<proc_id> unreachable_peers; ///< found unreachable, not up since
+  /// Taken for crashed (by us, or a crash notice told us) and not a member again since:
+  /// their engine frames are dropped (a graceful leaver's are not: it drains its streams).
+  std::set<proc_id> crashed;
   std::vector<proc_id> members;         ///< as last reported in events
   std::optional<join_attempt> joining;
   node_request_ptr leaving;

@@ -217,6 +217,7 @@ void sync_members(node_ptr self) {
       }
     }
     st.departed.erase(p);
+    st.crashed.erase(p);
     if (!std::binary_search(st.members.begin(), st.members.end(), p)) {
       node_counters::add(st.shared->counters->members_joined);
       emit(self, {node_event::kind::member_joined, {}, no_proc, no_proc, p, addr, {}});
@@ -247,6 +248,29 @@ void send_one(node_ptr self, wire::envelope e) {
   std::optional<wire::envelope> again;
   if (merging)
     again = e;
+  // A join the supervisor starts itself: our side yielded to another after a partition.
+  // What our earlier incarnation queued for anyone (crash notices, adoption claims,
+  // broadcast segments for vnodes its side served already) must not reach them once we
+  // are back among them as a new one: every peer is forgotten and its queue dropped
+  // (not handed back to the engines, which would send it to the vnodes' new owners);
+  // members get new connections. Broadcasts left incomplete are sent again on their
+  // acknowledgements, to the owners of the vnodes not covered.
+  if (std::holds_alternative<wire::join_request>(e.body) && !st.joining)
+    for (auto it = st.peers.begin(); it != st.peers.end();) {
+      if (st.sup->is_member(it->first)) {
+        ++it;
+        continue;
+      }
+      st.tp->drop_peer(it->first);
+      st.departed.erase(it->first);
+      it = st.peers.erase(it);
+    }
+  // Over a partition that healed, the connection we had to it before holds what we sent
+  // while the link was down, and TCP sends it again only when its backed-off timer fires
+  // (seconds after the heal): the offer or the join would wait behind it, and the join
+  // give up. So a merge starts on a connection of its own (what was queued comes back).
+  if (merging && !st.sup->is_member(to) && st.departed.count(to) != 0)
+    forget_peer(self, to);
   auto sent = st.tp->send(std::move(e));
   if (sent == net::send_status::unknown_peer && st.sup->is_member(to)) {
     self->tell(unreachable_atom::value, to); // no address: as good as refused
@@ -324,6 +348,7 @@ void on_tree_event(node_ptr self, const tree_event& e) {
   case k::crash_detected:
     if (auto a = st.peers.find(e.peer); a != st.peers.end())
       st.merge_addresses[e.peer] = a->second; // offered a merge while it stays away
+    st.crashed.insert(e.peer);
     node_counters::add(st.shared->counters->crashes_detected);
     emit(self, {node_event::kind::member_crashed, {}, no_proc, no_proc, e.peer,
                 "processor " + std::to_string(e.peer) + " taken to have crashed (unreachable, "

@@ -36,8 +36,13 @@ void partition_merge::on(timestamp now, proc_id from, const wire::merge_offer& m
   if (s_.status != supervisor::status::member || s_.members.is_member(from) || m.members.empty())
     return; // not one of us, or of one side with us already
   auto theirs = m.members;
-  if (std::any_of(theirs.begin(), theirs.end(), [&](auto& x) { return x.id == s_.self; }))
-    return; // they count us in: no split between us
+  // They count us, or a member of our side, in: no split between us, or an offer sent
+  // while the split was still forming (its sender had buried only some of us), which a
+  // connection that stalled delivers when the partition heals. Its list overstates the
+  // sender's side; the sender's later offers tell.
+  if (std::any_of(theirs.begin(), theirs.end(),
+                  [&](auto& x) { return x.id == s_.self || s_.members.is_member(x.id); }))
+    return;
   const auto& mine = s_.members.list();
   auto lowest = [](const std::vector<wire::member>& ms) {
     proc_id low = no_proc;
@@ -69,6 +74,15 @@ bool partition_merge::from_old_side(proc_id from, const wire::message& m) const 
     return false;
   return std::holds_alternative<wire::member_joined>(m)
          || std::holds_alternative<wire::member_left>(m)
+         || std::holds_alternative<wire::routing_update>(m);
+}
+
+bool partition_merge::from_buried(proc_id from, const wire::message& m) const {
+  if (from == s_.self || s_.members.is_member(from) || !s_.members.has_left_before(from))
+    return false;
+  if (auto* j = std::get_if<wire::member_joined>(&m))
+    return j->who.id != from; // its own new incarnation, announced: admitted or refused as ever
+  return std::holds_alternative<wire::member_left>(m)
          || std::holds_alternative<wire::routing_update>(m);
 }
 

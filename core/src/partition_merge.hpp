@@ -46,6 +46,13 @@ public:
   /// `m` from `from` is membership or ownership news from the side we left when we
   /// yielded (from a processor that has not joined our side since): not to be taken.
   bool from_old_side(proc_id from, const wire::message& m) const;
+  /// `m` from `from` is membership or ownership news (member_left, routing_update, a
+  /// member_joined about another processor) from a processor we hold for departed (an
+  /// incarnation of it is tombstoned and it is no member now): over TCP, what the other
+  /// side of a partition sent while it lasted arrives when it heals (the connection kept
+  /// it). Taken, it would bury our side's members, us among them, and move our vnodes to
+  /// the other side's adopters; not taken, the merge decides.
+  bool from_buried(proc_id from, const wire::message& m) const;
   /// A new life (a join): forgets the processors buried in the old one.
   void reset();
 

@@ -761,7 +761,10 @@ void tcp_impl::close_conn(connection* c, transport_event::kind kind, const std::
       c->link->serial = 0;
     }
   }
-  uv_close(reinterpret_cast<uv_handle_t*>(&c->tcp), on_handle_close);
+  // A reset drops what the socket still holds (and anything the peer sends on it later
+  // is answered with one); a close would deliver it.
+  if (!c->reset || uv_tcp_close_reset(&c->tcp, on_handle_close) != 0)
+    uv_close(reinterpret_cast<uv_handle_t*>(&c->tcp), on_handle_close);
   uv_close(reinterpret_cast<uv_handle_t*>(&c->timer), on_handle_close);
 
   std::string note;

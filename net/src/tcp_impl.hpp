@@ -221,6 +221,7 @@ struct connection {
   bool unreachable = false;  ///< initiator: nobody (or `reached`) runs at the address
   proc_id reached = no_proc; ///< initiator: the processor that answered instead
   bool pending = false;      ///< counted in tcp_impl::pending_inbound_
+  bool reset = false;        ///< closed with a TCP reset (reset_inbound), not a close
   counter_ptr link;          ///< initiator: the peer's counter, whose `fd` may be this socket
   std::string remote_ip;     ///< acceptor: the initiator's address without the port
   std::list<connection*>::iterator pending_at; ///< with `pending`: its place in the budget
@@ -255,7 +256,7 @@ struct resolve_req {
 
 /// Something `send`, `add_peer` or `remove_peer` asks the loop to do.
 struct command {
-  enum class kind { frame, local, add_peer, remove_peer, call } what = kind::frame;
+  enum class kind { frame, local, add_peer, remove_peer, call, reset_inbound, drop_peer } what = kind::frame;
   proc_id peer = no_proc;
   std::string address;                 // add_peer
   counter_ptr counter;                 // add_peer, frame: the counter charged
@@ -275,6 +276,8 @@ public:
   expected<std::uint16_t> start();
   void add_peer(proc_id id, std::string host_port);
   void remove_peer(proc_id id);
+  void reset_inbound(proc_id id);
+  void drop_peer(proc_id id);
   send_status send(wire::envelope e, send_options opt);
   std::size_t queued_bytes(proc_id id) const;
   bool drain(duration timeout) const;
@@ -305,7 +308,10 @@ public:
   peer_state* find_peer(proc_id id);
   peer_state& create_peer(proc_id id, std::string address, counter_ptr counter);
   /// Forgets peer `id`; `settle`: judges the claims to its id that wait (see `judge`).
-  void erase_peer(proc_id id, bool settle = true);
+  /// `give_back`: what is queued for it comes back (`undeliverable`); else it is dropped.
+  void erase_peer(proc_id id, bool settle = true, bool give_back = true);
+  /// reset_inbound on the loop.
+  void reset_conn_from(proc_id id);
   void drop_frames(peer_state& p);
   /// Takes the frames to be returned (`out_frame::keep`) out of `p`'s queues and reports
   /// them in an `undeliverable` event; the others stay queued.

@@ -106,6 +106,12 @@ void tcp_transport::add_peer(proc_id id, std::string host_port) {
 void tcp_transport::remove_peer(proc_id id) {
   impl_->remove_peer(id);
 }
+void tcp_transport::reset_inbound(proc_id id) {
+  impl_->reset_inbound(id);
+}
+void tcp_transport::drop_peer(proc_id id) {
+  impl_->drop_peer(id);
+}
 send_status tcp_transport::send(wire::envelope e, send_options opt) {
   return impl_->send(std::move(e), opt);
 }
@@ -375,6 +381,29 @@ void tcp_impl::remove_peer(proc_id id) {
     return;
   command c;
   c.what = command::kind::remove_peer;
+  c.peer = id;
+  commands_.push_back(std::move(c));
+  if (state_ == run_state::running)
+    uv_async_send(&async_);
+}
+
+void tcp_impl::reset_inbound(proc_id id) {
+  std::lock_guard<std::mutex> lk(mtx_);
+  if (state_ != run_state::running)
+    return;
+  command c;
+  c.what = command::kind::reset_inbound;
+  c.peer = id;
+  commands_.push_back(std::move(c));
+  uv_async_send(&async_);
+}
+
+void tcp_impl::drop_peer(proc_id id) {
+  std::lock_guard<std::mutex> lk(mtx_);
+  if (directory_.erase(id) == 0 || (state_ != run_state::idle && state_ != run_state::running))
+    return;
+  command c;
+  c.what = command::kind::drop_peer;
   c.peer = id;
   commands_.push_back(std::move(c));
   if (state_ == run_state::running)
@@ -675,6 +704,12 @@ void tcp_impl::process(command& c) {
   case command::kind::remove_peer:
     erase_peer(c.peer);
     break;
+  case command::kind::drop_peer:
+    erase_peer(c.peer, true, false);
+    break;
+  case command::kind::reset_inbound:
+    reset_conn_from(c.peer);
+    break;
   case command::kind::frame: {
     auto* p = find_peer(c.peer);
     if (p == nullptr || p->queued != c.counter) { // removed meanwhile
@@ -774,13 +809,13 @@ void tcp_impl::return_frames(peer_state& p, const std::string& why) {
   emit(std::move(ev));
 }
 
-void tcp_impl::erase_peer(proc_id id, bool settle) {
+void tcp_impl::erase_peer(proc_id id, bool settle, bool give_back) {
   auto it = peers_.find(id);
   if (it == peers_.end())
     return;
   auto p = std::move(it->second);
   peers_.erase(it);
-  if (!shutting_down_)
+  if (!shutting_down_ && give_back)
     return_frames(*p, "processor removed");
   drop_frames(*p);
   connection* out = p->out;
@@ -790,6 +825,13 @@ void tcp_impl::erase_peer(proc_id id, bool settle) {
     close_conn(out, transport_event::kind::peer_down, "processor removed");
   if (settle)
     settle_claims(id, false); // no address for it now: claims to its id are free
+}
+
+void tcp_impl::reset_conn_from(proc_id id) {
+  if (auto it = inbound_.find(id); it != inbound_.end()) {
+    it->second->reset = true;
+    close_conn(it->second, transport_event::kind::peer_down, "reset: taken for crashed");
+  }
 }
 
 void tcp_impl::learn_peer(proc_id id, const std::string& address) {

@@ -48,6 +48,7 @@ BOOST_AUTO_TEST_CASE(every_metric_appears_with_its_labels_and_values) {
   m.crashes_detected = 1;
   m.vnodes_adopted = 64;
   m.vnodes_disowned = 0;
+  m.frames_from_buried = 5;
 
   const auto text = prometheus_text(m);
   const std::vector<std::string> lines{
@@ -93,6 +94,7 @@ BOOST_AUTO_TEST_CASE(every_metric_appears_with_its_labels_and_values) {
       "banyan_crashes_detected_total 1",
       "banyan_vnodes_adopted_total 64",
       "banyan_vnodes_disowned_total 0",
+      "banyan_frames_from_buried_total 5",
   };
   for (auto& l : lines)
     BOOST_TEST(has_line(text, l), "missing: " << l << "\n" << text);

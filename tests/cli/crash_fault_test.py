@@ -77,13 +77,14 @@ def parse_set(text):
 
 
 class Node:
-    def __init__(self, banyan, tmp, ident, extra):
+    def __init__(self, banyan, tmp, ident, extra, listen="127.0.0.1:0", prefix=()):
+        """prefix: words before the command (`ip netns exec NS` for a node in a namespace)."""
         self.id = ident
         self.status_file = os.path.join(tmp, "status-%d.json" % ident)
         self.log_file = os.path.join(tmp, "node-%d.log" % ident)
         self.log = open(self.log_file, "wb")
         self.proc = subprocess.Popen(
-            [banyan, "node", "--control", "--id", str(ident), "--listen", "127.0.0.1:0",
+            list(prefix) + [banyan, "node", "--control", "--id", str(ident), "--listen", listen,
              "--secret-file", os.path.join(tmp, "secret"), "--seed", str(ident + 1),
              "--crash-timeout", str(CRASH_TIMEOUT_MS), "--json-status", self.status_file] + extra + EXTRA,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)

@@ -178,8 +178,29 @@ public:
         cut_.insert({y, x});
       }
   }
-  /// Every cut link works again (for messages arriving from now on).
-  void heal() { cut_.clear(); }
+  /// Stalls every link between a processor of `a` and one of `b`, both ways, as a
+  /// partition does to TCP connections: nothing arrives and nothing is refused; what is
+  /// sent meanwhile waits, and arrives (in order) at `heal`, as TCP delivers at last what
+  /// it kept sending. Supervisor messages only (no riders).
+  void stall(const std::vector<proc_id>& a, const std::vector<proc_id>& b) {
+    for (auto x : a)
+      for (auto y : b) {
+        stalled_.insert({x, y});
+        stalled_.insert({y, x});
+      }
+  }
+  /// Every cut link works again (for messages arriving from now on); every stalled one
+  /// too, and what waited on it arrives now.
+  void heal() {
+    cut_.clear();
+    stalled_.clear();
+    for (auto ev : held_) {
+      ev.at = now_;
+      ev.order = order_++;
+      queue_.push(ev);
+    }
+    held_.clear();
+  }
 
   /// Processor `at` is told that `p` is unreachable (a refused connection), now.
   void suspect(proc_id at, proc_id p) {
@@ -221,6 +242,10 @@ public:
           carry_out(ev.to, out);
           notify_rider(ev.to);
         }
+        continue;
+      }
+      if (!ev.is_timer && stalled_.count({envelopes_[ev.msg].from, ev.to}) != 0) {
+        held_.push_back(ev); // popped in time order: kept in the same order
         continue;
       }
       bool running = s && s->state() != supervisor::status::left &&
@@ -547,6 +572,8 @@ private:
   std::vector<std::pair<proc_id, tree_event>> handover_events_;
   std::map<proc_id, timestamp> frozen_; ///< freeze(): until when
   std::set<std::pair<proc_id, proc_id>> cut_; ///< cut(): links (from, to) that refuse
+  std::set<std::pair<proc_id, proc_id>> stalled_; ///< stall(): links (from, to) that hold
+  std::vector<event> held_;                        ///< what waits on them, in order
   std::function<bool(const wire::envelope&)> slow_; ///< slow(): which messages
   duration slow_extra_{0};
   std::map<proc_id, std::vector<tree_event>> rider_events_; ///< for the rider, not yet seen

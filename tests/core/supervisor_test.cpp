@@ -742,6 +742,48 @@ BOOST_AUTO_TEST_CASE(a_healed_partition_merges_into_one_membership_with_one_owne
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_healed_partition_merges_when_what_was_sent_during_it_arrives_late) {
+  // As over TCP: the links between the sides stall (nothing arrives, nothing is
+  // refused) and, at the heal, everything sent over them while the partition lasted
+  // arrives: each side's crash notices about the other's members (the buried members
+  // among their recipients), adoption claims, probes. That news is from processors the
+  // recipients hold for crashed, and must not be taken: the merge rule alone decides,
+  // so the side with fewer members (equal: the one without processor 0) yields, and
+  // only its members report their vnodes disowned.
+  struct split {
+    std::vector<proc_id> loser, winner;
+  };
+  for (const auto& s : {split{{0, 1, 2}, {3, 4, 5, 6, 7}}, split{{0, 1}, {2, 3, 4}},
+                        split{{4, 5, 6, 7}, {0, 1, 2, 3}}}) {
+    const auto n = s.loser.size() + s.winner.size();
+    mini_grid g{tiny(), 50 + s.loser.size(), crash_cfg()};
+    g.start(n, 4);
+    g.run_for(std::chrono::seconds(20));
+    for (proc_id p = 0; p < n; ++p)
+      BOOST_TEST_REQUIRE(g.sup(p)->members().size() == n);
+    g.stall(s.loser, s.winner);
+    g.run_for(std::chrono::seconds(30));
+    for (auto side : {&s.loser, &s.winner})
+      for (auto p : *side)
+        BOOST_TEST_REQUIRE(g.sup(p)->members() == *side, "processor " << p << " before the heal");
+    const auto healed_at = g.now();
+    g.heal();
+    g.run_for(std::chrono::seconds(60));
+    for (proc_id p = 0; p < n; ++p) {
+      BOOST_TEST_REQUIRE((g.sup(p)->state() == supervisor::status::member), "processor " << p << ": " << g.sup(p)->describe());
+      BOOST_TEST(g.sup(p)->members().size() == n, "processor " << p << " knows "
+                                                              << g.sup(p)->members().size());
+    }
+    check_routing(g, 4 * n);
+    check_trees(g);
+    std::set<proc_id> disowned_after;
+    for (auto& [p, e] : crash_events(g, tree_event::kind::disowned))
+      if (e.at >= healed_at && !e.vnodes.empty())
+        disowned_after.insert(p);
+    BOOST_TEST((disowned_after == std::set<proc_id>(s.loser.begin(), s.loser.end())));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_watcher_that_did_not_run_does_not_bury_its_successor) {
   // Processor 2 is frozen (SIGSTOP) for 10 s, far beyond crash_timeout: its own watch of
   // 3 fires late, and must not take 3's silence, which was its own, for a crash.

@@ -300,6 +300,7 @@ struct node_metrics {
   std::uint64_t crashes_detected = 0; ///< `member_crashed` events: members this node took for crashed
   std::uint64_t vnodes_adopted = 0;   ///< vnodes adopted from crashed members
   std::uint64_t vnodes_disowned = 0;  ///< vnodes given up because this node was taken for crashed
+  std::uint64_t frames_from_buried = 0; ///< engine frames dropped: from a processor taken for crashed
 };
 
 class node {

@@ -286,6 +286,10 @@ public:
   const std::vector<wire::route_entry>& farewell_routes() const noexcept;
   const std::vector<proc_id>& members() const noexcept;
   bool is_member(proc_id p) const;
+  /// `p` is no member and an incarnation of it departed (left, or taken for crashed):
+  /// what it sends now was sent before we buried it, or from the other side of a
+  /// partition.
+  bool buried(proc_id p) const;
   /// What this processor knows of member `p` (address, incarnation); nullptr when `p`
   /// is not a member. Valid until the next event.
   const wire::member* member_info(proc_id p) const;

@@ -246,6 +246,21 @@ public:
   /// connection to it. Connections from it stay open. Thread-safe.
   void remove_peer(proc_id id);
 
+  /// Closes the connection from `id` (its own, inbound to us) with a reset (TCP RST)
+  /// rather than a close: what it sent on it that we have not read is dropped, and what
+  /// it still sends on it, or sends again once a partition heals, the kernel answers with
+  /// a reset. For a processor taken for crashed that may be alive on the other side of a
+  /// partition: nothing it sent before is taken after the heal, when it may be a member
+  /// again under a new incarnation. Its next connection is accepted as ever; ours to it
+  /// stays (what we sent it, a crash notice among them, still reaches it). Thread-safe.
+  void reset_inbound(proc_id id);
+
+  /// As `remove_peer`, but what is queued for `id` is dropped rather than handed back
+  /// (`undeliverable`): for a processor whose side of a partition ours yielded to, what
+  /// our earlier incarnation queued for it is stale, and sent again elsewhere it would
+  /// deliver twice what that incarnation's side delivered already. Thread-safe.
+  void drop_peer(proc_id id);
+
   /// Queues `e` for `e.to` and returns at once; `e.from` is set to `self`. Encodes on the
   /// calling thread (once; the bytes go to the socket from that buffer). Thread-safe,
   /// also from the callbacks. An envelope to `self` is delivered locally, on the loop.
