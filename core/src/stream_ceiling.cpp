@@ -186,7 +186,10 @@ resource_graph build(const topology& topo) {
   return r;
 }
 
-stream_ceiling ceiling_of(const topology& topo, proc_id root, bool inbound) {
+/// The smallest of `rate_to(g, p)` over processors p other than the root (bytes per
+/// second through the network `g`; above every finite capacity: unlimited).
+template <class RateTo>
+stream_ceiling smallest_over_procs(const topology& topo, proc_id root, RateTo rate_to) {
   stream_ceiling out;
   const auto n = topo.proc_count();
   out.per_proc.assign(n, infinite_rate);
@@ -196,7 +199,7 @@ stream_ceiling ceiling_of(const topology& topo, proc_id root, bool inbound) {
   for (proc_id p = 0; p < n; ++p) {
     if (p == root)
       continue;
-    double f = inbound ? g.net.max_flow(p, root) : g.net.max_flow(root, p);
+    const double f = rate_to(g, p);
     out.per_proc[p] = f > g.finite_total ? infinite_rate : f;
     if (out.bottleneck == no_proc || out.per_proc[p] < out.ceiling) {
       out.ceiling = out.per_proc[p];
@@ -206,25 +209,21 @@ stream_ceiling ceiling_of(const topology& topo, proc_id root, bool inbound) {
   return out;
 }
 
+stream_ceiling ceiling_of(const topology& topo, proc_id root, bool inbound) {
+  return smallest_over_procs(topo, root, [&](resource_graph& g, proc_id p) {
+    return inbound ? g.net.max_flow(p, root) : g.net.max_flow(root, p);
+  });
+}
+
 stream_ceiling tree_ceiling_of(const topology& topo, proc_id root, bool inbound) {
-  stream_ceiling out;
-  const auto n = topo.proc_count();
-  out.per_proc.assign(n, infinite_rate);
-  if (root >= n)
-    return out;
-  const auto g = build(topo);
-  const auto from_root = inbound ? std::vector<double>{} : g.net.widest_from(root);
-  for (proc_id p = 0; p < n; ++p) {
-    if (p == root)
-      continue;
-    const double w = inbound ? g.net.widest_from(p)[root] : from_root[p];
-    out.per_proc[p] = w > g.finite_total ? infinite_rate : w;
-    if (out.bottleneck == no_proc || out.per_proc[p] < out.ceiling) {
-      out.ceiling = out.per_proc[p];
-      out.bottleneck = p;
-    }
-  }
-  return out;
+  std::vector<double> from_root; // one widest-path search serves every p
+  return smallest_over_procs(topo, root, [&](resource_graph& g, proc_id p) {
+    if (inbound)
+      return g.net.widest_from(p)[root];
+    if (from_root.empty())
+      from_root = g.net.widest_from(root);
+    return from_root[p];
+  });
 }
 
 } // namespace
