@@ -55,7 +55,7 @@ struct run_result {
   std::string algorithm;
   double formed_ms = 0;
   std::vector<point> timeline;
-  double tree_moved_s = -1; ///< dynamic: the root's bandwidth tree's first change after the change
+  double tree_moved_s = -1; ///< dynamic: the root's tree's (latency for short messages) first change after the change
   double idle_max_share = 0; ///< the largest share of a link direction's capacity when idle
   std::string idle_max_link;
   std::uint64_t background_probes = 0, drifts = 0;
@@ -298,8 +298,11 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
     cfg.topo = cluster_topo;
     cfg.seed = opt.seed;
     cfg.clock = actors::clock_mode::virtual_time;
-    if (a == "dynamic")
+    if (a == "dynamic") {
       cfg.sup.background_period = from_s(aopt.period_s);
+      if (aopt.rtt_watch_s >= 0)
+        cfg.sup.rtt_watch_period = from_s(aopt.rtt_watch_s);
+    }
     // Instrumentation: wide-area bytes while idle, and the root's bandwidth tree.
     bool idle = false;
     std::map<std::pair<int, int>, std::uint64_t> crossing;
@@ -310,7 +313,8 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
     cfg.on_tree_event = [&](proc_id, const tree_event& e) {
       if (idle && e.what == tree_event::kind::parent_changed)
         ++r.idle_parent_changes;
-      if (e.what == tree_event::kind::parent_changed && e.tree == tree_key{root, tree_kind::bandwidth}
+      if (e.what == tree_event::kind::parent_changed
+          && e.tree == tree_key{root, short_msgs ? tree_kind::latency : tree_kind::bandwidth}
           && r.tree_moved_s < 0 && seconds(duration{e.at.count()}) >= change_s)
         r.tree_moved_s = seconds(duration{e.at.count()}) - change_s;
     };
@@ -524,10 +528,11 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
                     r.timeline.empty() ? 0.0 : r.timeline.back().start_s - change_s);
     }
     if (r.algorithm == "dynamic") {
+      const char* kind = short_msgs ? "latency" : "bandwidth";
       if (r.tree_moved_s >= 0)
-        std::printf("  root's bandwidth tree first changed %.3f s after the change\n", r.tree_moved_s);
+        std::printf("  root's %s tree first changed %.3f s after the change\n", kind, r.tree_moved_s);
       else
-        std::printf("  root's bandwidth tree did not change after the change\n");
+        std::printf("  root's %s tree did not change after the change\n", kind);
       std::printf("  idle for %.1f s: the most loaded wide-area link direction (%s) carried %.3f%% of "
                   "its capacity; %llu drifts and %llu parent changes meanwhile\n",
                   r.idle_s, r.idle_max_link.empty() ? "none" : r.idle_max_link.c_str(),
@@ -637,6 +642,8 @@ void add_bench_adapt_command(CLI::App& bench, std::function<int()>& action) {
   cmd->add_option("--start", opt->start_s, "S: first broadcast (change-at - 6)");
   cmd->add_option("--until", opt->until_s, "S: no broadcast starts after (change-at + 12)");
   cmd->add_option("--period", opt->period_s, "S: background measurement period of dynamic (5)");
+  cmd->add_option("--rtt-watch", opt->rtt_watch_s,
+                  "S: dynamic pings its latency trees' remote parents this often (0.5; 0: never)");
   cmd->callback([opt, &action] { action = [opt] { return run_bench_adapt(*opt); }; });
 }
 

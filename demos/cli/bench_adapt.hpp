@@ -6,6 +6,7 @@
 //                      [--size 64M|1] [--algorithms dynamic,frozen,magpie,list,...]
 //                      [--events FILE | --link G1 G2 [--drop PERCENT | --rtt-factor F]]
 //                      [--change-at S] [--start S] [--until S] [--period S]
+//                      [--rtt-watch S]
 //
 // The scenario, long messages (--size of 1 KiB or more): by default, at --change-at (40 s
 // of emulated time) the narrowest wide-area link of the root's bandwidth tree (--link:
@@ -19,7 +20,8 @@
 // cluster of its own with the same scenario: once its trees are formed it idles until
 // --start (change-at - 6 s), then processor 0 broadcasts --size bytes back to back
 // until --until (change-at + 12 s).
-//   dynamic  banyan's adaptive trees with background measurement (`--period`, 5 s)
+//   dynamic  banyan's adaptive trees with background measurement (`--period`, 5 s; the
+//            pings of the RTT watch every `--rtt-watch` S, 0.5; 0: none)
 //   frozen   the same trees measured once (no background measurement)
 //   magpie   flat tree between cluster coordinators, binomial inside clusters
 //   list     the widest chain over the network as it was at time zero
@@ -34,7 +36,7 @@
 // Printed: a timeline (each broadcast's start, end, rate = size / completion, and the
 // oracle ceiling of the network as it is at the broadcast's start: broadcast_ceiling of
 // topology_at), how long after the change the first broadcast at >= 0.9 x the new
-// ceiling started, and, for dynamic, when the root's bandwidth tree moved and the share
+// ceiling started, and, for dynamic, when the root's tree (bandwidth; latency for short messages) moved and the share
 // of every wide-area link's capacity the idle cluster's traffic took between formation
 // and --start (background measurement included).
 
@@ -60,6 +62,7 @@ struct bench_adapt_options {
   double start_s = -1; ///< < 0: change_at - 6
   double until_s = -1; ///< < 0: change_at + 12
   double period_s = 5;
+  double rtt_watch_s = -1; ///< < 0: supervisor_config's default; 0: no RTT watch
 };
 
 int run_bench_adapt(const bench_adapt_options& opt);

@@ -150,6 +150,12 @@ struct supervisor_config {
   /// apply to rounds of measuring): hysteresis, so that trees do not flap under noise on
   /// a network that has not changed (the locality tie-break keeps bw_margin). Default 0.2.
   double adapt_margin = 0.2;
+  /// With `background_period` set: every `rtt_watch_period` (jittered by up to a quarter)
+  /// a processor pings each remote parent of its trees, and an RTT above what a tree
+  /// assumed (by `drift`) twice in a row is a drift of that edge: the latency trees with
+  /// that parent re-examine (core/src/rtt_watch.hpp). Assumes a small frame per remote
+  /// parent per period is negligible traffic. 0: no pings. Default 500 ms.
+  duration rtt_watch_period = std::chrono::milliseconds(500);
 };
 
 /// Something worth reporting to a monitor.
