@@ -160,8 +160,13 @@ void drift_watch::drifted(timestamp now, proc_id p, std::optional<duration> rtt,
     reexam_.insert(affected.begin(), affected.end());
     return;
   }
-  if (affected.empty() || now - last_round_ < round_spacing || s_.probes.round_active())
+  if (affected.empty() || s_.probes.round_active())
     return; // (a round that judges every tree is on: it re-examines these too)
+  if (now - last_round_ < round_spacing) {
+    pending_.insert(affected.begin(), affected.end()); // re-examined once the spacing ends
+    return;
+  }
+  pending_.clear();
   last_round_ = now;
   if (!rtt)
     far_figures_.clear();
@@ -172,9 +177,10 @@ void drift_watch::drifted(timestamp now, proc_id p, std::optional<duration> rtt,
 std::vector<proc_id> drift_watch::alternatives(std::size_t count) const {
   if (far_figures_.empty())
     return s_.background.alternatives(count);
-  std::set<proc_id> parents;
+  std::set<proc_id> parents; // of the trees re-examined (a parent in another tree may
+                             // be the best alternative for them)
   for (auto& t : s_.trees.all())
-    if (t && t->parent() != no_proc)
+    if (t && t->parent() != no_proc && reexam_.count(t->key()))
       parents.insert(t->parent());
   auto behind = [&](duration f) {
     for (auto d : far_figures_) {
@@ -197,6 +203,19 @@ std::vector<proc_id> drift_watch::alternatives(std::size_t count) const {
   return out;
 }
 
+void drift_watch::resume(timestamp now, outbox& out) {
+  if (pending_.empty() || now - last_round_ < round_spacing || s_.probes.measuring())
+    return;
+  if (s_.probes.round_active()) {
+    pending_.clear(); // a round that judges every tree is on
+    return;
+  }
+  last_round_ = now;
+  reexam_ = std::move(pending_);
+  pending_.clear();
+  s_.probes.reexamine(now, out);
+}
+
 void drift_watch::forget(proc_id p) {
   strikes_.erase(p);
   last_stream_.erase(p);
@@ -211,6 +230,7 @@ void drift_watch::reset() {
   recent_.clear();
   strikes_.clear();
   reexam_.clear();
+  pending_.clear();
   far_figures_.clear();
   last_round_ = timestamp{std::numeric_limits<timestamp::rep>::min() / 2};
 }

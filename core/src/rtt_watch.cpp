@@ -31,6 +31,7 @@ void rtt_watch::on_timer(timestamp now, std::uint64_t gen, outbox& out) {
   armed_ = false;
   if (s_.status != supervisor::status::member)
     return;
+  s_.drift.resume(now, out);
   std::set<proc_id> busy;
   for (auto i = pending_.begin(); i != pending_.end();) {
     if (now - i->second.sent > s_.cfg.probe_timeout) {
