@@ -1,11 +1,18 @@
 #include "rtt_watch.hpp"
 
+#include <cmath>
 #include <random>
 #include <set>
 
 #include "supervisor_parts.hpp"
 
 namespace banyan::sup {
+
+namespace {
+/// High samples in a row, each within steady_share of the first, that make a drift.
+constexpr int confirmations = 3;
+constexpr double steady_share = 0.1;
+} // namespace
 
 void rtt_watch::arm(outbox& out) {
   if (armed_ || s_.cfg.background_period.count() <= 0 || s_.cfg.rtt_watch_period.count() <= 0
@@ -71,10 +78,18 @@ bool rtt_watch::on(timestamp now, proc_id from, const wire::pong& m, outbox& out
     strikes_.erase(from);
     return true;
   }
-  if (++strikes_[from] < 2) {
-    ping(now, from, out); // once more, at once: one high figure may be noise
-    return true;
+  // Confirmed by the next ticks' samples, each within `steady_share` of the first high
+  // one: a link whose RTT grew gives the same figure again, a pong that waited behind a
+  // burst on the pair (probes' 128 KiB replies on a narrow link) a varying one.
+  auto& st = strikes_[from];
+  if (st.count > 0 && std::abs(static_cast<double>((rtt - st.first).count()))
+                        <= steady_share * static_cast<double>(st.first.count())) {
+    ++st.count;
+  } else {
+    st = {1, rtt};
   }
+  if (st.count < confirmations)
+    return true;
   strikes_.erase(from);
   s_.drift.rtt_drifted(now, from, rtt, out);
   return true;

@@ -15,8 +15,10 @@
 //   sample     the pong's RTT, trusted only when the stream from that parent lately was
 //              too small for the pong to queue noticeably behind it (drift_watch::
 //              rtt_trusted). Drifted: above (1 + drift) x the RTT a tree with that
-//              parent assumed, plus lan_margin; twice in a row, the second ping sent at
-//              once after the first high sample. Then drift_watch takes it as any drift
+//              parent assumed, plus lan_margin; three ticks in a row, each sample
+//              within 10% of the first high one (a link whose RTT grew gives the same
+//              figure again; a pong that waited behind a burst on the pair, such as
+//              probes' 128 KiB replies on a narrow link, a varying one). Then drift_watch takes it as any drift
 //              of an RTT: the trees with that parent take the figure and re-examine.
 //
 // Assumes remote RTTs measured by a 1-byte ping on a quiet pair vary by less than the
@@ -57,7 +59,11 @@ private:
   std::uint64_t gen_ = 0;
   bool armed_ = false;
   std::map<std::uint64_t, in_flight> pending_; ///< by ping seq
-  std::map<proc_id, int> strikes_;             ///< high samples in a row
+  struct strikes {
+    int count = 0;
+    duration first{0}; ///< the first high sample of the run
+  };
+  std::map<proc_id, strikes> strikes_; ///< high samples in a row
   std::uint64_t pings_ = 0;
 };
 

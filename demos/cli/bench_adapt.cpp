@@ -212,6 +212,8 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
   const double rtt_factor = short_msgs ? aopt.rtt_factor : 0;
   if (!aopt.link.empty() && aopt.link.size() != 2)
     return fail("--link takes two group names");
+  if (!(aopt.rtt_watch_s >= 0))
+    return fail("--rtt-watch must be 0 or more");
   if (!(aopt.period_s > 0) || !(aopt.change_at_s > 0))
     return fail("--period and --change-at must be positive");
   const double start_s = aopt.start_s >= 0 ? aopt.start_s : std::max(0.0, aopt.change_at_s - 6);
@@ -300,8 +302,7 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
     cfg.clock = actors::clock_mode::virtual_time;
     if (a == "dynamic") {
       cfg.sup.background_period = from_s(aopt.period_s);
-      if (aopt.rtt_watch_s >= 0)
-        cfg.sup.rtt_watch_period = from_s(aopt.rtt_watch_s);
+      cfg.sup.rtt_watch_period = from_s(aopt.rtt_watch_s);
     }
     // Instrumentation: wide-area bytes while idle, and the root's bandwidth tree.
     bool idle = false;

@@ -62,7 +62,7 @@ struct bench_adapt_options {
   double start_s = -1; ///< < 0: change_at - 6
   double until_s = -1; ///< < 0: change_at + 12
   double period_s = 5;
-  double rtt_watch_s = -1; ///< < 0: supervisor_config's default; 0: no RTT watch
+  double rtt_watch_s = 0.5; ///< dynamic's supervisor_config::rtt_watch_period; 0: no RTT watch
 };
 
 int run_bench_adapt(const bench_adapt_options& opt);

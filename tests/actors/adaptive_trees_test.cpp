@@ -189,8 +189,8 @@ link A C rtt 5ms bw 200Mbit
 link B C rtt 6ms bw 300Mbit
 )";
 
-// A link's RTT grows 5x: with background measurement on (the RTT watch's pings every
-// 500 ms), every latency tree that crossed the link leaves it within 2 s, and every
+// A link's RTT grows 5x: with background measurement on and the RTT watch's pings every
+// 500 ms (supervisor_config::rtt_watch_period), every latency tree that crossed the link leaves it within 2 s, and every
 // other tree (latency trees that did not cross it, every bandwidth tree) has, 2 s after
 // the change, the parents it has at that time in a twin run (same seed) whose network
 // does not change: background probes still make their own moves meanwhile (seed 2: one
@@ -200,13 +200,17 @@ BOOST_AUTO_TEST_CASE(an_rtt_increase_moves_the_latency_trees_off_the_link_and_no
     BOOST_TEST_CONTEXT("seed " << seed) {
       auto topo = parse(three_rtt);
       const int a = topo.find_group("A"), b = topo.find_group("B");
-      emulated_cluster twin{adaptive(topo, seed, 5s)};
+      auto watched = [](cluster_config cfg) {
+        cfg.sup.rtt_watch_period = 500ms;
+        return cfg;
+      };
+      emulated_cluster twin{watched(adaptive(topo, seed, 5s))};
       network_change slower;
       slower.at = 40s;
       slower.link = topo.find_link(a, b);
       slower.rtt = 20ms;
       topo.changes.push_back(slower);
-      emulated_cluster c{adaptive(topo, seed, 5s)};
+      emulated_cluster c{watched(adaptive(topo, seed, 5s))};
       for (auto* x : {&c, &twin}) {
         x->start();
         BOOST_REQUIRE(x->run_until_quiet(600s));
