@@ -24,6 +24,8 @@ void background_probing::on_timer(timestamp now, std::uint64_t gen, outbox& out)
   if (gen != gen_)
     return; // armed before a reset
   armed_ = false;
+  if (s_.status == supervisor::status::member)
+    s_.drift.resume(now, out);
   if (s_.status != supervisor::status::member || s_.probes.measuring()
       || s_.members.size() < 2)
     return; // a round of measuring runs (or a probe): it is the budget of this period

@@ -20,7 +20,9 @@
 //             best it had), the trees with that parent take it (est, or dist, changes
 //             and flows down the subtree by tree_update), and a round of measuring that
 //             judges only those trees starts, the best alternatives probed first. At
-//             most one such round per 2 s per processor.
+//             most one such round per 2 s per processor: trees whose parent drifts
+//             sooner wait for the next (resume); parents that drift while a round
+//             re-examines join it.
 
 #include <cstdint>
 #include <limits>
@@ -28,6 +30,7 @@
 #include <optional>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "banyan/core/supervisor.hpp"
 
@@ -41,12 +44,34 @@ public:
 
   void on_stream(timestamp now, proc_id from, tree_key k, std::size_t bytes, outbox& out);
   /// A probe of p measured `rtt` and `bw` now (the raw figures, not the best).
+  /// An RTT sample of p now can be trusted: the stream from p lately was too small for a
+  /// pong to wait noticeably behind it (rtt_watch).
+  bool rtt_trusted(timestamp now, proc_id p) const;
+  /// rtt_watch found p's edge `rtt` away, twice in a row: a drift of its RTT.
+  void rtt_drifted(timestamp now, proc_id p, duration rtt, outbox& out) {
+    drifted(now, p, rtt, std::nullopt, out);
+  }
   void on_measured(timestamp now, proc_id p, duration rtt, rate bw, outbox& out);
   /// The trees a re-examination round judges (empty: every tree, an ordinary round).
   const std::set<tree_key>& reexamining() const noexcept { return reexam_; }
   /// The round of measuring ended (or a full one started): every tree is judged again.
-  void round_ended() { reexam_.clear(); }
+  void round_ended() {
+    reexam_.clear();
+    far_figures_.clear();
+  }
+  /// The candidates a re-examination round probes first, each once: after an RTT drift,
+  /// the remote members nearest by RTT figure that are no parent in the trees
+  /// re-examined and whose
+  /// figure is not within `same_path_share` (5%) or lan_margin of what a parent that
+  /// drifted in this round measured before (presumed behind the same link: the members
+  /// of one remote LAN share their figure to within that, and a link that slowed slows
+  /// all of them); after a rate drift, background_probing::alternatives (widest first).
+  std::vector<proc_id> alternatives(std::size_t count) const;
   std::uint64_t drifts() const noexcept { return drifts_; }
+  /// Starts the re-examination of trees whose parent drifted too soon after the last
+  /// round, once round_spacing has passed and nothing is measured (called on the
+  /// background and RTT watch ticks).
+  void resume(timestamp now, outbox& out);
   void forget(proc_id p);
   void reset();
 
@@ -64,8 +89,19 @@ private:
   parts& s_;
   std::map<std::pair<proc_id, tree_key>, window> windows_;
   std::map<proc_id, timestamp> last_stream_; ///< when a stream frame last came from p
+  /// Bytes of stream from p since `first` (a window of up to stream_quiet; rtt_trusted).
+  struct recent {
+    timestamp first{0};
+    std::size_t bytes = 0;
+  };
+  std::map<proc_id, recent> recent_;
   std::map<proc_id, int> strikes_;           ///< drifted measurements in a row
   std::set<tree_key> reexam_;
+  /// Trees whose parent drifted within round_spacing of the last round: re-examined by
+  /// the next round (resume).
+  std::set<tree_key> pending_;
+  /// Figures, before the drift, of the parents whose RTT drifted in this round.
+  std::vector<duration> far_figures_;
   timestamp last_round_{std::numeric_limits<timestamp::rep>::min() / 2};
   std::uint64_t drifts_ = 0;
 };

@@ -97,7 +97,7 @@ void prober::maybe_probe(timestamp now, outbox& out) {
   }
   if (p.cand == no_proc && !s_.drift.reexamining().empty()) {
     // Re-examining after a drift: the best alternatives first, each once.
-    for (auto q : s_.background.alternatives(4))
+    for (auto q : s_.drift.alternatives(4))
       if (std::find(round_probed_.begin(), round_probed_.end(), q) == round_probed_.end()) {
         p.cand = q;
         break;
@@ -414,6 +414,7 @@ void prober::forget(proc_id p) {
   if (confirm_ == p)
     confirm_ = no_proc;
   s_.drift.forget(p);
+  s_.rtts.forget(p);
 }
 
 void prober::reset() {
@@ -426,6 +427,7 @@ void prober::reset() {
   confirm_ = no_proc;
   s_.drift.reset();
   s_.background.reset();
+  s_.rtts.reset();
 }
 
 } // namespace banyan::sup

@@ -15,7 +15,8 @@ void handle(parts& s, timestamp now, proc_id from, const wire::ping& m, outbox& 
   s.probes.on(now, from, m, out);
 }
 void handle(parts& s, timestamp now, proc_id from, const wire::pong& m, outbox& out) {
-  if (!s.suspects.on(now, from, m, out)) // an answer to a suspicion's or a helper's ping
+  if (!s.suspects.on(now, from, m, out) // an answer to a suspicion's or a helper's ping
+      && !s.rtts.on(now, from, m, out)) // or to the RTT watch's
     s.probes.on(now, from, m, out);
 }
 void handle(parts& s, timestamp now, proc_id from, const wire::ping_req& m, outbox& out) {
@@ -158,6 +159,10 @@ void fire(parts& s, timestamp now, timer_token t, outbox& out) {
       s.background.on_timer(now, t.seq, out);
       s.updates.flush(out);
       return;
+    case kind::rtt_watch:
+      s.rtts.on_timer(now, t.seq, out);
+      s.updates.flush(out);
+      return;
   }
 }
 
@@ -179,6 +184,7 @@ namespace {
 void after_event(parts& s, timestamp now, outbox& out) {
   s.watch.adopt_orphans(now, out);
   s.background.arm(out);
+  s.rtts.arm(out);
   if (s.busy() == s.reported_busy)
     return;
   s.reported_busy = !s.reported_busy;

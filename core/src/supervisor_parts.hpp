@@ -20,6 +20,7 @@
 //   join_leave        joining (contact, attempts, givers) and leaving (recipients)
 //   background_probing  the background budget once trees are stable; its candidates
 //   drift_watch       parent edges that no longer give what the trees assumed
+//   rtt_watch         pings to the remote parents of latency trees (background only)
 
 #include <cstdint>
 #include <random>
@@ -28,6 +29,7 @@
 #include "background_probing.hpp"
 #include "crash_watch.hpp"
 #include "drift_watch.hpp"
+#include "rtt_watch.hpp"
 #include "join_leave.hpp"
 #include "membership.hpp"
 #include "newcomer_seeding.hpp"
@@ -75,6 +77,7 @@ struct parts {
   join_leave life;
   background_probing background;
   drift_watch drift;
+  rtt_watch rtts;
 
   void send(outbox& out, proc_id to, wire::message m) const;
   void start_timer(outbox& out, duration after, timer_token t) const;

@@ -22,6 +22,7 @@ struct timer_token {
     lend,         ///< seq: vnodes lent to a newcomer are no longer reported
     suspect,      ///< seq: a suspicion's indirect probes had their time
     background,   ///< seq: the background measurement's tick of this generation
+    rtt_watch,    ///< seq: the RTT watch's tick of this generation
   };
   kind what = kind::flush;
   std::uint64_t seq = 0;
@@ -38,6 +39,7 @@ struct timer_token {
   static timer_token lend(std::uint64_t seq) { return {kind::lend, seq}; }
   static timer_token suspect(std::uint64_t seq) { return {kind::suspect, seq}; }
   static timer_token background(std::uint64_t gen) { return {kind::background, gen}; }
+  static timer_token rtt_watch(std::uint64_t gen) { return {kind::rtt_watch, gen}; }
 
   std::uint64_t encode() const;
   /// nullopt: not a token of ours.

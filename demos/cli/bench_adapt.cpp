@@ -13,6 +13,7 @@
 
 #include "banyan/actors/emulated_cluster.hpp"
 #include "banyan/core/network_change.hpp"
+#include "banyan/core/static_tree_oracle.hpp"
 #include "banyan/core/stream_ceiling.hpp"
 #include "banyan/core/topology.hpp"
 #include "banyan/core/tree_builders.hpp"
@@ -26,7 +27,13 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr const char* tag = "banyan bench adapt: ";
-const std::vector<std::string> default_algorithms = {"dynamic", "frozen", "magpie", "list"};
+const std::vector<std::string> known_algorithms = {"dynamic", "frozen", "magpie", "list",
+                                                   "best-before", "best-after"};
+const std::vector<std::string> default_long = {"dynamic", "frozen", "magpie", "list"};
+const std::vector<std::string> default_short = {"dynamic", "frozen", "magpie", "best-before",
+                                                "best-after"};
+/// Under this size a broadcast is short: the default change is on a link's RTT.
+constexpr std::size_t short_below = 1024;
 
 double seconds(duration d) {
   return std::chrono::duration<double>(d).count();
@@ -48,7 +55,7 @@ struct run_result {
   std::string algorithm;
   double formed_ms = 0;
   std::vector<point> timeline;
-  double tree_moved_s = -1; ///< dynamic: the root's bandwidth tree's first change after the change
+  double tree_moved_s = -1; ///< dynamic: the root's tree's (latency for short messages) first change after the change
   double idle_max_share = 0; ///< the largest share of a link direction's capacity when idle
   std::string idle_max_link;
   std::uint64_t background_probes = 0, drifts = 0;
@@ -57,10 +64,11 @@ struct run_result {
 };
 
 /// The default scenario: the link between the root's group and its widest sibling
-/// (`names` overrides) loses `drop` of its bandwidth at `at`.
+/// (`names` overrides) loses `drop` of its bandwidth at `at`; with `rtt_factor` > 0 its
+/// RTT is multiplied by it instead.
 std::optional<network_change> default_change(const topology& topo, proc_id root,
                                              const std::vector<std::string>& names, double drop,
-                                             duration at, std::string& why) {
+                                             double rtt_factor, duration at, std::string& why) {
   int l = -1;
   if (names.size() == 2) {
     const int a = topo.find_group(names[0]), b = topo.find_group(names[1]);
@@ -96,8 +104,13 @@ std::optional<network_change> default_change(const topology& topo, proc_id root,
   network_change c;
   c.at = at;
   c.link = l;
-  c.bw_ab = topo.links[l].bw_ab * (1 - drop / 100);
-  c.bw_ba = topo.links[l].bw_ba * (1 - drop / 100);
+  if (rtt_factor > 0) {
+    c.rtt = duration{static_cast<duration::rep>(
+      std::llround(static_cast<double>(topo.links[l].rtt.count()) * rtt_factor))};
+  } else {
+    c.bw_ab = topo.links[l].bw_ab * (1 - drop / 100);
+    c.bw_ba = topo.links[l].bw_ba * (1 - drop / 100);
+  }
   if (auto err = check_network_change(topo, c)) {
     why = err->message;
     return std::nullopt;
@@ -130,6 +143,48 @@ int narrowest_crossed_link(const actors::emulated_cluster& c, proc_id root) {
   return best;
 }
 
+/// The link of the default RTT change: on the path of the root's latency tree in `c` from
+/// the root to the processor it reaches last (arrival_times_with_overhead over the
+/// topology's one-way latencies and send overhead), the hop between two groups joined by
+/// a `link` line with the largest one-way latency; -1 if the path has none. `why` says
+/// which processor is reached last, when, and the path's wide-area hops.
+int critical_path_link(const actors::emulated_cluster& c, proc_id root, std::string& why) {
+  const auto& topo = c.topo();
+  const auto t = c.monitor().tree_of({root, tree_kind::latency});
+  const auto lat = latency_matrix(topo);
+  const double overhead_ms = std::chrono::duration<double, std::milli>(topo.send_overhead).count();
+  const auto arrival = arrival_times_with_overhead(t, lat, overhead_ms);
+  proc_id last = root;
+  for (proc_id p = 0; p < arrival.size(); ++p)
+    if (std::isfinite(arrival[p]) && arrival[p] > arrival[last])
+      last = p;
+  int best = -1;
+  double best_ms = -1;
+  std::ostringstream hops;
+  for (proc_id p = last; p != root && t.parent(p) != no_proc; p = t.parent(p)) {
+    const proc_id q = t.parent(p);
+    if (topo.leaf_of(q) == topo.leaf_of(p))
+      continue;
+    const auto s = topo.split_of(q, p);
+    const int l = topo.find_link(s.side_a, s.side_b);
+    if (l < 0)
+      continue;
+    const double ms = lat[q][p];
+    hops << (hops.tellp() > 0 ? ", " : "") << q << "->" << p << " (" << topo.groups[s.side_a].name << "-"
+         << topo.groups[s.side_b].name << ", " << ms << " ms one way)";
+    if (ms > best_ms) {
+      best_ms = ms;
+      best = l;
+    }
+  }
+  std::ostringstream w;
+  w << "the root's latency tree reaches processor " << last << " last (" << arrival[last]
+    << " ms in the postal model with send overhead); wide-area hops on its path: "
+    << (hops.tellp() > 0 ? hops.str() : std::string("none"));
+  why = w.str();
+  return best;
+}
+
 } // namespace
 
 int run_bench_adapt(const bench_adapt_options& aopt) {
@@ -141,18 +196,24 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
   auto size = parse_size(aopt.size);
   if (!size)
     return fail("bad --size '" + aopt.size + "' (expected e.g. 64M, 1M or 1)");
-  auto algorithms = aopt.algorithms.empty() ? default_algorithms : aopt.algorithms;
+  const bool short_msgs = *size < short_below;
+  auto algorithms = !aopt.algorithms.empty() ? aopt.algorithms : short_msgs ? default_short : default_long;
   for (auto& a : algorithms)
-    if (std::find(default_algorithms.begin(), default_algorithms.end(), a) == default_algorithms.end())
-      return fail("unknown algorithm '" + a + "' (dynamic, frozen, magpie, list)");
+    if (std::find(known_algorithms.begin(), known_algorithms.end(), a) == known_algorithms.end())
+      return fail("unknown algorithm '" + a + "' (dynamic, frozen, magpie, list, best-before, best-after)");
   if (auto err = check(opt))
     return fail(*err);
   if (opt.clock != "virtual")
     return fail("--clock real is not supported (the timeline reads the supervisors)");
   if (!(aopt.drop_percent > 0 && aopt.drop_percent < 100))
     return fail("--drop must be within (0, 100)");
+  if (!(aopt.rtt_factor > 0) || !std::isfinite(aopt.rtt_factor))
+    return fail("--rtt-factor must be positive");
+  const double rtt_factor = short_msgs ? aopt.rtt_factor : 0;
   if (!aopt.link.empty() && aopt.link.size() != 2)
     return fail("--link takes two group names");
+  if (!(aopt.rtt_watch_s >= 0))
+    return fail("--rtt-watch must be 0 or more");
   if (!(aopt.period_s > 0) || !(aopt.change_at_s > 0))
     return fail("--period and --change-at must be positive");
   const double start_s = aopt.start_s >= 0 ? aopt.start_s : std::max(0.0, aopt.change_at_s - 6);
@@ -188,7 +249,8 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
   const bool scenario_given = !topo.changes.empty();
   if (!scenario_given && aopt.link.size() == 2) {
     std::string why;
-    planned = default_change(topo, root, aopt.link, aopt.drop_percent, from_s(aopt.change_at_s), why);
+    planned = default_change(topo, root, aopt.link, aopt.drop_percent, rtt_factor,
+                             from_s(aopt.change_at_s), why);
     if (!planned)
       return fail(why);
   }
@@ -209,6 +271,26 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
   auto magpie = magpie_tree(n, root, cl);
   auto list = chain_tree(widest_chain(bandwidth_matrix(topo), root));
 
+  std::string chosen_why; // how the default change's link was chosen, when it was
+  // The best static trees before and after the change, computed when first needed (after
+  // the first run has planned the default change).
+  std::optional<static_tree_result> best_before, best_after;
+  auto static_tree_for = [&](const std::string& a) -> const tree& {
+    if (a == "magpie")
+      return magpie;
+    if (a == "list")
+      return list;
+    auto& slot = a == "best-before" ? best_before : best_after;
+    if (!slot) {
+      const auto net = a == "best-before" ? topo : topology_at(timeline, from_s(change_s));
+      slot = best_static_tree(net, root, opt.seed);
+      if (opt.verbose)
+        std::cerr << tag << a << ": " << slot->winner().name << ", " << slot->winner().completion_ms
+                  << " ms in the postal model with send overhead\n";
+    }
+    return slot->winner().t;
+  };
+
   std::vector<run_result> results;
   int rc = 0;
   for (auto& a : algorithms) {
@@ -218,8 +300,10 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
     cfg.topo = cluster_topo;
     cfg.seed = opt.seed;
     cfg.clock = actors::clock_mode::virtual_time;
-    if (a == "dynamic")
+    if (a == "dynamic") {
       cfg.sup.background_period = from_s(aopt.period_s);
+      cfg.sup.rtt_watch_period = from_s(aopt.rtt_watch_s);
+    }
     // Instrumentation: wide-area bytes while idle, and the root's bandwidth tree.
     bool idle = false;
     std::map<std::pair<int, int>, std::uint64_t> crossing;
@@ -230,7 +314,8 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
     cfg.on_tree_event = [&](proc_id, const tree_event& e) {
       if (idle && e.what == tree_event::kind::parent_changed)
         ++r.idle_parent_changes;
-      if (e.what == tree_event::kind::parent_changed && e.tree == tree_key{root, tree_kind::bandwidth}
+      if (e.what == tree_event::kind::parent_changed
+          && e.tree == tree_key{root, short_msgs ? tree_kind::latency : tree_kind::bandwidth}
           && r.tree_moved_s < 0 && seconds(duration{e.at.count()}) >= change_s)
         r.tree_moved_s = seconds(duration{e.at.count()}) - change_s;
     };
@@ -248,16 +333,19 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
     }
     if (!scenario_given) {
       if (!planned) {
-        const int l = narrowest_crossed_link(c, root);
+        const int l = short_msgs ? critical_path_link(c, root, chosen_why) : narrowest_crossed_link(c, root);
         if (l < 0) {
-          std::cerr << tag << "the root's bandwidth tree crosses no wide-area link of finite "
-                               "bandwidth: give --link or --events\n";
+          std::cerr << tag
+                    << (short_msgs ? "the critical path of the root's latency tree crosses no link "
+                                     "line (" + chosen_why + "): give --link or --events\n"
+                                   : std::string("the root's bandwidth tree crosses no wide-area link of "
+                                                 "finite bandwidth: give --link or --events\n"));
           return 2;
         }
         const auto& k = topo.links[l];
         std::string why;
         planned = default_change(topo, root, {topo.groups[k.a].name, topo.groups[k.b].name},
-                                 aopt.drop_percent, from_s(aopt.change_at_s), why);
+                                 aopt.drop_percent, rtt_factor, from_s(aopt.change_at_s), why);
         if (!planned)
           return fail(why);
         timeline.changes.push_back(*planned);
@@ -299,7 +387,7 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
       if (a == "dynamic" || a == "frozen")
         id = c.broadcast(root, *size);
       else
-        id = c.broadcast_static(root, a == "magpie" ? magpie : list, *size);
+        id = c.broadcast_static(root, static_tree_for(a), *size);
       if (!id) {
         std::cerr << tag << a << ": broadcast not started\n";
         rc = 1;
@@ -348,20 +436,69 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
               static_cast<unsigned long long>(opt.seed), aopt.size.c_str());
   for (auto& ch : timeline.changes)
     std::printf("  %s\n", describe_change(topo, ch).c_str());
+  if (!chosen_why.empty())
+    std::printf("  the link: %s; the largest one-way latency among them\n", chosen_why.c_str());
+  // The references: the median completion of best-before's broadcasts that ended before
+  // the change, and of best-after's that started at or after it (0: not run).
+  auto median_completion = [&](const std::string& name, bool after) {
+    std::vector<double> v;
+    for (auto& r : results)
+      if (r.algorithm == name)
+        for (auto& p : r.timeline)
+          if (p.complete && (after ? p.start_s >= change_s : p.end_s < change_s))
+            v.push_back(p.completion_ms);
+    if (v.empty())
+      return 0.0;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  const double ref_before = median_completion("best-before", false);
+  const double ref_after = median_completion("best-after", true);
+  if (ref_before > 0 || ref_after > 0) {
+    std::printf("best static trees: before the change %.3f ms (%s), after it %.3f ms (%s); medians of "
+                "their broadcasts on either side\n",
+                ref_before, best_before ? best_before->winner().name.c_str() : "not run", ref_after,
+                best_after ? best_after->winner().name.c_str() : "not run");
+  }
   std::printf("oracle ceiling: %.1f MB/s before, %.1f MB/s after the first change\n",
               ceiling_at(change_s - 1e-3), ceiling_at(change_s));
   nlohmann::json runs = nlohmann::json::array();
   for (auto& r : results) {
     std::printf("%s (trees formed at %.0f ms):\n", r.algorithm.c_str(), r.formed_ms);
-    std::printf("  %9s %9s %12s %10s %12s %6s\n", "start_s", "end_s", "completion_ms", "MB/s",
-                "ceiling MB/s", "ratio");
+    const bool vs_best = ref_before > 0 || ref_after > 0;
+    std::printf("  %9s %9s %12s %10s %12s %6s%s\n", "start_s", "end_s", "completion_ms", "MB/s",
+                "ceiling MB/s", "ratio", vs_best ? "   /best static" : "");
+    // vs the best static tree of the network as it is: the first broadcast after the
+    // change from which every later one is within 1.1x of best-after's completion.
+    double within_from = -1, first_after = -1, before_max = 0;
+    nlohmann::json vs = nlohmann::json::array();
     double recovered = -1;
     double after_min = -1, after_sum = 0;
     std::size_t after_n = 0;
     for (auto& p : r.timeline) {
       const double ratio = p.ceiling_MBps > 0 ? p.rate_MBps / p.ceiling_MBps : 0;
-      std::printf("  %9.3f %9.3f %12.1f %10.2f %12.2f %6.3f%s\n", p.start_s, p.end_s, p.completion_ms,
-                  p.rate_MBps, p.ceiling_MBps, ratio, p.complete ? "" : "  (incomplete)");
+      const bool after = p.start_s >= change_s;
+      const double ref = after ? ref_after : p.end_s < change_s ? ref_before : 0;
+      const double vb = ref > 0 ? p.completion_ms / ref : 0;
+      char vbs[32] = "";
+      if (vs_best && ref > 0)
+        std::snprintf(vbs, sizeof vbs, " %14.3f", vb);
+      else if (vs_best)
+        std::snprintf(vbs, sizeof vbs, " %14s", "-");
+      std::printf("  %9.3f %9.3f %12.3f %10.2f %12.2f %6.3f%s%s\n", p.start_s, p.end_s, p.completion_ms,
+                  p.rate_MBps, p.ceiling_MBps, ratio, vbs, p.complete ? "" : "  (incomplete)");
+      if (ref > 0)
+        vs.push_back({{"start_s", p.start_s}, {"ratio", vb}, {"after_change", after}});
+      if (ref > 0 && !after)
+        before_max = std::max(before_max, vb);
+      if (ref > 0 && after) {
+        if (first_after < 0)
+          first_after = vb;
+        if (vb > 1.1 || !p.complete)
+          within_from = -1;
+        else if (within_from < 0)
+          within_from = p.start_s - change_s;
+      }
       if (p.start_s >= change_s && recovered < 0 && ratio >= 0.9)
         recovered = p.start_s - change_s;
       if (p.start_s >= change_s + 2) {
@@ -379,11 +516,24 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
         std::printf("  broadcasts started >= 2 s after the change: %zu, rate / ceiling mean %.3f, min %.3f\n",
                     after_n, after_sum / static_cast<double>(after_n), after_min);
     }
-    if (r.algorithm == "dynamic") {
-      if (r.tree_moved_s >= 0)
-        std::printf("  root's bandwidth tree first changed %.3f s after the change\n", r.tree_moved_s);
+    if (ref_after > 0 && first_after >= 0) {
+      if (ref_before > 0)
+        std::printf("  vs the best static tree: at most %.3f x before the change; ", before_max);
       else
-        std::printf("  root's bandwidth tree did not change after the change\n");
+        std::printf("  vs the best static tree: ");
+      std::printf("%.3f x for the first broadcast after it; ", first_after);
+      if (within_from >= 0)
+        std::printf("within 1.1 x from %.3f s after the change on\n", within_from);
+      else
+        std::printf("not within 1.1 x by the last broadcast (%.1f s after the change)\n",
+                    r.timeline.empty() ? 0.0 : r.timeline.back().start_s - change_s);
+    }
+    if (r.algorithm == "dynamic") {
+      const char* kind = short_msgs ? "latency" : "bandwidth";
+      if (r.tree_moved_s >= 0)
+        std::printf("  root's %s tree first changed %.3f s after the change\n", kind, r.tree_moved_s);
+      else
+        std::printf("  root's %s tree did not change after the change\n", kind);
       std::printf("  idle for %.1f s: the most loaded wide-area link direction (%s) carried %.3f%% of "
                   "its capacity; %llu drifts and %llu parent changes meanwhile\n",
                   r.idle_s, r.idle_max_link.empty() ? "none" : r.idle_max_link.c_str(),
@@ -399,6 +549,10 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
                     {"rate_MBps", p.rate_MBps}, {"ceiling_MBps", p.ceiling_MBps}, {"complete", p.complete}});
     nlohmann::json jr = {{"algorithm", r.algorithm}, {"trees_formed_ms", r.formed_ms}, {"timeline", tl},
                          {"recovered_after_s", recovered}};
+    if (!vs.empty()) {
+      jr["vs_best_static"] = {{"per_broadcast", vs}, {"max_before", before_max},
+                              {"first_after", first_after}, {"within_1_1_after_s", within_from}};
+    }
     if (after_n > 0)
       jr["after_2s"] = {{"broadcasts", after_n}, {"mean_ratio", after_sum / static_cast<double>(after_n)},
                         {"min_ratio", after_min}};
@@ -454,6 +608,16 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
     j["changes"] = ch;
     j["ceiling_before_MBps"] = ceiling_at(change_s - 1e-3);
     j["ceiling_after_MBps"] = ceiling_at(change_s);
+    if (!chosen_why.empty())
+      j["change_chosen"] = chosen_why;
+    if (best_before)
+      j["best_static_before"] = {{"tree", best_before->winner().name},
+                                 {"model_ms", best_before->winner().completion_ms},
+                                 {"median_completion_ms", ref_before}};
+    if (best_after)
+      j["best_static_after"] = {{"tree", best_after->winner().name},
+                                {"model_ms", best_after->winner().completion_ms},
+                                {"median_completion_ms", ref_after}};
     j["runs"] = runs;
     if (!write_json("adapt", opt.json_path, j))
       return 2;
@@ -467,14 +631,20 @@ void add_bench_adapt_command(CLI::App& bench, std::function<int()>& action) {
     "adapt", "broadcasts back to back while links change: adaptive trees vs static ones");
   add_bench_options(*cmd, opt->common);
   cmd->add_option("--size", opt->size, "broadcast size (64M; 1 for one byte)");
-  cmd->add_option("--algorithms", opt->algorithms, "of dynamic,frozen,magpie,list (all)")->delimiter(',');
+  cmd->add_option("--algorithms", opt->algorithms,
+                  "of dynamic,frozen,magpie,list,best-before,best-after (long messages: the first "
+                  "four; short: all but list)")->delimiter(',');
   cmd->add_option("--events", opt->events_path, "FILE of 'at' lines (docs/topology.md) instead of the default change");
   cmd->add_option("--link", opt->link, "G1 G2: the link the default change degrades")->expected(2);
-  cmd->add_option("--drop", opt->drop_percent, "PERCENT of the link's bandwidth lost (75)");
+  cmd->add_option("--drop", opt->drop_percent, "PERCENT of the link's bandwidth lost (75; long messages)");
+  cmd->add_option("--rtt-factor", opt->rtt_factor,
+                  "F: the link's RTT is multiplied by F (5; short messages, under 1 KiB)");
   cmd->add_option("--change-at", opt->change_at_s, "S: when the default change happens (40)");
   cmd->add_option("--start", opt->start_s, "S: first broadcast (change-at - 6)");
   cmd->add_option("--until", opt->until_s, "S: no broadcast starts after (change-at + 12)");
   cmd->add_option("--period", opt->period_s, "S: background measurement period of dynamic (5)");
+  cmd->add_option("--rtt-watch", opt->rtt_watch_s,
+                  "S: dynamic pings its latency trees' remote parents this often (0.5; 0: never)");
   cmd->callback([opt, &action] { action = [opt] { return run_bench_adapt(*opt); }; });
 }
 

@@ -1,6 +1,7 @@
 // Trees that keep learning (docs/tree-protocol.md, "Trees that keep learning"): the
 // background budget, trees that stay put on a network that does not change, and trees
-// that move, and only those, when a link on their path changes. Virtual time, fixed
+// that move, and only those, when a link on their path changes (its bandwidth, or its
+// RTT). Virtual time, fixed
 // seeds.
 
 #include <boost/test/unit_test.hpp>
@@ -54,7 +55,7 @@ std::vector<std::uint64_t> probes_by_proc(const emulated_cluster& c) {
   return out;
 }
 
-/// Whether bandwidth tree k has an edge from group a into group b (leaf groups).
+/// Whether tree k has an edge from group a into group b (leaf groups).
 bool crosses(const emulated_cluster& c, tree_key k, int a, int b) {
   auto cl = c.topo().cluster_of();
   for (proc_id p = 0; p < cl.size(); ++p) {
@@ -168,6 +169,80 @@ BOOST_AUTO_TEST_CASE(a_link_change_moves_the_affected_trees_and_no_other) {
             BOOST_TEST(!crosses(c, key, b, a));
           } else {
             BOOST_TEST(now.parents() == parents);
+          }
+        }
+      }
+    }
+  }
+}
+
+/// Three clusters of three for latency trees: A-B is the nearest pair, and once its RTT
+/// grows 5x (to 20 ms) the detour through C (5 + 6 ms) is the shorter path.
+constexpr std::string_view three_rtt = R"(topology three-rtt
+send_overhead 20us
+default nic 1Gbit
+group A procs 3 rtt 0.2ms
+group B procs 3 rtt 0.2ms
+group C procs 3 rtt 0.2ms
+link A B rtt 4ms bw 400Mbit
+link A C rtt 5ms bw 200Mbit
+link B C rtt 6ms bw 300Mbit
+)";
+
+// A link's RTT grows 5x: with background measurement on and the RTT watch's pings every
+// 500 ms (supervisor_config::rtt_watch_period), every latency tree that crossed the link leaves it within 2 s, and every
+// other tree (latency trees that did not cross it, every bandwidth tree) has, 2 s after
+// the change, the parents it has at that time in a twin run (same seed) whose network
+// does not change: background probes still make their own moves meanwhile (seed 2: one
+// bandwidth tree at 40.1 s), and the change adds none.
+BOOST_AUTO_TEST_CASE(an_rtt_increase_moves_the_latency_trees_off_the_link_and_no_other) {
+  for (std::uint64_t seed : {1, 2, 3}) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      auto topo = parse(three_rtt);
+      const int a = topo.find_group("A"), b = topo.find_group("B");
+      auto watched = [](cluster_config cfg) {
+        cfg.sup.rtt_watch_period = 500ms;
+        return cfg;
+      };
+      emulated_cluster twin{watched(adaptive(topo, seed, 5s))};
+      network_change slower;
+      slower.at = 40s;
+      slower.link = topo.find_link(a, b);
+      slower.rtt = 20ms;
+      topo.changes.push_back(slower);
+      emulated_cluster c{watched(adaptive(topo, seed, 5s))};
+      for (auto* x : {&c, &twin}) {
+        x->start();
+        BOOST_REQUIRE(x->run_until_quiet(600s));
+        BOOST_REQUIRE(x->elapsed() < 35s);
+        x->run_until(40s);
+      }
+      std::set<tree_key> affected;
+      std::vector<tree_key> keys;
+      for (auto r : c.monitor().roots())
+        for (auto k : {tree_kind::latency, tree_kind::bandwidth}) {
+          const tree_key key{r, k};
+          keys.push_back(key);
+          BOOST_TEST_REQUIRE(c.monitor().tree_of(key).parents() == twin.monitor().tree_of(key).parents());
+          if (k == tree_kind::latency && (crosses(c, key, a, b) || crosses(c, key, b, a)))
+            affected.insert(key);
+        }
+      BOOST_REQUIRE(!affected.empty());
+      c.run_until(42s);
+      twin.run_until(42s);
+      std::uint64_t drifts = 0;
+      for (proc_id p = 0; p < c.topo().proc_count(); ++p)
+        drifts += c.inspect(p)->drifts();
+      BOOST_TEST(drifts > 0u);
+      for (auto& key : keys) {
+        BOOST_TEST_CONTEXT(to_string(key.kind) << " tree of " << key.root) {
+          auto now = c.monitor().tree_of(key);
+          BOOST_TEST_REQUIRE(!now.validate(c.monitor().live()).has_value());
+          if (affected.count(key)) {
+            BOOST_TEST(!crosses(c, key, a, b));
+            BOOST_TEST(!crosses(c, key, b, a));
+          } else {
+            BOOST_TEST(now.parents() == twin.monitor().tree_of(key).parents());
           }
         }
       }

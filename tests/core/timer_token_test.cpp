@@ -20,6 +20,7 @@ std::vector<timer_token> samples() {
     ts.push_back(timer_token::lend(seq));
     ts.push_back(timer_token::suspect(seq));
     ts.push_back(timer_token::background(seq));
+    ts.push_back(timer_token::rtt_watch(seq));
   }
   for (std::uint64_t n : {1u, 2u, 3u})
     ts.push_back(timer_token::join_attempt(n));
@@ -54,5 +55,6 @@ BOOST_AUTO_TEST_CASE(tokens_pack_the_payload_above_a_code_of_four_bits) {
   BOOST_TEST(timer_token::seed(9).encode() == 9u * 16 + 6);
   BOOST_TEST(timer_token::suspect(9).encode() == 9u * 16 + 8);
   BOOST_TEST(timer_token::background(9).encode() == 9u * 16 + 9);
-  BOOST_TEST(!timer_token::decode(10).has_value()); // a code nobody issues
+  BOOST_TEST(timer_token::rtt_watch(9).encode() == 9u * 16 + 10);
+  BOOST_TEST(!timer_token::decode(11).has_value()); // a code nobody issues
 }

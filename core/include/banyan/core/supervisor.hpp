@@ -150,6 +150,15 @@ struct supervisor_config {
   /// apply to rounds of measuring): hysteresis, so that trees do not flap under noise on
   /// a network that has not changed (the locality tie-break keeps bw_margin). Default 0.2.
   double adapt_margin = 0.2;
+  /// With `background_period` set: every `rtt_watch_period` (jittered by up to a quarter)
+  /// a processor pings each remote parent of its trees, and an RTT above what a tree
+  /// assumed (by `drift`) twice in a row is a drift of that edge: the latency trees with
+  /// that parent re-examine (core/src/rtt_watch.hpp). Assumes a small frame per remote
+  /// parent per period is negligible traffic. 0: no pings (the default: with them on,
+  /// the stability tests of background measurement, tests/actors/adaptive_trees_test.cpp,
+  /// fail on one seed each; docs/results.md, "An RTT that grows"). `bench adapt` sets
+  /// 500 ms for dynamic (`--rtt-watch`).
+  duration rtt_watch_period{0};
 };
 
 /// Something worth reporting to a monitor.
