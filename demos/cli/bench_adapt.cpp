@@ -48,6 +48,7 @@ struct point {
   double completion_ms = 0;
   double rate_MBps = 0;    ///< size / completion
   double ceiling_MBps = 0; ///< at the start
+  double tree_ceiling_MBps = 0; ///< one tree's ceiling at the start
   bool complete = false;
 };
 
@@ -266,6 +267,11 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
   auto ceiling_at = [&](double t) {
     return broadcast_ceiling(topology_at(timeline, from_s(t)), root).ceiling / 1e6;
   };
+  // The same for any single tree (docs/plan.md, "The tree ceiling"): what a broadcast
+  // down one tree, as banyan's and every static one is, can reach at best.
+  auto tree_ceiling_at = [&](double t) {
+    return broadcast_tree_ceiling(topology_at(timeline, from_s(t)), root).ceiling / 1e6;
+  };
   const auto n = topo.proc_count();
   auto cl = topo.cluster_of();
   auto magpie = magpie_tree(n, root, cl);
@@ -411,6 +417,7 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
       p.completion_ms = (p.end_s - p.start_s) * 1e3;
       p.rate_MBps = p.completion_ms > 0 ? static_cast<double>(*size) / (p.completion_ms / 1e3) / 1e6 : 0;
       p.ceiling_MBps = ceiling_at(p.start_s);
+      p.tree_ceiling_MBps = tree_ceiling_at(p.start_s);
       if (!p.complete) {
         std::cerr << tag << a << ": a broadcast reached " << reached << " of " << c.vnode_count()
                   << " vnodes, " << dups << " duplicates\n";
@@ -460,23 +467,26 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
                 ref_before, best_before ? best_before->winner().name.c_str() : "not run", ref_after,
                 best_after ? best_after->winner().name.c_str() : "not run");
   }
-  std::printf("oracle ceiling: %.1f MB/s before, %.1f MB/s after the first change\n",
-              ceiling_at(change_s - 1e-3), ceiling_at(change_s));
+  std::printf("oracle ceiling: %.1f MB/s before, %.1f MB/s after the first change; one "
+              "tree's: %.1f before, %.1f after\n",
+              ceiling_at(change_s - 1e-3), ceiling_at(change_s), tree_ceiling_at(change_s - 1e-3),
+              tree_ceiling_at(change_s));
   nlohmann::json runs = nlohmann::json::array();
   for (auto& r : results) {
     std::printf("%s (trees formed at %.0f ms):\n", r.algorithm.c_str(), r.formed_ms);
     const bool vs_best = ref_before > 0 || ref_after > 0;
-    std::printf("  %9s %9s %12s %10s %12s %6s%s\n", "start_s", "end_s", "completion_ms", "MB/s",
-                "ceiling MB/s", "ratio", vs_best ? "   /best static" : "");
+    std::printf("  %9s %9s %12s %10s %12s %6s %6s%s\n", "start_s", "end_s", "completion_ms", "MB/s",
+                "ceiling MB/s", "ratio", "/tree", vs_best ? "   /best static" : "");
     // vs the best static tree of the network as it is: the first broadcast after the
     // change from which every later one is within 1.1x of best-after's completion.
     double within_from = -1, first_after = -1, before_max = 0;
     nlohmann::json vs = nlohmann::json::array();
     double recovered = -1;
-    double after_min = -1, after_sum = 0;
+    double after_min = -1, after_sum = 0, recovered_tree = -1, after_tree_min = -1, after_tree_sum = 0;
     std::size_t after_n = 0;
     for (auto& p : r.timeline) {
       const double ratio = p.ceiling_MBps > 0 ? p.rate_MBps / p.ceiling_MBps : 0;
+      const double tree_ratio = p.tree_ceiling_MBps > 0 ? p.rate_MBps / p.tree_ceiling_MBps : 0;
       const bool after = p.start_s >= change_s;
       const double ref = after ? ref_after : p.end_s < change_s ? ref_before : 0;
       const double vb = ref > 0 ? p.completion_ms / ref : 0;
@@ -485,8 +495,9 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
         std::snprintf(vbs, sizeof vbs, " %14.3f", vb);
       else if (vs_best)
         std::snprintf(vbs, sizeof vbs, " %14s", "-");
-      std::printf("  %9.3f %9.3f %12.3f %10.2f %12.2f %6.3f%s%s\n", p.start_s, p.end_s, p.completion_ms,
-                  p.rate_MBps, p.ceiling_MBps, ratio, vbs, p.complete ? "" : "  (incomplete)");
+      std::printf("  %9.3f %9.3f %12.3f %10.2f %12.2f %6.3f %6.3f%s%s\n", p.start_s, p.end_s,
+                  p.completion_ms, p.rate_MBps, p.ceiling_MBps, ratio, tree_ratio, vbs,
+                  p.complete ? "" : "  (incomplete)");
       if (ref > 0)
         vs.push_back({{"start_s", p.start_s}, {"ratio", vb}, {"after_change", after}});
       if (ref > 0 && !after)
@@ -501,9 +512,13 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
       }
       if (p.start_s >= change_s && recovered < 0 && ratio >= 0.9)
         recovered = p.start_s - change_s;
+      if (p.start_s >= change_s && recovered_tree < 0 && tree_ratio >= 0.9)
+        recovered_tree = p.start_s - change_s;
       if (p.start_s >= change_s + 2) {
         after_min = after_min < 0 ? ratio : std::min(after_min, ratio);
         after_sum += ratio;
+        after_tree_min = after_tree_min < 0 ? tree_ratio : std::min(after_tree_min, tree_ratio);
+        after_tree_sum += tree_ratio;
         ++after_n;
       }
     }
@@ -512,9 +527,16 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
         std::printf("  first broadcast at >= 0.9 x the ceiling started %.3f s after the change\n", recovered);
       else
         std::printf("  no broadcast after the change reached 0.9 x the ceiling\n");
+      if (recovered_tree >= 0)
+        std::printf("  first broadcast at >= 0.9 x one tree's ceiling started %.3f s after the change\n",
+                    recovered_tree);
+      else
+        std::printf("  no broadcast after the change reached 0.9 x one tree's ceiling\n");
       if (after_n > 0)
-        std::printf("  broadcasts started >= 2 s after the change: %zu, rate / ceiling mean %.3f, min %.3f\n",
-                    after_n, after_sum / static_cast<double>(after_n), after_min);
+        std::printf("  broadcasts started >= 2 s after the change: %zu, rate / ceiling mean %.3f, min "
+                    "%.3f; rate / one tree's ceiling mean %.3f, min %.3f\n",
+                    after_n, after_sum / static_cast<double>(after_n), after_min,
+                    after_tree_sum / static_cast<double>(after_n), after_tree_min);
     }
     if (ref_after > 0 && first_after >= 0) {
       if (ref_before > 0)
@@ -546,7 +568,8 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
     nlohmann::json tl = nlohmann::json::array();
     for (auto& p : r.timeline)
       tl.push_back({{"start_s", p.start_s}, {"end_s", p.end_s}, {"completion_ms", p.completion_ms},
-                    {"rate_MBps", p.rate_MBps}, {"ceiling_MBps", p.ceiling_MBps}, {"complete", p.complete}});
+                    {"rate_MBps", p.rate_MBps}, {"ceiling_MBps", p.ceiling_MBps},
+                    {"tree_ceiling_MBps", p.tree_ceiling_MBps}, {"complete", p.complete}});
     nlohmann::json jr = {{"algorithm", r.algorithm}, {"trees_formed_ms", r.formed_ms}, {"timeline", tl},
                          {"recovered_after_s", recovered}};
     if (!vs.empty()) {
@@ -588,6 +611,13 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
         s.y.push_back(ceiling_at(t));
       }
       p.series.push_back(std::move(s));
+      plot_series tc;
+      tc.label = "one tree's ceiling";
+      for (double t = start_s; t <= until_s; t += 0.05) {
+        tc.x.push_back(t);
+        tc.y.push_back(tree_ceiling_at(t));
+      }
+      p.series.push_back(std::move(tc));
     }
     for (auto& ch : timeline.changes)
       p.markers.push_back({seconds(ch.at), describe_change(topo, ch).substr(3)});
@@ -608,6 +638,8 @@ int run_bench_adapt(const bench_adapt_options& aopt) {
     j["changes"] = ch;
     j["ceiling_before_MBps"] = ceiling_at(change_s - 1e-3);
     j["ceiling_after_MBps"] = ceiling_at(change_s);
+    j["tree_ceiling_before_MBps"] = tree_ceiling_at(change_s - 1e-3);
+    j["tree_ceiling_after_MBps"] = tree_ceiling_at(change_s);
     if (!chosen_why.empty())
       j["change_chosen"] = chosen_why;
     if (best_before)

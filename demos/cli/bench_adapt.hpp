@@ -35,8 +35,9 @@
 // best-before, the same ratio before the change against best-before's.
 // Printed: a timeline (each broadcast's start, end, rate = size / completion, and the
 // oracle ceiling of the network as it is at the broadcast's start: broadcast_ceiling of
-// topology_at), how long after the change the first broadcast at >= 0.9 x the new
-// ceiling started, and, for dynamic, when the root's tree (bandwidth; latency for short messages) moved and the share
+// topology_at, and the rate over one tree's ceiling, broadcast_tree_ceiling), how long
+// after the change the first broadcast at >= 0.9 x the new ceiling (and one tree's)
+// started, and, for dynamic, when the root's tree (bandwidth; latency for short messages) moved and the share
 // of every wide-area link's capacity the idle cluster's traffic took between formation
 // and --start (background measurement included).
 
