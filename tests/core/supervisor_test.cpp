@@ -634,6 +634,15 @@ BOOST_AUTO_TEST_CASE(one_refused_connection_does_not_evict_a_live_member) {
     }
     for (auto& [p, e] : detected)
       BOOST_TEST(false, "processor " << p << " took " << e.peer << " for crashed");
+    // Each suspicion was reported, and so was its end.
+    std::size_t suspected = 0, cleared = 0;
+    for (auto& [p, e] : g.suspicion_events()) {
+      BOOST_TEST(p == 2u);
+      BOOST_TEST(e.peer == 3u);
+      (e.what == tree_event::kind::suspected ? suspected : cleared) += 1;
+    }
+    BOOST_TEST(suspected >= 2u); // the refused connection's, and the watch's
+    BOOST_TEST(cleared == suspected);
     BOOST_TEST(crash_events(g, tree_event::kind::disowned).empty());
     for (proc_id p = 0; p < 8; ++p)
       BOOST_TEST(g.sup(p)->is_member(3), "processor " << p << " lost 3");
@@ -662,6 +671,14 @@ BOOST_AUTO_TEST_CASE(a_crash_is_declared_once_the_suspect_answers_nobody) {
     BOOST_TEST_REQUIRE(detected.size() == 1u, "frozen " << frozen);
     BOOST_TEST(detected[0].first == 0u);
     BOOST_TEST(detected[0].second.peer == 5u);
+    // Suspected first, at the refused connection; never cleared.
+    BOOST_TEST_REQUIRE(!g.suspicion_events().empty());
+    BOOST_TEST(g.suspicion_events()[0].first == 0u);
+    BOOST_TEST(g.suspicion_events()[0].second.peer == 5u);
+    BOOST_TEST((g.suspicion_events()[0].second.what == tree_event::kind::suspected));
+    BOOST_TEST((g.suspicion_events()[0].second.at == suspected_at));
+    for (auto& [p, e] : g.suspicion_events())
+      BOOST_TEST((e.what != tree_event::kind::suspicion_cleared), "processor " << p);
     const supervisor_config cfg;
     const auto took = detected[0].second.at - suspected_at;
     if (frozen)

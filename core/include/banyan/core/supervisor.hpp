@@ -179,6 +179,8 @@ struct tree_event {
     member_buried,     ///< peer: a member departed by crash (our verdict or a crash notice)
     member_returned,   ///< peer: a processor buried here is a member again (or was exhumed);
                        ///< via: who told us of its new incarnation
+    suspected,         ///< peer: a member suspected (unreachable, silent, strikes), not yet declared
+    suspicion_cleared, ///< peer: a suspect answered (it, or a member asked to ping it)
   };
   kind what = kind::parent_changed;
   tree_key tree;
@@ -186,7 +188,7 @@ struct tree_event {
   proc_id new_parent = no_proc;
   timestamp at{0};
   proc_id peer = no_proc; ///< crash_detected, adopted, disowned, gained, released,
-                          ///< member_buried, member_returned
+                          ///< member_buried, member_returned, suspected, suspicion_cleared
   vnode_set vnodes;       ///< adopted, disowned, gained, released
   /// member_returned: the member whose `member_joined` told us of the new incarnation (the
   /// processor itself when it announced it, or asked us to let it in); no_proc when a
