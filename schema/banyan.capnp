@@ -209,6 +209,8 @@ struct MemberLeft {
   who @0 :UInt32;
   routes @1 :List(RouteEntry);
   incarnation @2 :UInt64;   # of the leaver; receivers keep it as a tombstone
+  crashed @3 :Bool;         # a crash notice (a member took `who` for crashed), or a relay
+                            # of one; false in the leaver's own notice and relays of it
 }
 
 struct MergeOffer {

@@ -67,6 +67,10 @@ void cluster_monitor::take(proc_id who, const tree_event& e) {
     case k::disowned:
     case k::gained:
     case k::released:
+    case k::member_buried:
+    case k::member_returned:
+    case k::suspected:
+    case k::suspicion_cleared:
       break; // membership and ownership are not the monitor's
   }
 }

@@ -90,6 +90,10 @@ const char* to_string(node_event::kind k) {
     return "transport";
   case node_event::kind::collective:
     return "collective";
+  case node_event::kind::member_suspected:
+    return "member_suspected";
+  case node_event::kind::suspicion_cleared:
+    return "suspicion_cleared";
   }
   return "?";
 }
@@ -580,6 +584,8 @@ node_metrics node::metrics() const {
   m.vnodes_adopted = get(c.vnodes_adopted);
   m.vnodes_disowned = get(c.vnodes_disowned);
   m.frames_from_buried = get(c.frames_from_buried);
+  m.suspicions = get(c.suspicions);
+  m.suspicions_cleared = get(c.suspicions_cleared);
   return m;
 }
 

@@ -95,6 +95,8 @@ struct node_counters {
   counter vnodes_adopted{0};
   counter vnodes_disowned{0};
   counter frames_from_buried{0};
+  counter suspicions{0};
+  counter suspicions_cleared{0};
 
   static void add(counter& c, std::uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
   void collective(collective_kind k, outcome o) {

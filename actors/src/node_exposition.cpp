@@ -154,6 +154,14 @@ std::vector<net::metric_family> metric_families(const node_metrics& m) {
                         "Engine frames dropped because their sender was taken for crashed.");
   buried.samples.push_back({{}, num(m.frames_from_buried)});
   out.push_back(std::move(buried));
+  auto suspicions = counter("banyan_suspicions_total",
+                            "Members this node suspected of having crashed.");
+  suspicions.samples.push_back({{}, num(m.suspicions)});
+  out.push_back(std::move(suspicions));
+  auto cleared = counter("banyan_suspicions_cleared_total",
+                         "Suspicions that ended with an answer from the suspect.");
+  cleared.samples.push_back({{}, num(m.suspicions_cleared)});
+  out.push_back(std::move(cleared));
   return out;
 }
 

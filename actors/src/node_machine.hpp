@@ -36,6 +36,7 @@
 #include "banyan/core/scatter_allgather_collective.hpp"
 #include "banyan/core/static_tree_view.hpp"
 #include "banyan/core/supervisor_view.hpp"
+#include "banyan/net/log_limiter.hpp"
 #include "node_actor.hpp"
 
 namespace banyan::actors {
@@ -68,6 +69,10 @@ inline constexpr auto forget_after = std::chrono::seconds(2);
 inline constexpr auto forget_max = std::chrono::seconds(60);
 /// How soon frames held back by backpressure are offered to the transport again.
 inline constexpr auto overflow_retry = std::chrono::milliseconds(2);
+/// At most one `member_suspected` and one `suspicion_cleared` event per peer this often
+/// (a link that flaps would otherwise make two lines per watch period); the next one
+/// says how many were held back. The counters count every one.
+inline constexpr auto suspicion_log_interval = std::chrono::seconds(10);
 
 struct join_attempt {
   node_request_ptr req;
@@ -169,9 +174,8 @@ struct node_state {
   /// them (see `sync_members`), and since when.
   std::map<proc_id, timestamp> departed;
   std::set<proc_id> unreachable_peers; ///< found unreachable, not up since
-  /// Taken for crashed (by us, or a crash notice told us) and not a member again since:
-  /// their engine frames are dropped (a graceful leaver's are not: it drains its streams).
-  std::set<proc_id> crashed;
+  /// Limits the suspicion events (`suspicion_log_interval`), by kind and peer.
+  net::log_limiter suspicion_log{suspicion_log_interval};
   std::vector<proc_id> members;         ///< as last reported in events
   std::optional<join_attempt> joining;
   node_request_ptr leaving;

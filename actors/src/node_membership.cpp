@@ -217,7 +217,6 @@ void sync_members(node_ptr self) {
       }
     }
     st.departed.erase(p);
-    st.crashed.erase(p);
     if (!std::binary_search(st.members.begin(), st.members.end(), p)) {
       node_counters::add(st.shared->counters->members_joined);
       emit(self, {node_event::kind::member_joined, {}, no_proc, no_proc, p, addr, {}});
@@ -348,7 +347,6 @@ void on_tree_event(node_ptr self, const tree_event& e) {
   case k::crash_detected:
     if (auto a = st.peers.find(e.peer); a != st.peers.end())
       st.merge_addresses[e.peer] = a->second; // offered a merge while it stays away
-    st.crashed.insert(e.peer);
     node_counters::add(st.shared->counters->crashes_detected);
     emit(self, {node_event::kind::member_crashed, {}, no_proc, no_proc, e.peer,
                 "processor " + std::to_string(e.peer) + " taken to have crashed (unreachable, "
@@ -379,6 +377,39 @@ void on_tree_event(node_ptr self, const tree_event& e) {
     emit(self, {node_event::kind::vnodes_released, {}, no_proc, no_proc, e.peer,
                 "handed vnodes " + e.vnodes.to_string() + " over to processor "
                   + std::to_string(e.peer), e.vnodes});
+    break;
+  case k::member_buried:
+    break; // its engine frames are dropped from now on (on_deliver asks supervisor::buried)
+  case k::suspected:
+  case k::suspicion_cleared: {
+    const bool cleared = e.what == k::suspicion_cleared;
+    node_counters::add(cleared ? st.shared->counters->suspicions_cleared
+                               : st.shared->counters->suspicions);
+    const auto peer = std::to_string(e.peer);
+    auto held = st.suspicion_log.admit((cleared ? "cleared " : "suspected ") + peer,
+                                       std::chrono::steady_clock::now());
+    if (!held)
+      break;
+    std::string line = cleared ? "processor " + peer + " answered: no longer suspected"
+                               : "processor " + peer + " suspected of having crashed "
+                                 "(unreachable, or silent); it or a member asked to ping "
+                                 "it must answer, or it is taken for crashed";
+    if (*held > 0)
+      line += " [" + std::to_string(*held) + " more such lines about processor " + peer
+              + " held back]";
+    emit(self, {cleared ? node_event::kind::suspicion_cleared : node_event::kind::member_suspected,
+                {}, no_proc, no_proc, e.peer, std::move(line), {}});
+    break;
+  }
+  case k::member_returned:
+    // Back as a new incarnation through a contact (another member's member_joined told
+    // us): after a partition, its side yielded and it joined ours on new connections.
+    // What its earlier incarnation sent us on the old one and the partition held (crash
+    // notices about us, adoption claims) must not be read now that it is a member again:
+    // that connection is reset (TCP RST). A processor that announced its new incarnation
+    // itself (woken, it refuted a crash notice) keeps its connection.
+    if (e.via != no_proc && e.via != e.peer)
+      st.tp->reset_inbound(e.peer);
     break;
   }
 }

@@ -106,12 +106,13 @@ void on_deliver(node_ptr self, const wire::envelope& e) {
   auto& st = self->state;
   check_stall(self, false);
   if (wire::kind_of(e.body) != collective_kind::none) {
-    if (st.crashed.count(e.from) != 0 && st.sup->buried(e.from)
-        && st.sup->state() == supervisor::status::member) {
-      // From a processor taken for crashed, sent before it learnt it (a stalled connection
-      // delivers it when a partition heals): its side served the vnodes it was for, or
-      // will (adoption, resends on acknowledgements). Dropped, not handed back: its
-      // engine would send it on to the vnodes' owners of the moment, a second delivery.
+    if (st.sup->buried(e.from) && st.sup->state() == supervisor::status::member) {
+      // From a processor taken for crashed (the supervisor's verdict, or a crash notice
+      // it took; never a graceful leaver, which drains its streams), sent before it
+      // learnt it (a stalled connection delivers it when a partition heals): its side
+      // served the vnodes it was for, or will (adoption, resends on acknowledgements).
+      // Dropped, not handed back: its engine would send it on to the vnodes' owners of
+      // the moment, a second delivery.
       node_counters::add(st.shared->counters->frames_from_buried);
       after(self, false, false);
       return;
@@ -133,26 +134,7 @@ void on_deliver(node_ptr self, const wire::envelope& e) {
     for (auto& m : offer->members) // the other side: we may have to join through them
       if (!m.address.empty() && !st.sup->is_member(m.id) && m.id != st.sup->self())
         st.merge_addresses[m.id] = m.address;
-  // A crash notice (a member_left from a third party, without routes) that buries a
-  // member: its engine frames are dropped from now on.
-  const auto* left = std::get_if<wire::member_left>(&e.body);
-  const bool crash_notice = left != nullptr && left->who != e.from && left->routes.empty()
-                            && left->who != st.sup->self() && st.sup->is_member(left->who);
-  // A processor taken for crashed, back as a new incarnation through a contact (a
-  // member_joined from a third party): after a partition, its side yielded and it joined
-  // ours on new connections. What its earlier incarnation sent us on the old one and the
-  // partition held (crash notices about us, adoption claims) must not be read now that it
-  // is a member again: that connection is reset (TCP RST). A processor that announces
-  // its new incarnation itself (woken, it refuted a crash notice) keeps its connection.
-  const auto* joined = std::get_if<wire::member_joined>(&e.body);
-  const bool back = joined != nullptr && joined->who.id != e.from
-                    && st.crashed.count(joined->who.id) != 0
-                    && !st.sup->is_member(joined->who.id);
   st.sup->on_message(now_of(), e.from, e.body, st.out);
-  if (crash_notice && !st.sup->is_member(left->who))
-    st.crashed.insert(left->who);
-  if (back && st.sup->is_member(joined->who.id))
-    st.tp->reset_inbound(joined->who.id);
   after(self, !hot, true);
 }
 

@@ -59,14 +59,15 @@ void crash_watch::declare_crashed(timestamp now, proc_id p, outbox& out) {
   e.at = now;
   e.peer = p;
   out.events.push_back(std::move(e));
-  // Everybody hears it from us (a member_left sent by a third party, without routes):
+  // Everybody hears it from us (a member_left sent by a third party, without routes,
+  // marked `crashed`):
   // the adopter among them claims p's vnodes; and p, should it be alive after all, learns
   // that it lost them.
   for (auto m : s_.members.list())
     if (m != s_.self && m != p)
-      s_.send(out, m, wire::member_left{p, {}, inc});
-  s_.send(out, p, wire::member_left{p, {}, inc});
-  s_.members.depart(now, p, inc, out);
+      s_.send(out, m, wire::member_left{p, {}, inc, true});
+  s_.send(out, p, wire::member_left{p, {}, inc, true});
+  s_.members.depart(now, p, inc, membership::departure::crash, out);
   s_.merges.buried(now, p, inc);
   // A leave waiting on an offer to p goes on at once.
   s_.owners.drop_offer_to(now, p, out);

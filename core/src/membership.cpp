@@ -11,7 +11,8 @@ const wire::member* membership::info(proc_id p) const {
   return i == member_info_.end() || !is_member(p) ? nullptr : &i->second;
 }
 
-bool membership::admit(timestamp now, const wire::member& m, outbox& out, bool hearsay) {
+bool membership::admit(timestamp now, const wire::member& m, outbox& out, bool hearsay,
+                       proc_id via) {
   if (m.id == s_.self || m.id == no_proc)
     return false;
   if (auto t = tombstones_.find(m.id); t != tombstones_.end() && t->second.count(m.incarnation))
@@ -27,29 +28,60 @@ bool membership::admit(timestamp now, const wire::member& m, outbox& out, bool h
     // gives its vnodes up). Departures reach us as tombstones.
     if (hearsay)
       return false;
-    depart(now, m.id, known, out);
+    depart(now, m.id, known, departure::hearsay, out);
   }
+  const bool was_buried = buried(m.id);
   add(m);
+  if (was_buried)
+    report(now, tree_event::kind::member_returned, m.id, via, out);
   return true;
 }
 
-bool membership::depart(timestamp now, proc_id who, std::uint64_t inc, outbox& out) {
+bool membership::depart(timestamp now, proc_id who, std::uint64_t inc, departure why,
+                        outbox& out) {
   if (who == s_.self)
     return false;
   bool news = tombstones_[who].insert(inc).second;
   if (is_member(who) && member_info_[who].incarnation == inc) {
     s_.watch.note_orphans(now, who, out);
     remove(now, who, out);
+    if (why == departure::crash) {
+      buried_[who] = inc;
+      report(now, tree_event::kind::member_buried, who, no_proc, out);
+    }
+  } else if (why == departure::graceful) {
+    left_gracefully(who, inc);
   }
   return news;
 }
 
-void membership::exhume(proc_id p, std::uint64_t inc) {
+void membership::left_gracefully(proc_id p, std::uint64_t inc) {
+  // A crash notice about it came first, but it left of its own accord: what it still
+  // sends (the rest of its streams) is to be taken.
+  if (auto b = buried_.find(p); b != buried_.end() && b->second == inc)
+    buried_.erase(b);
+}
+
+void membership::exhume(timestamp now, proc_id p, std::uint64_t inc, outbox& out) {
   if (auto t = tombstones_.find(p); t != tombstones_.end()) {
     t->second.erase(inc);
     if (t->second.empty())
       tombstones_.erase(t);
   }
+  if (auto b = buried_.find(p); b != buried_.end() && b->second == inc) {
+    buried_.erase(b);
+    report(now, tree_event::kind::member_returned, p, no_proc, out);
+  }
+}
+
+void membership::report(timestamp now, tree_event::kind what, proc_id p, proc_id via,
+                        outbox& out) const {
+  tree_event e;
+  e.what = what;
+  e.at = now;
+  e.peer = p;
+  e.via = via;
+  out.events.push_back(std::move(e));
 }
 
 void membership::add(const wire::member& m) {
@@ -60,6 +92,7 @@ void membership::add(const wire::member& m) {
   if (is_member_[p])
     return;
   is_member_[p] = true;
+  buried_.erase(p);
   s_.paths.restore(p, m.address);
   members_.insert(std::upper_bound(members_.begin(), members_.end(), p), p);
   s_.updates.make_room(s_.trees.make_room(p));
@@ -134,7 +167,7 @@ std::vector<proc_id> membership::sponsored(timestamp now) {
 
 void membership::on(timestamp now, proc_id from, const wire::member_joined& m, outbox& out) {
   const auto& who = m.who;
-  if (!admit(now, who, out))
+  if (!admit(now, who, out, false, from))
     return;
   // Membership must end up symmetric: the newcomer may not know us yet.
   if (from != who.id && s_.status == supervisor::status::member)
@@ -162,7 +195,10 @@ void membership::on(timestamp now, proc_id from, const wire::member_left& m, out
     return;
   }
   s_.owners.apply_told_routes(now, from, m.routes, out);
-  if (depart(now, m.who, m.incarnation, out))
+  // A crash notice says so (first-hand, or relayed by a sponsor); the leaver's own notice,
+  // or a relay of it, never does, with routes or without (a leaver that owned no vnodes).
+  const auto why = m.crashed && from != m.who ? departure::crash : departure::graceful;
+  if (depart(now, m.who, m.incarnation, why, out))
     for (auto n : sponsored(now))
       if (n != m.who && n != from)
         s_.send(out, n, m);

@@ -64,7 +64,7 @@ void partition_merge::on(timestamp now, proc_id from, const wire::merge_offer& m
     if (p != s_.self)
       old_side_.insert(p);
   for (auto& x : theirs)
-    s_.members.exhume(x.id, x.incarnation); // we took them for crashed: they were not
+    s_.members.exhume(now, x.id, x.incarnation, out); // we took them for crashed: they were not
   buried_.clear();
   s_.life.rejoin(now, from, out);
 }

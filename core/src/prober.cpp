@@ -321,7 +321,7 @@ void prober::merge_view(timestamp now, proc_id from, const wire::bw_reply& m, ou
       s_.watch.refute(now, no_proc, out);
       continue;
     }
-    s_.members.depart(now, d.id, d.incarnation, out);
+    s_.members.depart(now, d.id, d.incarnation, membership::departure::hearsay, out);
   }
   bool news = false;
   for (auto& mem : m.members) // (what the candidate says of itself is first-hand)

@@ -127,8 +127,13 @@ void dispatch(parts& s, timestamp now, proc_id from, const wire::message& m, out
   }
   if (s.merges.from_old_side(from, m))
     return; // the side we yielded from: its news is not ours
-  if (s.merges.from_buried(from, m))
-    return; // the other side of a partition: the merge decides
+  if (s.merges.from_buried(from, m)) {
+    // The other side of a partition: the merge decides. Its own notice of a graceful
+    // leave, after a crash notice about it, still tells that it was not a crash.
+    if (auto* l = std::get_if<wire::member_left>(&m); l && l->who == from && !l->crashed)
+      s.members.left_gracefully(from, l->incarnation);
+    return;
+  }
   std::visit([&](const auto& msg) { handle(s, now, from, msg, out); }, m);
   s.updates.flush(out);
 }
@@ -277,9 +282,7 @@ const std::vector<wire::route_entry>& supervisor::farewell_routes() const noexce
 }
 const std::vector<proc_id>& supervisor::members() const noexcept { return p_->members.list(); }
 bool supervisor::is_member(proc_id p) const { return p_->members.is_member(p); }
-bool supervisor::buried(proc_id p) const {
-  return !p_->members.is_member(p) && p_->members.has_left_before(p);
-}
+bool supervisor::buried(proc_id p) const { return p_->members.buried(p); }
 const wire::member* supervisor::member_info(proc_id p) const { return p_->members.info(p); }
 std::uint64_t supervisor::probes_completed() const noexcept { return p_->probes.completed(); }
 std::uint64_t supervisor::probes_abandoned() const noexcept { return p_->probes.abandoned(); }

@@ -17,6 +17,7 @@ void suspicion::suspect(timestamp now, proc_id p, outbox& out) {
   const auto seq = s_.next_seq++;
   auto& e = suspects_[p];
   e = {seq, s_.members.info(p)->incarnation, now, {}, {}, false};
+  report(now, tree_event::kind::suspected, p, out);
   s_.send(out, p, wire::ping{seq}); // the connection may work again
   // k helpers drawn among the other members not suspected themselves.
   std::vector<proc_id> helpers;
@@ -82,7 +83,7 @@ void suspicion::on(timestamp now, proc_id from, const wire::ping_ack& m, outbox&
   if (i == suspects_.end() || i->second.seq != m.seq || from == m.target)
     return;
   if (m.reached) {
-    clear(now, m.target);
+    clear(now, m.target, out);
     return;
   }
   if (i->second.asked.count(from) != 0)
@@ -102,13 +103,22 @@ bool suspicion::on(timestamp now, proc_id from, const wire::pong& m, outbox& out
   auto i = suspects_.find(from);
   if (i == suspects_.end() || i->second.seq != m.seq)
     return false;
-  clear(now, from);
+  clear(now, from, out);
   return true;
 }
 
-void suspicion::clear(timestamp now, proc_id p) {
+void suspicion::clear(timestamp now, proc_id p, outbox& out) {
   suspects_.erase(p);
   s_.watch.heard_from(now, p); // the watch's silence is over too
+  report(now, tree_event::kind::suspicion_cleared, p, out);
+}
+
+void suspicion::report(timestamp now, tree_event::kind what, proc_id p, outbox& out) const {
+  tree_event e;
+  e.what = what;
+  e.at = now;
+  e.peer = p;
+  out.events.push_back(std::move(e));
 }
 
 void suspicion::on_timer(timestamp now, std::uint64_t seq, outbox& out) {

@@ -34,8 +34,8 @@ class suspicion {
 public:
   explicit suspicion(parts& s) : s_(s) {}
 
-  /// Evidence that member p may have crashed: suspect it (or, with suspicion off,
-  /// declare it crashed at once). Nothing when it is already suspected.
+  /// Evidence that member p may have crashed: suspect it (a `suspected` event; or, with
+  /// suspicion off, declare it crashed at once). Nothing when it is already suspected.
   void suspect(timestamp now, proc_id p, outbox& out);
   bool suspected(proc_id p) const { return suspects_.count(p) != 0; }
   /// Nothing could be delivered to p (a refused connection). For the pings we sent as a
@@ -71,8 +71,10 @@ private:
     proc_id target = no_proc;
     timestamp since{0};
   };
-  /// The suspicion of p is over: p answered.
-  void clear(timestamp now, proc_id p);
+  /// The suspicion of p is over: p answered (a `suspicion_cleared` event).
+  void clear(timestamp now, proc_id p, outbox& out);
+  /// Reports `what` about p as a tree_event.
+  void report(timestamp now, tree_event::kind what, proc_id p, outbox& out) const;
 
   parts& s_;
   std::map<proc_id, suspect_entry> suspects_;

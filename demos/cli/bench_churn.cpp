@@ -154,7 +154,9 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
         return;
       static const char* names[] = {"parent_changed", "busy", "idle", "cycle_broken", "joined",
                                     "join_failed", "left", "crash_detected", "adopted",
-                                    "disowned", "gained", "released"};
+                                    "disowned", "gained", "released",
+                                    "member_buried", "member_returned", "suspected",
+                                    "suspicion_cleared"};
       *trace << "T " << *t << ' ' << p << ' ' << names[static_cast<int>(e.what)] << ' '
              << static_cast<long>(e.tree.root == no_proc ? -1 : static_cast<long>(e.tree.root))
              << ' ' << (e.tree.kind == tree_kind::bandwidth ? 'B' : 'L') << ' '

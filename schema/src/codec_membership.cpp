@@ -30,6 +30,7 @@ void write(const wire::member_left& m, body_builder b) {
   auto r = b.initMemberLeft();
   r.setWho(m.who);
   r.setIncarnation(m.incarnation);
+  r.setCrashed(m.crashed);
   write_list(m.routes, [&](unsigned n) { return r.initRoutes(n); });
 }
 
@@ -71,7 +72,8 @@ wire::merge_offer read(cs::MergeOffer::Reader r) {
 }
 
 wire::member_left read(cs::MemberLeft::Reader r) {
-  return wire::member_left{r.getWho(), read_list(r.getRoutes()), r.getIncarnation()};
+  return wire::member_left{r.getWho(), read_list(r.getRoutes()), r.getIncarnation(),
+                          r.getCrashed()};
 }
 
 wire::handover_request read(cs::HandoverRequest::Reader r) {

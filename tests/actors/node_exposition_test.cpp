@@ -49,6 +49,8 @@ BOOST_AUTO_TEST_CASE(every_metric_appears_with_its_labels_and_values) {
   m.vnodes_adopted = 64;
   m.vnodes_disowned = 0;
   m.frames_from_buried = 5;
+  m.suspicions = 7;
+  m.suspicions_cleared = 6;
 
   const auto text = prometheus_text(m);
   const std::vector<std::string> lines{
@@ -95,6 +97,8 @@ BOOST_AUTO_TEST_CASE(every_metric_appears_with_its_labels_and_values) {
       "banyan_vnodes_adopted_total 64",
       "banyan_vnodes_disowned_total 0",
       "banyan_frames_from_buried_total 5",
+      "banyan_suspicions_total 7",
+      "banyan_suspicions_cleared_total 6",
   };
   for (auto& l : lines)
     BOOST_TEST(has_line(text, l), "missing: " << l << "\n" << text);

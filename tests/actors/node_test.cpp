@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstring>
 #include <future>
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <set>
@@ -792,12 +793,23 @@ BOOST_AUTO_TEST_CASE(collectives_while_a_node_leaves_rejoins_and_another_crashes
   BOOST_REQUIRE(!vd.empty());
   std::mutex adoptions_mtx;
   std::vector<node_event> adoptions;
-  a.on_event([&](const node_event& e) {
-    if (e.what == node_event::kind::vnodes_adopted) {
+  std::map<proc_id, std::vector<node_event>> suspicions; // member_suspected, by who logged it
+  for (auto* n : {&a, &b, &c}) {
+    const auto id = n->id();
+    n->on_event([&, id](const node_event& e) {
       std::lock_guard<std::mutex> guard{adoptions_mtx};
-      adoptions.push_back(e);
-    }
-  });
+      if (e.what == node_event::kind::vnodes_adopted && id == 0)
+        adoptions.push_back(e);
+      if (e.what == node_event::kind::member_suspected)
+        suspicions[id].push_back(e);
+    });
+  }
+  const auto before = [&] {
+    std::map<proc_id, node_metrics> m;
+    for (auto* n : {&a, &b, &c})
+      m[n->id()] = n->metrics();
+    return m;
+  }();
   auto lost = a.broadcast(pattern(4u << 20, 24));
   started(lost);
   d.stop();
@@ -818,6 +830,27 @@ BOOST_AUTO_TEST_CASE(collectives_while_a_node_leaves_rejoins_and_another_crashes
     BOOST_TEST(adoptions[0].vnodes.to_string() == vd.to_string());
   }
   BOOST_TEST(((a.own_vnodes() & vd) == vd));
+  // Whoever took d for crashed suspected it first, and said so (the first suspicion of a
+  // peer is always logged); each suspicion ends once at most, cleared or declared.
+  std::uint64_t crashes = 0;
+  for (auto* n : {&a, &b, &c}) {
+    const auto m = n->metrics();
+    const auto& was = before.at(n->id());
+    const auto declared = m.crashes_detected - was.crashes_detected;
+    crashes += declared;
+    BOOST_TEST(m.suspicions - was.suspicions
+                 >= declared + (m.suspicions_cleared - was.suspicions_cleared),
+               "processor " << n->id());
+    if (declared == 0)
+      continue;
+    std::lock_guard<std::mutex> guard{adoptions_mtx};
+    const auto& seen = suspicions[n->id()];
+    BOOST_TEST(std::any_of(seen.begin(), seen.end(), [](const node_event& e) {
+                 return e.peer == 3u && e.detail.find("processor 3 suspected") == 0;
+               }),
+               "processor " << n->id() << " took 3 for crashed without a member_suspected line");
+  }
+  BOOST_TEST(crashes >= 1u);
   auto after_crash = c.broadcast(pattern(3000, 25));
   auto ac_op = started(after_crash);
   BOOST_REQUIRE_MESSAGE(poll_until(15s, [&] { return ledger.once(ac_op, all) == all.size(); }),

@@ -215,6 +215,14 @@ public:
   const std::vector<std::pair<proc_id, tree_event>>& crash_events() const { return crash_events_; }
   /// Handover events (gained, released), with the processor that reported each, in order.
   const std::vector<std::pair<proc_id, tree_event>>& handover_events() const { return handover_events_; }
+  /// Burial events (member_buried, member_returned), with the processor that reported
+  /// each, in order.
+  const std::vector<std::pair<proc_id, tree_event>>& burial_events() const { return burial_events_; }
+  /// Suspicion events (suspected, suspicion_cleared), with the processor that reported
+  /// each, in order.
+  const std::vector<std::pair<proc_id, tree_event>>& suspicion_events() const {
+    return suspicion_events_;
+  }
 
   /// Runs until nothing is left to do or `limit` events were processed.
   std::size_t run(std::size_t limit = 10'000'000) {
@@ -426,6 +434,12 @@ private:
         crash_events_.emplace_back(p, ev);
       else if (ev.what == tree_event::kind::gained || ev.what == tree_event::kind::released)
         handover_events_.emplace_back(p, ev);
+      else if (ev.what == tree_event::kind::member_buried
+               || ev.what == tree_event::kind::member_returned)
+        burial_events_.emplace_back(p, ev);
+      else if (ev.what == tree_event::kind::suspected
+               || ev.what == tree_event::kind::suspicion_cleared)
+        suspicion_events_.emplace_back(p, ev);
     // A timer belongs to the incarnation that set it (as a delayed message belongs
     // to its actor): it is dropped if the processor has been replaced meanwhile.
     for (auto& t : out.timers)
@@ -570,6 +584,8 @@ private:
   std::vector<std::string> conflicts_;
   std::vector<std::pair<proc_id, tree_event>> crash_events_;
   std::vector<std::pair<proc_id, tree_event>> handover_events_;
+  std::vector<std::pair<proc_id, tree_event>> burial_events_;
+  std::vector<std::pair<proc_id, tree_event>> suspicion_events_;
   std::map<proc_id, timestamp> frozen_; ///< freeze(): until when
   std::set<std::pair<proc_id, proc_id>> cut_; ///< cut(): links (from, to) that refuse
   std::set<std::pair<proc_id, proc_id>> stalled_; ///< stall(): links (from, to) that hold

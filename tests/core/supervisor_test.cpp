@@ -634,6 +634,15 @@ BOOST_AUTO_TEST_CASE(one_refused_connection_does_not_evict_a_live_member) {
     }
     for (auto& [p, e] : detected)
       BOOST_TEST(false, "processor " << p << " took " << e.peer << " for crashed");
+    // Each suspicion was reported, and so was its end.
+    std::size_t suspected = 0, cleared = 0;
+    for (auto& [p, e] : g.suspicion_events()) {
+      BOOST_TEST(p == 2u);
+      BOOST_TEST(e.peer == 3u);
+      (e.what == tree_event::kind::suspected ? suspected : cleared) += 1;
+    }
+    BOOST_TEST(suspected >= 2u); // the refused connection's, and the watch's
+    BOOST_TEST(cleared == suspected);
     BOOST_TEST(crash_events(g, tree_event::kind::disowned).empty());
     for (proc_id p = 0; p < 8; ++p)
       BOOST_TEST(g.sup(p)->is_member(3), "processor " << p << " lost 3");
@@ -662,6 +671,14 @@ BOOST_AUTO_TEST_CASE(a_crash_is_declared_once_the_suspect_answers_nobody) {
     BOOST_TEST_REQUIRE(detected.size() == 1u, "frozen " << frozen);
     BOOST_TEST(detected[0].first == 0u);
     BOOST_TEST(detected[0].second.peer == 5u);
+    // Suspected first, at the refused connection; never cleared.
+    BOOST_TEST_REQUIRE(!g.suspicion_events().empty());
+    BOOST_TEST(g.suspicion_events()[0].first == 0u);
+    BOOST_TEST(g.suspicion_events()[0].second.peer == 5u);
+    BOOST_TEST((g.suspicion_events()[0].second.what == tree_event::kind::suspected));
+    BOOST_TEST((g.suspicion_events()[0].second.at == suspected_at));
+    for (auto& [p, e] : g.suspicion_events())
+      BOOST_TEST((e.what != tree_event::kind::suspicion_cleared), "processor " << p);
     const supervisor_config cfg;
     const auto took = detected[0].second.at - suspected_at;
     if (frozen)
@@ -723,6 +740,14 @@ BOOST_AUTO_TEST_CASE(a_healed_partition_merges_into_one_membership_with_one_owne
           side_owns |= g.sup(p)->routes().owned_by(q);
         BOOST_TEST_REQUIRE((side_owns == vnode_set::range(0, 32)), "processor " << p);
       }
+    // Each side holds the other's members buried (taken for crashed, its own verdict or
+    // a notice).
+    for (auto p : s.loser)
+      for (auto q : s.winner)
+        BOOST_TEST_REQUIRE(g.sup(p)->buried(q), "processor " << p << " of " << q);
+    for (auto p : s.winner)
+      for (auto q : s.loser)
+        BOOST_TEST_REQUIRE(g.sup(p)->buried(q), "processor " << p << " of " << q);
     const auto healed_at = g.now();
     g.heal();
     g.run_for(std::chrono::seconds(60));
@@ -730,7 +755,20 @@ BOOST_AUTO_TEST_CASE(a_healed_partition_merges_into_one_membership_with_one_owne
       BOOST_TEST_REQUIRE((g.sup(p)->state() == supervisor::status::member), "processor " << p);
       BOOST_TEST(g.sup(p)->members().size() == 8u, "processor " << p << " knows "
                                                                 << g.sup(p)->members().size());
+      for (proc_id q = 0; q < 8; ++q)
+        BOOST_TEST(!g.sup(p)->buried(q), "processor " << p << " still buries " << q);
     }
+    // The winners saw every loser return; the losers every winner.
+    std::map<proc_id, std::set<proc_id>> returned;
+    for (auto& [p, e] : g.burial_events())
+      if (e.what == tree_event::kind::member_returned && e.at >= healed_at)
+        returned[p].insert(e.peer);
+    for (auto p : s.winner)
+      BOOST_TEST((returned[p] == std::set<proc_id>(s.loser.begin(), s.loser.end())),
+                 "processor " << p);
+    for (auto p : s.loser)
+      BOOST_TEST((returned[p] == std::set<proc_id>(s.winner.begin(), s.winner.end())),
+                 "processor " << p);
     check_routing(g, 32);
     check_trees(g);
     // The losers learnt that they lost their vnodes; the winners lost none.
@@ -803,6 +841,152 @@ BOOST_AUTO_TEST_CASE(a_watcher_that_did_not_run_does_not_bury_its_successor) {
   BOOST_TEST(g.sup(2)->own_vnodes().empty());
   BOOST_TEST((g.sup(3)->own_vnodes() == vnode_set::range(8, 16)));
   check_routing(g, 32);
+}
+
+// --- burials: who was taken for crashed ---------------------------------------------
+
+namespace {
+
+/// The burial events (member_buried, member_returned) of kind `k` reported so far.
+std::vector<std::pair<proc_id, tree_event>> burial_events(const mini_grid& g,
+                                                          tree_event::kind k) {
+  std::vector<std::pair<proc_id, tree_event>> r;
+  for (auto& e : g.burial_events())
+    if (e.second.what == k)
+      r.push_back(e);
+  return r;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_crash_verdict_and_a_crash_notice_bury_and_a_return_lifts_it) {
+  // 0 takes 5 for crashed (its own verdict); the others hear it from 0's crash notice.
+  // Every member holds 5 buried, and reports it once. Then 5 starts again as a new
+  // incarnation and joins through 6: every member reports it returned, and none holds
+  // it buried any more.
+  mini_grid g{tiny(), 12, eager_cfg()};
+  g.start(0, 4);
+  g.run();
+  std::vector<wire::member_left> notices;
+  g.slow([&](const wire::envelope& e) {
+    if (auto* l = std::get_if<wire::member_left>(&e.body); l && e.from == 0 && l->who == 5)
+      notices.push_back(*l);
+    return false;
+  }, duration{0});
+  g.crash(5);
+  g.suspect(0, 5);
+  g.run();
+  auto detected = crash_events(g, tree_event::kind::crash_detected);
+  BOOST_TEST_REQUIRE(!detected.empty());
+  BOOST_TEST(detected[0].first == 0u);
+  BOOST_TEST_REQUIRE(!notices.empty()); // 0's crash notice, to every member
+  for (auto& n : notices) {
+    BOOST_TEST(n.crashed);
+    BOOST_TEST(n.routes.empty());
+  }
+  std::map<proc_id, int> buried_at;
+  for (auto& [p, e] : burial_events(g, tree_event::kind::member_buried)) {
+    BOOST_TEST(e.peer == 5u, "processor " << p << " buried " << e.peer);
+    ++buried_at[p];
+  }
+  for (proc_id p = 0; p < 8; ++p) {
+    if (p == 5)
+      continue;
+    BOOST_TEST(g.sup(p)->buried(5), "processor " << p);
+    BOOST_TEST(buried_at[p] == 1, "processor " << p << " reported " << buried_at[p]);
+    for (proc_id q = 0; q < 8; ++q)
+      if (q != 5)
+        BOOST_TEST(!g.sup(p)->buried(q), "processor " << p << " buried " << q);
+  }
+  BOOST_TEST(burial_events(g, tree_event::kind::member_returned).empty());
+
+  g.join(5, 6, {});
+  g.run();
+  BOOST_TEST_REQUIRE((g.sup(5)->state() == supervisor::status::member));
+  std::map<proc_id, proc_id> returned_via;
+  for (auto& [p, e] : burial_events(g, tree_event::kind::member_returned)) {
+    BOOST_TEST(e.peer == 5u);
+    BOOST_TEST(returned_via.count(p) == 0u, "processor " << p << " reported it twice");
+    returned_via[p] = e.via;
+  }
+  for (proc_id p = 0; p < 8; ++p) {
+    BOOST_TEST(!g.sup(p)->buried(5), "processor " << p);
+    if (p == 5)
+      continue;
+    BOOST_TEST(g.sup(p)->is_member(5), "processor " << p);
+    BOOST_TEST_REQUIRE(returned_via.count(p) == 1u, "processor " << p);
+    if (p == 6)
+      BOOST_TEST(returned_via[p] == 5u); // it asked 6 itself to be let in
+    else
+      BOOST_TEST((returned_via[p] == 6u || returned_via[p] == 5u)); // 6 told it, or 5 did
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_graceful_leave_never_buries_the_leaver) {
+  // Processors 0-2 (cluster A) are members; 4 (cluster B, across the wide-area link)
+  // joins through 0, with vnodes (0 owns 2 and gives it a share) or without (0 owns 1 and
+  // has none to give). Then 3 (cluster A) joins through 1 at the moment 4 leaves. 4 does
+  // not hear of 3 before it is gone (the news is held on the way to it), so its
+  // `member_left` reaches 3 only as a relay from 1, its sponsor: a notice from a third
+  // party about a member 3 knows, without routes when 4 owned nothing: the shape of a
+  // crash notice. Nobody may take 4 for crashed: a leaver drains its streams after it
+  // left, and what it sends then is to be taken.
+  for (vnode_id per_proc : {1u, 2u}) {
+    mini_grid g{tiny(), 17};
+    g.start(3, per_proc);
+    g.run();
+    g.join(4, 0, {});
+    g.run();
+    BOOST_TEST_REQUIRE((g.sup(4)->state() == supervisor::status::member));
+    const bool with_vnodes = per_proc == 2;
+    BOOST_TEST_REQUIRE(g.sup(4)->own_vnodes().empty() == !with_vnodes, "per_proc " << per_proc);
+    std::vector<wire::member_left> relayed; // 4's notice, on its way to 3 from another
+    g.slow([&](const wire::envelope& e) {
+      if (auto* l = std::get_if<wire::member_left>(&e.body); l && l->who == 4 && e.to == 3
+                                                              && e.from != 4)
+        relayed.push_back(*l);
+      return e.to == 4 && std::holds_alternative<wire::member_joined>(e.body);
+    }, std::chrono::milliseconds(50));
+    g.join(3, 1, {});
+    g.leave(4);
+    g.run();
+    BOOST_TEST_REQUIRE((g.sup(4)->state() == supervisor::status::left), "per_proc " << per_proc);
+    BOOST_TEST_REQUIRE((g.sup(3)->state() == supervisor::status::member), "per_proc " << per_proc);
+    BOOST_TEST_REQUIRE(!relayed.empty(), "per_proc " << per_proc);
+    for (auto& l : relayed) {
+      BOOST_TEST(!l.crashed, "per_proc " << per_proc);
+      BOOST_TEST(l.routes.empty() == !with_vnodes);
+    }
+    for (proc_id p = 0; p < 4; ++p) {
+      BOOST_TEST(!g.sup(p)->is_member(4), "processor " << p << ", per_proc " << per_proc);
+      BOOST_TEST(!g.sup(p)->buried(4), "processor " << p << ", per_proc " << per_proc);
+    }
+    for (auto& [p, e] : g.burial_events())
+      BOOST_TEST(false, "processor " << p << " reported a burial of " << e.peer);
+    check_routing(g, 3 * per_proc);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_leave_announced_after_a_crash_notice_lifts_the_burial) {
+  // 2 takes 3 for crashed while 3 leaves (eager: one refused connection suffices), and
+  // 2's notice reaches 0 before 3's own `member_left`: 0 buries 3, then hears that the
+  // same incarnation left of its own accord. A graceful leaver is not buried.
+  mini_grid g{tiny(), 13, eager_cfg()};
+  g.start(0, 4);
+  g.run();
+  g.slow([](const wire::envelope& e) {
+    return e.from == 3 && e.to == 0 && std::holds_alternative<wire::member_left>(e.body);
+  }, std::chrono::seconds(1));
+  g.leave(3);
+  g.run_for(std::chrono::microseconds(1)); // 3 has offered its vnodes, not yet left
+  BOOST_TEST_REQUIRE((g.sup(3)->state() == supervisor::status::leaving));
+  g.suspect(2, 3);
+  g.run_for(std::chrono::milliseconds(500)); // 2's notice is in, 3's is not
+  BOOST_TEST_REQUIRE(!g.sup(0)->is_member(3));
+  BOOST_TEST_REQUIRE(g.sup(0)->buried(3));
+  g.run();
+  BOOST_TEST(!g.sup(0)->buried(3));
+  BOOST_TEST(!g.sup(0)->is_member(3));
 }
 
 // --- structure-preserving repair (step-parents) -----------------------------------

@@ -161,7 +161,7 @@ struct gen {
       case 10: return wire::join_request{member(), vnodes()};
       case 11: return wire::join_accept{list([&] { return member(); }), list([&] { return route(); })};
       case 12: return wire::member_joined{member()};
-      case 13: return wire::member_left{proc(), list([&] { return route(); }), u64()};
+      case 13: return wire::member_left{proc(), list([&] { return route(); }), u64(), coin()};
       case 14: return wire::handover_request{vnodes(), proc()};
       case 15: return wire::routing_update{list([&] { return route(); })};
       case 16: return wire::vnode_handover{route()};

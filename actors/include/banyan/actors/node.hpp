@@ -196,6 +196,11 @@ struct node_event {
     idle,           ///< nothing more to do until something happens
     transport,      ///< a connection came up, went down or was refused (`detail`)
     collective,     ///< something about a collective worth a log line (`detail`)
+    /// `peer` is suspected of having crashed (unreachable, or silent for `crash_timeout`):
+    /// it and members asked to ping it have `sup.suspect_timeout` to answer. At most one
+    /// line per peer per `suspicion_log_interval`, `detail` counting those held back.
+    member_suspected,
+    suspicion_cleared, ///< `peer` answered: no longer suspected (limited likewise)
   };
   kind what = kind::transport;
   tree_key tree;
@@ -301,6 +306,8 @@ struct node_metrics {
   std::uint64_t vnodes_adopted = 0;   ///< vnodes adopted from crashed members
   std::uint64_t vnodes_disowned = 0;  ///< vnodes given up because this node was taken for crashed
   std::uint64_t frames_from_buried = 0; ///< engine frames dropped: from a processor taken for crashed
+  std::uint64_t suspicions = 0;         ///< members this node suspected (each suspicion, logged or not)
+  std::uint64_t suspicions_cleared = 0; ///< of those, suspicions that ended with an answer
 };
 
 class node {

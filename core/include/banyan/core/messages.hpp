@@ -211,8 +211,12 @@ struct member_left {
   proc_id who = no_proc;
   std::vector<route_entry> routes;
   std::uint64_t incarnation = 0; ///< of the leaver
+  /// A crash notice: a member took `who` for crashed (or relays such a notice). False in
+  /// the leaver's own notice of a graceful leave and in relays of it.
+  bool crashed = false;
   friend bool operator==(const member_left& a, const member_left& b) {
-    return a.who == b.who && a.routes == b.routes && a.incarnation == b.incarnation;
+    return a.who == b.who && a.routes == b.routes && a.incarnation == b.incarnation
+           && a.crashed == b.crashed;
   }
 };
 /// A member -> a processor it took for crashed (once per watch period, for a while):

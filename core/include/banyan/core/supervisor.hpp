@@ -176,14 +176,24 @@ struct tree_event {
     disowned,          ///< vnodes: no longer ours, `peer` took us for crashed
     gained,            ///< vnodes: handed to us by `peer` (our join share, or its leave)
     released,          ///< vnodes: handed over to `peer` (a newcomer's share, or our leave)
+    member_buried,     ///< peer: a member departed by crash (our verdict or a crash notice)
+    member_returned,   ///< peer: a processor buried here is a member again (or was exhumed);
+                       ///< via: who told us of its new incarnation
+    suspected,         ///< peer: a member suspected (unreachable, silent, strikes), not yet declared
+    suspicion_cleared, ///< peer: a suspect answered (it, or a member asked to ping it)
   };
   kind what = kind::parent_changed;
   tree_key tree;
   proc_id old_parent = no_proc;
   proc_id new_parent = no_proc;
   timestamp at{0};
-  proc_id peer = no_proc; ///< crash_detected, adopted, disowned, gained, released
+  proc_id peer = no_proc; ///< crash_detected, adopted, disowned, gained, released,
+                          ///< member_buried, member_returned, suspected, suspicion_cleared
   vnode_set vnodes;       ///< adopted, disowned, gained, released
+  /// member_returned: the member whose `member_joined` told us of the new incarnation (the
+  /// processor itself when it announced it, or asked us to let it in); no_proc when a
+  /// member list (a join accept, a probe's view) or a merge of partitions brought it back.
+  proc_id via = no_proc;
 };
 
 struct timer_request {
@@ -295,9 +305,14 @@ public:
   const std::vector<wire::route_entry>& farewell_routes() const noexcept;
   const std::vector<proc_id>& members() const noexcept;
   bool is_member(proc_id p) const;
-  /// `p` is no member and an incarnation of it departed (left, or taken for crashed):
-  /// what it sends now was sent before we buried it, or from the other side of a
-  /// partition.
+  /// `p` is no member and its last incarnation we knew as a member departed by crash:
+  /// we took it for crashed, or a member's crash notice told us (`member_left` with
+  /// `crashed`, first-hand or relayed). What it sends now was sent before it learnt it,
+  /// or from the other side of a partition. A graceful leaver is never buried (it drains
+  /// its streams after it left), nor a member that departed by hearsay only (a tombstone
+  /// in a probe's view). It stops being buried when it is a member again, or when a merge
+  /// of partitions exhumes it (a `member_returned` event), or when its own graceful
+  /// `member_left` for the incarnation buried arrives after the crash notice.
   bool buried(proc_id p) const;
   /// What this processor knows of member `p` (address, incarnation); nullptr when `p`
   /// is not a member. Valid until the next event.
