@@ -177,6 +177,14 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   const auto base = c.elapsed();
   trace_base = base;
   const proc_id origin = 0;
+  std::optional<tree_choice> choice;
+  if (!opt.tree_rule.empty()) {
+    tree_choice tc;
+    tc.rule = opt.tree_rule == "threshold" ? tree_rule::threshold : tree_rule::model;
+    tc.cost.segment = broadcast_config{}.segment_size;
+    tc.cost.overhead = broadcast_config{}.send_overhead;
+    choice = tc;
+  }
   if (trace && opt.trace_from_ms <= 0) // the trees as formed, so the trace's tree lines start whole
     for (proc_id p = 0; p < topo->proc_count(); ++p)
       if (auto* s = c.inspect(p))
@@ -276,7 +284,7 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
                                 [&](const in_flight& f) { return complete(f.id); }),
                  flying.end());
     while (flying.size() < opt.window) {
-      auto id = c.broadcast(origin, opt.message_bytes);
+      auto id = c.broadcast(origin, opt.message_bytes, choice);
       if (!id)
         return std::string{"processor 0 could not start a broadcast"};
       started.push_back(*id);
@@ -397,6 +405,7 @@ nlohmann::json run_json(const churn_options& opt, const churn_result& r) {
   j["topology"] = r.topology;
   j["seed"] = opt.seed;
   j["background_s"] = opt.background_s;
+  j["tree_rule"] = opt.tree_rule.empty() ? "engine" : opt.tree_rule;
   j["clock"] = opt.clock;
   j["procs"] = r.procs;
   j["vnodes"] = r.vnodes;
@@ -467,9 +476,10 @@ int run_bench_churn(const churn_options& opt, const std::string& json_path,
   }
   auto& r = std::get<churn_result>(out);
   std::printf("churn on %s (%zu processors, %zu vnodes, %zu KiB broadcasts from 0, %zu in "
-              "flight, emulated network, %s time)\n",
+              "flight, emulated network, %s time%s%s)\n",
               r.topology.c_str(), r.procs, r.vnodes, opt.message_bytes / 1024, opt.window,
-              opt.clock.c_str());
+              opt.clock.c_str(), opt.tree_rule.empty() ? "" : ", tree rule ",
+              opt.tree_rule.c_str());
   std::printf("%-8s %8s %6s %12s %16s\n", "event", "at_ms", "procs", "steady_MBps",
               "restabilize_ms");
   for (auto& e : r.events) {
@@ -511,9 +521,10 @@ int run_bench_churn_seeds(const churn_options& opt, const std::vector<std::uint6
       return 2;
     }
   std::printf("churn on %s over %zu seeds (%zu KiB broadcasts from 0, %zu in flight, leave at "
-              "%.0f ms, rejoin at %.0f ms, emulated network, %s time)\n",
+              "%.0f ms, rejoin at %.0f ms, emulated network, %s time%s%s)\n",
               opt.topology.c_str(), seeds.size(), opt.message_bytes / 1024, opt.window,
-              opt.leave_at_ms, opt.rejoin_at_ms, opt.clock.c_str());
+              opt.leave_at_ms, opt.rejoin_at_ms, opt.clock.c_str(),
+              opt.tree_rule.empty() ? "" : ", tree rule ", opt.tree_rule.c_str());
   std::printf("%6s %10s %14s %14s %12s %10s %5s %5s %8s %8s\n", "seed", "broadcasts",
               "leave_ms", "rejoin_ms", "steady_MBps", "wall_s", "dup", "lost", "x_leave",
               "x_rejoin");
@@ -642,6 +653,7 @@ int run_bench_churn_seeds(const churn_options& opt, const std::vector<std::uint6
     nlohmann::json j;
     j["topology"] = opt.topology;
     j["background_s"] = opt.background_s;
+    j["tree_rule"] = opt.tree_rule.empty() ? "engine" : opt.tree_rule;
     j["seeds"] = seeds;
     j["runs"] = runs;
     j["summary"] = {{"runs", seeds.size()},
@@ -683,6 +695,10 @@ void add_bench_churn_command(CLI::App& bench, std::function<int()>& action) {
   cmd->add_option("--background", a->opt.background_s,
                   "background measurement period once trees are stable (0: off)")
     ->type_name("SECONDS");
+  cmd->add_option("--tree-rule", a->opt.tree_rule,
+                  "how processor 0 picks each broadcast's tree: model or threshold "
+                  "(default: the broadcast engine's own, model)")
+    ->check(CLI::IsMember({"model", "threshold"}));
   cmd->add_option("--seeds", a->seeds,
                   "run once per seed (e.g. 1-10, or 1,4,9) and summarize; the JSON has "
                   "`runs` and `summary`, the plot a timeline per seed")

@@ -5,7 +5,7 @@
 //   banyan bench churn --topology T [common options of bench_common.hpp: --seed, --clock,
 //                      --json, --plot, -q] [--leave-at MS] [--rejoin-at MS] [--duration MS]
 //                      [--window N] [--size BYTES] [--trace FILE [--trace-from MS]]
-//                      [--seeds LIST]
+//                      [--seeds LIST] [--tree-rule model|threshold]
 //
 // Progress on stderr (unless -q): a line per second of cluster time. In real time the
 // supervisors cannot be read, so the processors rejoin asking for a share of processor
@@ -33,6 +33,11 @@
 // `seeds`, `runs` (each what a single run writes) and `summary` (`leave` and `rejoin`:
 // `back_within_1s`, `not_back`, `median_ms` (null: not back); `median_broadcasts`,
 // `duplicates`, `lost`); the plot draws every seed's timeline.
+//
+// --tree-rule model|threshold: how processor 0 picks the tree of each broadcast
+// (core/tree_choice.hpp); without it, the broadcast engine's own rule (model). With
+// threshold, every broadcast of 256 KiB or more takes the bandwidth tree, so the run
+// measures the trees alone, without the choice between them.
 //
 // --trace FILE (virtual time): a line per frame and per tree event from --trace-from on,
 // times in ms on the timeline (to find where the time goes):
@@ -78,6 +83,9 @@ struct churn_options {
   /// Background measurement period in seconds (supervisor_config::background_period;
   /// 0: off, trees measured once).
   double background_s = 0;
+  /// The tree choice of processor 0's broadcasts: "model" or "threshold"
+  /// (core/tree_choice.hpp); empty: the broadcast engine's own.
+  std::string tree_rule;
 };
 
 struct churn_point {
