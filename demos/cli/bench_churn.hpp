@@ -23,7 +23,10 @@
 // before the event) and `restabilize_ms`: from the event to the start of the first
 // `smooth_ms` window (on a bucket boundary) whose mean bandwidth, and the next window's,
 // is at least 90% of that steady bandwidth (long broadcasts complete in bursts, so single
-// buckets say little). Exactly-once: every vnode must get every broadcast once (vnodes are handed
+// buckets say little). Each event also reports one tree's ceiling from processor 0
+// (core/stream_ceiling.hpp) over the processors running before it and after it, as
+// delivered MB/s: when the one after is below the steady rate, the network after the
+// event cannot carry that rate, whatever the trees. Exactly-once: every vnode must get every broadcast once (vnodes are handed
 // over, never dropped, so every broadcast has the same vnodes to reach).
 //
 // --seeds LIST (e.g. 1-10, or 1,4,9; instead of --seed): one run per seed, a line each,
@@ -105,6 +108,12 @@ struct churn_event {
   std::size_t procs = 0;           ///< processors that left / rejoined
   double steady_MBps = 0;          ///< mean over the second before the event
   std::optional<double> restabilize_ms; ///< nothing: not back before the end
+  /// What one tree can carry from processor 0 to the processors running before and
+  /// after the event (broadcast_tree_ceiling of the topology without the processors
+  /// away, times the vnodes, as delivered MB/s): their ratio says whether the network
+  /// after the event allows the steady rate at all.
+  double tree_ceiling_before_MBps = 0;
+  double tree_ceiling_after_MBps = 0;
 };
 
 /// One broadcast of the run: when it started and when its last vnode got it.
