@@ -97,10 +97,9 @@ std::optional<error> join_leave::leave(timestamp now, proc_id recipient, outbox&
 }
 
 void join_leave::rank_nearest() {
-  // By the RTT measured, or seen while the member probed us (a LAN peer whose parent we
-  // are may never have been probed by us), or, for a member not measured either way, by
-  // our distance from it along its latency tree (one way: the RTTs of a LAN are below
-  // the wide-area ones, a LAN's tree paths mostly below them too). When half of a LAN leaves at once, the leavers
+  // By the RTT measured, or, for a member not measured, by our distance from it along
+  // its latency tree (one way: the RTTs of a LAN are below the wide-area ones, a LAN's
+  // tree paths mostly below them too). When half of a LAN leaves at once, the leavers
   // refuse one another, and a leaver that had measured few of its LAN must still find a
   // member of it rather than the nearest it measured across a wide-area link.
   std::vector<std::pair<duration, proc_id>> ranked;
@@ -108,8 +107,6 @@ void join_leave::rank_nearest() {
     if (m == s_.self)
       continue;
     auto d = s_.paths.measured_rtt(m);
-    if (!d)
-      d = s_.probes.heard_rtt(m);
     if (!d)
       if (auto* t = s_.trees.find({m, tree_kind::latency}); t && t->connected())
         d = t->dist();

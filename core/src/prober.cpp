@@ -171,15 +171,8 @@ void prober::finish_probe(timestamp now, bool completed, outbox& out) {
   maybe_probe(now, out);
 }
 
-void prober::on(timestamp now, proc_id from, const wire::ping& m, outbox& out) {
-  ponged_[from] = {m.seq, now};
+void prober::on(timestamp, proc_id from, const wire::ping& m, outbox& out) {
   s_.send(out, from, wire::pong{m.seq});
-}
-
-std::optional<duration> prober::heard_rtt(proc_id p) const {
-  if (auto i = heard_.find(p); i != heard_.end())
-    return i->second;
-  return std::nullopt;
 }
 
 void prober::on(timestamp now, proc_id from, const wire::pong& m, outbox& out) {
@@ -200,14 +193,7 @@ void prober::on(timestamp now, proc_id from, const wire::pong& m, outbox& out) {
   s_.send(out, from, wire::bw_request{m.seq, view_of(s_)});
 }
 
-void prober::on(timestamp now, proc_id from, const wire::bw_request& m, outbox& out) {
-  if (auto i = ponged_.find(from); i != ponged_.end() && i->second.first == m.seq) {
-    const auto rtt = now - i->second.second;
-    auto [h, fresh] = heard_.try_emplace(from, rtt);
-    if (!fresh)
-      h->second = std::min(h->second, rtt);
-    ponged_.erase(i);
-  }
+void prober::on(timestamp, proc_id from, const wire::bw_request& m, outbox& out) {
   wire::bw_reply reply;
   reply.seq = m.seq;
   reply.trees.reserve(s_.members.size() * tree_kind_count);
@@ -435,8 +421,6 @@ void prober::reset() {
   schedule_ = measurement_schedule(s_.cfg.extra_measurements);
   probe_.reset();
   strikes_.clear();
-  ponged_.clear();
-  heard_.clear();
   remeasure_.clear();
   round_probed_.clear();
   settling_ = repair_round_ = false;

@@ -99,9 +99,6 @@ public:
   void forget_strikes(proc_id p) { strikes_.erase(p); }
   /// A new round of life: no schedule, probe or strikes, nothing to remeasure.
   void reset();
-  /// The smallest RTT seen while p probed us (from our pong to its bw_request, which it
-  /// sends on that pong): what p measured of the path, for a peer we never probed.
-  std::optional<duration> heard_rtt(proc_id p) const;
 
 private:
   /// A member to probe: with `local_only`, one known to be in this LAN (if any).
@@ -114,9 +111,6 @@ private:
   measurement_schedule schedule_;
   std::optional<probe> probe_;
   std::map<proc_id, int> strikes_; ///< consecutive unanswered probes per candidate
-  /// Probed by others: our last pong to each (its seq, when), and the RTTs heard.
-  std::map<proc_id, std::pair<std::uint64_t, timestamp>> ponged_;
-  std::map<proc_id, duration> heard_;
   /// Peers adopted without a measurement: probed next, so the edge gets real figures.
   std::vector<proc_id> remeasure_;
   /// Candidates probed in this round: a joiner's LAN round draws each once before any again.
