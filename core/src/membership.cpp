@@ -162,13 +162,7 @@ void membership::on(timestamp now, proc_id from, const wire::member_left& m, out
     return;
   }
   s_.owners.apply_told_routes(now, from, m.routes, out);
-  const bool news = depart(now, m.who, m.incarnation, out);
-  // An offer of our vnodes to the one who left is as good as refused (its answer, had it
-  // sent one, came first: messages between two processors arrive in order); a leave
-  // waiting on it goes on now rather than after probe_timeout.
-  if (!is_member(m.who))
-    s_.owners.drop_offer_to(now, m.who, out);
-  if (news)
+  if (depart(now, m.who, m.incarnation, out))
     for (auto n : sponsored(now))
       if (n != m.who && n != from)
         s_.send(out, n, m);
