@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "banyan/actors/emulated_cluster.hpp"
+#include "banyan/core/stream_ceiling.hpp"
 #include "banyan/core/topology.hpp"
 #include "bench_bandwidth.hpp" // parse_size
 #include "bench_common.hpp"
@@ -35,6 +36,27 @@ constexpr const char* tag = "banyan bench churn: ";
 
 double to_ms(duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
+}
+
+/// The network with the processors `away` taken out (the others renumbered in order, as
+/// the topology text numbers them: depth first, in declaration order).
+topology without(const topology& topo, const std::vector<proc_id>& away) {
+  topology t = topo;
+  for (auto p : away)
+    --t.groups[static_cast<std::size_t>(topo.leaf_of(p))].procs;
+  proc_id next = 0;
+  std::function<void(int)> number = [&](int gi) {
+    auto& g = t.groups[static_cast<std::size_t>(gi)];
+    g.first_proc = next;
+    next += g.procs;
+    for (int c : g.children)
+      number(c);
+    g.proc_count = next - g.first_proc;
+  };
+  for (std::size_t i = 0; i < t.groups.size(); ++i)
+    if (t.groups[i].parent < 0)
+      number(static_cast<int>(i));
+  return t;
 }
 
 /// How long a broadcast may stay incomplete before the window stops waiting for it (it
@@ -179,6 +201,14 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   const auto base = c.elapsed();
   trace_base = base;
   const proc_id origin = 0;
+  std::optional<tree_choice> choice;
+  if (!opt.tree_rule.empty()) {
+    tree_choice tc;
+    tc.rule = opt.tree_rule == "threshold" ? tree_rule::threshold : tree_rule::model;
+    tc.cost.segment = broadcast_config{}.segment_size;
+    tc.cost.overhead = broadcast_config{}.send_overhead;
+    choice = tc;
+  }
   if (trace && opt.trace_from_ms <= 0) // the trees as formed, so the trace's tree lines start whole
     for (proc_id p = 0; p < topo->proc_count(); ++p)
       if (auto* s = c.inspect(p))
@@ -278,7 +308,7 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
                                 [&](const in_flight& f) { return complete(f.id); }),
                  flying.end());
     while (flying.size() < opt.window) {
-      auto id = c.broadcast(origin, opt.message_bytes);
+      auto id = c.broadcast(origin, opt.message_bytes, choice);
       if (!id)
         return std::string{"processor 0 could not start a broadcast"};
       started.push_back(*id);
@@ -353,11 +383,19 @@ run_churn(const churn_options& opt, const std::function<void(const std::string&)
   res.extra_entries_after_leave = mean_extra(opt.leave_at_ms + 500, opt.rejoin_at_ms);
   res.extra_entries_after_rejoin = mean_extra(opt.rejoin_at_ms + 500, opt.duration_ms);
 
+  // One tree's ceiling from processor 0 (never a mover), as delivered MB/s.
+  const double all_vnodes = static_cast<double>(res.vnodes);
+  const double ceiling_all =
+    broadcast_tree_ceiling(*topo, origin).ceiling * all_vnodes / 1e6;
+  const double ceiling_left =
+    broadcast_tree_ceiling(without(*topo, movers), origin).ceiling * all_vnodes / 1e6;
   auto event = [&](const std::string& what, double at, double until) {
     churn_event e;
     e.what = what;
     e.at_ms = at;
     e.procs = movers.size();
+    e.tree_ceiling_before_MBps = what == "leave" ? ceiling_all : ceiling_left;
+    e.tree_ceiling_after_MBps = what == "leave" ? ceiling_left : ceiling_all;
     e.steady_MBps = mean_over(res.timeline, opt.bucket_ms, at - 1000, at);
     e.restabilize_ms =
       restabilize(res.timeline, opt.bucket_ms, at, until, e.steady_MBps, opt.smooth_ms);
@@ -399,6 +437,7 @@ nlohmann::json run_json(const churn_options& opt, const churn_result& r) {
   j["topology"] = r.topology;
   j["seed"] = opt.seed;
   j["background_s"] = opt.background_s;
+  j["tree_rule"] = opt.tree_rule.empty() ? "engine" : opt.tree_rule;
   j["clock"] = opt.clock;
   j["procs"] = r.procs;
   j["vnodes"] = r.vnodes;
@@ -416,7 +455,9 @@ nlohmann::json run_json(const churn_options& opt, const churn_result& r) {
     nlohmann::json x = {{"event", e.what},
                         {"at_ms", e.at_ms},
                         {"procs", e.procs},
-                        {"steady_MBps", e.steady_MBps}};
+                        {"steady_MBps", e.steady_MBps},
+                        {"tree_ceiling_before_MBps", e.tree_ceiling_before_MBps},
+                        {"tree_ceiling_after_MBps", e.tree_ceiling_after_MBps}};
     x["restabilize_ms"] = e.restabilize_ms ? nlohmann::json(*e.restabilize_ms) : nlohmann::json();
     ev.push_back(x);
   }
@@ -469,18 +510,22 @@ int run_bench_churn(const churn_options& opt, const std::string& json_path,
   }
   auto& r = std::get<churn_result>(out);
   std::printf("churn on %s (%zu processors, %zu vnodes, %zu KiB broadcasts from 0, %zu in "
-              "flight, emulated network, %s time)\n",
+              "flight, emulated network, %s time%s%s)\n",
               r.topology.c_str(), r.procs, r.vnodes, opt.message_bytes / 1024, opt.window,
-              opt.clock.c_str());
-  std::printf("%-8s %8s %6s %12s %16s\n", "event", "at_ms", "procs", "steady_MBps",
-              "restabilize_ms");
+              opt.clock.c_str(), opt.tree_rule.empty() ? "" : ", tree rule ",
+              opt.tree_rule.c_str());
+  std::printf("%-8s %8s %6s %12s %16s %24s\n", "event", "at_ms", "procs", "steady_MBps",
+              "restabilize_ms", "tree_ceiling_MBps");
   for (auto& e : r.events) {
+    char ceiling[64];
+    std::snprintf(ceiling, sizeof ceiling, "%.1f -> %.1f", e.tree_ceiling_before_MBps,
+                  e.tree_ceiling_after_MBps);
     if (e.restabilize_ms)
-      std::printf("%-8s %8.0f %6zu %12.1f %16.0f\n", e.what.c_str(), e.at_ms, e.procs,
-                  e.steady_MBps, *e.restabilize_ms);
+      std::printf("%-8s %8.0f %6zu %12.1f %16.0f %24s\n", e.what.c_str(), e.at_ms, e.procs,
+                  e.steady_MBps, *e.restabilize_ms, ceiling);
     else
-      std::printf("%-8s %8.0f %6zu %12.1f %16s\n", e.what.c_str(), e.at_ms, e.procs,
-                  e.steady_MBps, "not back");
+      std::printf("%-8s %8.0f %6zu %12.1f %16s %24s\n", e.what.c_str(), e.at_ms, e.procs,
+                  e.steady_MBps, "not back", ceiling);
   }
   std::printf("broadcasts %zu, deliveries %zu of %zu expected, duplicates %zu, lost %zu "
               "(%.1f s wall)\n",
@@ -513,9 +558,10 @@ int run_bench_churn_seeds(const churn_options& opt, const std::vector<std::uint6
       return 2;
     }
   std::printf("churn on %s over %zu seeds (%zu KiB broadcasts from 0, %zu in flight, leave at "
-              "%.0f ms, rejoin at %.0f ms, emulated network, %s time)\n",
+              "%.0f ms, rejoin at %.0f ms, emulated network, %s time%s%s)\n",
               opt.topology.c_str(), seeds.size(), opt.message_bytes / 1024, opt.window,
-              opt.leave_at_ms, opt.rejoin_at_ms, opt.clock.c_str());
+              opt.leave_at_ms, opt.rejoin_at_ms, opt.clock.c_str(),
+              opt.tree_rule.empty() ? "" : ", tree rule ", opt.tree_rule.c_str());
   std::printf("%6s %10s %14s %14s %12s %10s %5s %5s %8s %8s\n", "seed", "broadcasts",
               "leave_ms", "rejoin_ms", "steady_MBps", "wall_s", "dup", "lost", "x_leave",
               "x_rejoin");
@@ -644,6 +690,7 @@ int run_bench_churn_seeds(const churn_options& opt, const std::vector<std::uint6
     nlohmann::json j;
     j["topology"] = opt.topology;
     j["background_s"] = opt.background_s;
+    j["tree_rule"] = opt.tree_rule.empty() ? "engine" : opt.tree_rule;
     j["seeds"] = seeds;
     j["runs"] = runs;
     j["summary"] = {{"runs", seeds.size()},
@@ -685,6 +732,10 @@ void add_bench_churn_command(CLI::App& bench, std::function<int()>& action) {
   cmd->add_option("--background", a->opt.background_s,
                   "background measurement period once trees are stable (0: off)")
     ->type_name("SECONDS");
+  cmd->add_option("--tree-rule", a->opt.tree_rule,
+                  "how processor 0 picks each broadcast's tree: model or threshold "
+                  "(default: the broadcast engine's own, model)")
+    ->check(CLI::IsMember({"model", "threshold"}));
   cmd->add_option("--seeds", a->seeds,
                   "run once per seed (e.g. 1-10, or 1,4,9) and summarize; the JSON has "
                   "`runs` and `summary`, the plot a timeline per seed")

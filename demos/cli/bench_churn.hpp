@@ -5,7 +5,7 @@
 //   banyan bench churn --topology T [common options of bench_common.hpp: --seed, --clock,
 //                      --json, --plot, -q] [--leave-at MS] [--rejoin-at MS] [--duration MS]
 //                      [--window N] [--size BYTES] [--trace FILE [--trace-from MS]]
-//                      [--seeds LIST]
+//                      [--seeds LIST] [--tree-rule model|threshold]
 //
 // Progress on stderr (unless -q): a line per second of cluster time. In real time the
 // supervisors cannot be read, so the processors rejoin asking for a share of processor
@@ -23,7 +23,10 @@
 // before the event) and `restabilize_ms`: from the event to the start of the first
 // `smooth_ms` window (on a bucket boundary) whose mean bandwidth, and the next window's,
 // is at least 90% of that steady bandwidth (long broadcasts complete in bursts, so single
-// buckets say little). Exactly-once: every vnode must get every broadcast once (vnodes are handed
+// buckets say little). Each event also reports one tree's ceiling from processor 0
+// (core/stream_ceiling.hpp) over the processors running before it and after it, as
+// delivered MB/s: when the one after is below the steady rate, the network after the
+// event cannot carry that rate, whatever the trees. Exactly-once: every vnode must get every broadcast once (vnodes are handed
 // over, never dropped, so every broadcast has the same vnodes to reach).
 //
 // --seeds LIST (e.g. 1-10, or 1,4,9; instead of --seed): one run per seed, a line each,
@@ -33,6 +36,11 @@
 // `seeds`, `runs` (each what a single run writes) and `summary` (`leave` and `rejoin`:
 // `back_within_1s`, `not_back`, `median_ms` (null: not back); `median_broadcasts`,
 // `duplicates`, `lost`); the plot draws every seed's timeline.
+//
+// --tree-rule model|threshold: how processor 0 picks the tree of each broadcast
+// (core/tree_choice.hpp); without it, the broadcast engine's own rule (model). With
+// threshold, every broadcast of 256 KiB or more takes the bandwidth tree, so the run
+// measures the trees alone, without the choice between them.
 //
 // --trace FILE (virtual time): a line per frame and per tree event from --trace-from on,
 // times in ms on the timeline (to find where the time goes):
@@ -78,6 +86,9 @@ struct churn_options {
   /// Background measurement period in seconds (supervisor_config::background_period;
   /// 0: off, trees measured once).
   double background_s = 0;
+  /// The tree choice of processor 0's broadcasts: "model" or "threshold"
+  /// (core/tree_choice.hpp); empty: the broadcast engine's own.
+  std::string tree_rule;
 };
 
 struct churn_point {
@@ -97,6 +108,12 @@ struct churn_event {
   std::size_t procs = 0;           ///< processors that left / rejoined
   double steady_MBps = 0;          ///< mean over the second before the event
   std::optional<double> restabilize_ms; ///< nothing: not back before the end
+  /// What one tree can carry from processor 0 to the processors running before and
+  /// after the event (broadcast_tree_ceiling of the topology without the processors
+  /// away, times the vnodes, as delivered MB/s): their ratio says whether the network
+  /// after the event allows the steady rate at all.
+  double tree_ceiling_before_MBps = 0;
+  double tree_ceiling_after_MBps = 0;
 };
 
 /// One broadcast of the run: when it started and when its last vnode got it.

@@ -46,6 +46,7 @@ expect 2 '^banyan node: -v means --log-level debug: '        "${node[@]}" --id 1
 expect 2 '^banyan node: bad --metrics "localhost:9464" '     "${node[@]}" --id 1 --metrics localhost:9464
 expect 2 '^banyan node: bad --metrics "127.0.0.1" '          "${node[@]}" --id 1 --metrics 127.0.0.1
 expect 2 '^banyan bench: a subcommand is required \(see banyan bench --help\)$' bench
+expect 2 '^banyan bench churn: --tree-rule: bogus not in \{model,threshold\}' bench churn --topology tiny-2c8 --tree-rule bogus
 expect 2 '^banyan sim: unknown subcommand "forest" '         sim forest
 expect 1 '^banyan health: cannot read '                      health "$scratch/none.json"
 expect 2 '^banyan health: file is required'                  health
