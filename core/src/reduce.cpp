@@ -379,6 +379,7 @@ bool reduce_engine::take_in(timestamp now, op_state& st, const vnode_set& vs,
   }
   if (is_root_owner(st)) {
     st.rooted = true;
+    ack_taken(now, st, out); // what waited here for a parent is gathered at the root now
     if (!st.owners_noted)
       ask_new_owners(now, st, out); // notes who owns what is missing
     if (tentative) {
@@ -438,9 +439,7 @@ void reduce_engine::maybe_send_main(timestamp now, op_state& st, bool force,
   st.acc.clear();
   st.covered.clear();
   // The children's partials have gone up from here with it.
-  for (auto& [child, vs] : st.to_ack)
-    ack(now, child, st.spec.op, vs, out);
-  st.to_ack.clear();
+  ack_taken(now, st, out);
   linger(st, out);
   // The segment after this one (if any) has its timeout from now on.
   if (auto n = ops_.find(st.spec.op + 1); n != ops_.end() && n->second.spec.after == st.spec.op &&
@@ -795,6 +794,7 @@ void reduce_engine::on_view_change(timestamp now, reduce_outbox& out) {
       linger(st, out);
     } else if (is_root_owner(st) && st.has_acc) {
       st.rooted = true; // the root vnode moved here: what waited here is its now
+      ack_taken(now, st, out);
       check_complete(st, out);
     }
     // Children may have gone; one that left takes its part elsewhere.
