@@ -675,12 +675,23 @@ void reduce_engine::adopt(timestamp now, const vnode_set& vnodes, reduce_outbox&
 bool reduce_engine::on_message(timestamp now, proc_id from, const wire::message& m,
                                reduce_outbox& out) {
   sync(now, out);
-  if (!handles(m) || !view_.participating())
+  if (!handles(m))
+    return false;
+  if (auto* a = std::get_if<wire::reduce_ack>(&m)) {
+    // Taken also once this processor no longer takes part: an acknowledgement brings no
+    // work, it only lets go of a partial kept for a resend. A leaver's partials are
+    // orphaned by its own leave (it has no parent any more), and one whose ack it refused
+    // would go again, tentatively, after `resend_grace`: to a later owner of the root
+    // vnode, where the result completed elsewhere, that copy would be held for good.
+    // The ack says what covers the partial went up from its parent or was gathered at
+    // the root's owner, so forgetting the kept copy loses nothing.
+    handle_ack(*a, from);
+    return true;
+  }
+  if (!view_.participating())
     return false; // frozen knowledge takes no new work
   if (auto* p = std::get_if<wire::reduce_partial>(&m))
     handle_partial(now, from, *p, out);
-  else if (auto* a = std::get_if<wire::reduce_ack>(&m))
-    handle_ack(*a, from);
   else if (auto* q = std::get_if<wire::reduce_ask>(&m))
     handle_ask(now, *q, out);
   else

@@ -264,8 +264,8 @@ public:
            std::holds_alternative<wire::reduce_ask>(m);
   }
   /// A frame for this engine arrived. Returns false when the engine does not take it
-  /// (a processor that no longer takes part takes no new work): the runtime must hand it
-  /// back to its sender as undeliverable.
+  /// (a processor that no longer takes part takes no new work; it still takes a
+  /// `reduce_ack`): the runtime must hand it back to its sender as undeliverable.
   bool on_message(timestamp now, proc_id from, const wire::message& m, reduce_outbox& out);
   void on_timer(timestamp now, std::uint64_t token, reduce_outbox& out);
   /// `m`, sent by this engine to `to`, could not be delivered there.
