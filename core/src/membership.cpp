@@ -198,7 +198,13 @@ void membership::on(timestamp now, proc_id from, const wire::member_left& m, out
   // A crash notice says so (first-hand, or relayed by a sponsor); the leaver's own notice,
   // or a relay of it, never does, with routes or without (a leaver that owned no vnodes).
   const auto why = m.crashed && from != m.who ? departure::crash : departure::graceful;
-  if (depart(now, m.who, m.incarnation, why, out))
+  const bool news = depart(now, m.who, m.incarnation, why, out);
+  // An offer of our vnodes to the one who left is as good as refused (its answer, had it
+  // sent one, came first: messages between two processors arrive in order); a leave
+  // waiting on it goes on now rather than after probe_timeout.
+  if (!is_member(m.who))
+    s_.owners.drop_offer_to(now, m.who, out);
+  if (news)
     for (auto n : sponsored(now))
       if (n != m.who && n != from)
         s_.send(out, n, m);

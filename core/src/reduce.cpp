@@ -379,6 +379,7 @@ bool reduce_engine::take_in(timestamp now, op_state& st, const vnode_set& vs,
   }
   if (is_root_owner(st)) {
     st.rooted = true;
+    ack_taken(now, st, out); // what waited here for a parent is gathered at the root now
     if (!st.owners_noted)
       ask_new_owners(now, st, out); // notes who owns what is missing
     if (tentative) {
@@ -438,9 +439,7 @@ void reduce_engine::maybe_send_main(timestamp now, op_state& st, bool force,
   st.acc.clear();
   st.covered.clear();
   // The children's partials have gone up from here with it.
-  for (auto& [child, vs] : st.to_ack)
-    ack(now, child, st.spec.op, vs, out);
-  st.to_ack.clear();
+  ack_taken(now, st, out);
   linger(st, out);
   // The segment after this one (if any) has its timeout from now on.
   if (auto n = ops_.find(st.spec.op + 1); n != ops_.end() && n->second.spec.after == st.spec.op &&
@@ -676,12 +675,23 @@ void reduce_engine::adopt(timestamp now, const vnode_set& vnodes, reduce_outbox&
 bool reduce_engine::on_message(timestamp now, proc_id from, const wire::message& m,
                                reduce_outbox& out) {
   sync(now, out);
-  if (!handles(m) || !view_.participating())
+  if (!handles(m))
+    return false;
+  if (auto* a = std::get_if<wire::reduce_ack>(&m)) {
+    // Taken also once this processor no longer takes part: an acknowledgement brings no
+    // work, it only lets go of a partial kept for a resend. A leaver's partials are
+    // orphaned by its own leave (it has no parent any more), and one whose ack it refused
+    // would go again, tentatively, after `resend_grace`: to a later owner of the root
+    // vnode, where the result completed elsewhere, that copy would be held for good.
+    // The ack says what covers the partial went up from its parent or was gathered at
+    // the root's owner, so forgetting the kept copy loses nothing.
+    handle_ack(*a, from);
+    return true;
+  }
+  if (!view_.participating())
     return false; // frozen knowledge takes no new work
   if (auto* p = std::get_if<wire::reduce_partial>(&m))
     handle_partial(now, from, *p, out);
-  else if (auto* a = std::get_if<wire::reduce_ack>(&m))
-    handle_ack(*a, from);
   else if (auto* q = std::get_if<wire::reduce_ask>(&m))
     handle_ask(now, *q, out);
   else
@@ -795,6 +805,7 @@ void reduce_engine::on_view_change(timestamp now, reduce_outbox& out) {
       linger(st, out);
     } else if (is_root_owner(st) && st.has_acc) {
       st.rooted = true; // the root vnode moved here: what waited here is its now
+      ack_taken(now, st, out);
       check_complete(st, out);
     }
     // Children may have gone; one that left takes its part elsewhere.

@@ -45,6 +45,20 @@ void reduce_engine::ack(timestamp now, proc_id to, std::uint64_t op, const vnode
   send(now, to, wire::reduce_ack{cfg_.kind, op, vs}, out);
 }
 
+void reduce_engine::ack_taken(timestamp now, op_state& st, reduce_outbox& out) {
+  // At a relay, once its own partial went up; at the root's owner, once gathered there,
+  // also when they were combined here before the root vnode moved here (the pending
+  // partial became the root's). Unacknowledged, their senders would resend them once
+  // their parent changes, and a copy that reaches a later owner of the root vnode after
+  // the result completed here would be held there for good. Acknowledging them is as
+  // safe as acknowledging a partial gathered at the root on arrival: what covers them is
+  // here, counted in the result, or sent on to the next owner of the root vnode with
+  // the rest of what was gathered when the root vnode moves away.
+  for (auto& [child, vs] : st.to_ack)
+    ack(now, child, st.spec.op, vs, out);
+  st.to_ack.clear();
+}
+
 void reduce_engine::resend_orphaned(timestamp now, op_state& st, bool due,
                                     reduce_outbox& out) {
   if (st.unacked.empty())

@@ -356,3 +356,110 @@ BOOST_AUTO_TEST_CASE(a_reduction_whose_partials_died_with_two_relays_fails_namin
   }
   BOOST_TEST(checked >= 1);
 }
+
+// No crash, two graceful leaves. A relay R holds its child C's partial (R has not
+// started reduction 1, so its own partial waits) when the root's owner leaves and hands
+// the root vnode to R: what R held becomes the root's, and the reduction completes at R.
+// C's partial is gathered at the root's owner and must be acknowledged then, as one that
+// reached the root directly is. Unacknowledged, C resends it tentatively once R leaves in
+// turn (C's parent changes), and the next owner of the root vnode, where the reduction
+// is long complete elsewhere, holds that copy for good.
+BOOST_AUTO_TEST_CASE(a_partial_taken_as_the_roots_when_the_root_vnode_moves_is_acknowledged) {
+  int checked = 0;
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      fixture f;
+      mini_grid g{tiny(), seed, eager()};
+      f.install(g);
+      g.start(8);
+      g.run();
+      const auto relay = busiest_relay(g);
+      BOOST_REQUIRE(relay != no_proc);
+      const auto t = g.tree_of({0, tree_kind::latency});
+      proc_id child = no_proc;
+      for (proc_id p = 1; p < 8 && child == no_proc; ++p)
+        if (t.parents()[p] == relay)
+          child = p;
+      BOOST_REQUIRE(child != no_proc);
+      for (proc_id p = 0; p < 8; ++p)
+        if (p != relay)
+          start(g, p, sum_spec(1));
+      g.run_for(100ms);
+      BOOST_REQUIRE(f.reductions.results.empty());
+      // C's partial waits at R, unacknowledged.
+      BOOST_REQUIRE(rider(g, child).reducer().describe().find("unacked") != std::string::npos);
+      g.leave(0, relay); // the root vnode moves to R
+      g.run_for(1s);
+      BOOST_REQUIRE(g.sup(relay)->own_vnodes().contains(0));
+      start(g, relay, sum_spec(1));
+      g.run_for(1s);
+      BOOST_TEST(f.counted_once(1, 8) == "");
+      BOOST_TEST(rider(g, child).reducer().describe().find("unacked") == std::string::npos,
+                 rider(g, child).reducer().describe());
+      proc_id next = no_proc; // takes the root vnode from R
+      for (proc_id p = 1; p < 8 && next == no_proc; ++p)
+        if (p != relay && p != child)
+          next = p;
+      g.leave(relay, next);
+      g.run();
+      BOOST_TEST(f.counted_once(1, 8) == "");
+      BOOST_TEST(total(g, 8).resent == 0u);
+      for (proc_id p = 1; p < 8; ++p)
+        if (p != relay)
+          BOOST_TEST(!rider(g, p).reducer().holding(),
+                     "processor " << p << ":\n" << rider(g, p).reducer().describe());
+      ++checked;
+    }
+  }
+  BOOST_TEST(checked == 4);
+}
+
+// No crash, two graceful leaves. A child C of the root's owner sends its partial and
+// leaves before the acknowledgement arrives (it is slowed down); the reduction completes
+// at the root's owner, which then leaves too and hands the root vnode on. C's own leave
+// orphans its kept partial (it has no parent any more); the acknowledgement that reaches
+// it during `resend_grace` must be taken although C no longer takes part. Refused, C
+// resends the partial tentatively to the next owner of the root vnode, which holds that
+// copy for good (the result completed elsewhere).
+BOOST_AUTO_TEST_CASE(a_leaver_takes_the_acknowledgement_of_a_partial_it_sent) {
+  int checked = 0;
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      fixture f;
+      mini_grid g{tiny(), seed, eager()};
+      f.install(g);
+      g.start(8);
+      g.run();
+      const auto t = g.tree_of({0, tree_kind::latency});
+      proc_id leaf = no_proc; // a child of the root's owner with no children of its own
+      for (proc_id p = 1; p < 8 && leaf == no_proc; ++p)
+        if (t.parents()[p] == 0 && below(t, p).empty())
+          leaf = p;
+      BOOST_REQUIRE(leaf != no_proc);
+      g.slow([leaf](const wire::envelope& e) {
+        return e.from == 0 && e.to == leaf && std::holds_alternative<wire::reduce_ack>(e.body);
+      }, 100ms);
+      for (proc_id p = 0; p < 8; ++p)
+        start(g, p, sum_spec(1));
+      g.run_for(50ms);
+      BOOST_REQUIRE(f.counted_once(1, 8) == "");
+      BOOST_REQUIRE(rider(g, leaf).reducer().describe().find("unacked") != std::string::npos);
+      g.leave(leaf);
+      g.run_for(20ms);
+      proc_id next = no_proc; // takes the root vnode from 0
+      for (proc_id p = 1; p < 8 && next == no_proc; ++p)
+        if (p != leaf)
+          next = p;
+      g.leave(0, next);
+      g.run();
+      BOOST_TEST(f.counted_once(1, 8) == "");
+      BOOST_TEST(total(g, 8).resent == 0u);
+      for (proc_id p = 1; p < 8; ++p)
+        if (p != leaf)
+          BOOST_TEST(!rider(g, p).reducer().holding(),
+                     "processor " << p << ":\n" << rider(g, p).reducer().describe());
+      ++checked;
+    }
+  }
+  BOOST_TEST(checked == 4);
+}

@@ -1803,3 +1803,44 @@ BOOST_AUTO_TEST_CASE(a_child_holds_remote_moves_while_its_parent_reattaches) {
   }
   BOOST_TEST(checked >= 3, checked << " seeds");
 }
+
+// Two neighbours leave at once, the first offering its vnodes to the second, whose own
+// leave is over before the offer arrives (gen-111-3l-15p under `bench churn`: processor 7
+// offered to 11, which had left). The second's farewell (member_left) reaches the first
+// before anything else could answer the offer; it is as good as a refusal, and the first
+// offers to another member at once, not after probe_timeout: a leaver that stays a
+// member that long keeps relaying, and the broadcasts behind it wait.
+BOOST_AUTO_TEST_CASE(an_offer_to_a_member_that_left_counts_as_refused_at_its_farewell) {
+  supervisor_config cfg;
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      mini_grid g{tiny(), seed, cfg};
+      g.start();
+      g.run();
+      // 1's offer to 2 arrives after 2 is gone (2 hands its vnode to 3 over the LAN).
+      g.slow(
+        [](const wire::envelope& e) {
+          return std::holds_alternative<wire::vnode_handover>(e.body) && e.from == 1 && e.to == 2;
+        },
+        std::chrono::milliseconds(20));
+      const auto t0 = g.now();
+      g.leave(2, 3);
+      g.leave(1, 2);
+      g.run();
+      check_settled(g, 8);
+      BOOST_TEST(!g.live()[1]);
+      BOOST_TEST(!g.live()[2]);
+      std::optional<tree_event> gave;
+      for (auto& [p, e] : g.handover_events())
+        if (p == 1 && e.what == tree_event::kind::released)
+          gave = e;
+      BOOST_TEST_REQUIRE(gave.has_value());
+      BOOST_TEST(gave->peer != proc_id{2});
+      BOOST_TEST(g.sup(gave->peer) != nullptr);
+      BOOST_TEST(g.sup(gave->peer)->own_vnodes().contains(1));
+      // Released on the farewell, long before the offer's timer could have run out.
+      BOOST_TEST((gave->at - t0 < cfg.probe_timeout / 4),
+                 "released " << to_ms(gave->at - t0) << " ms after the leave");
+    }
+  }
+}

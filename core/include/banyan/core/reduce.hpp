@@ -264,8 +264,8 @@ public:
            std::holds_alternative<wire::reduce_ask>(m);
   }
   /// A frame for this engine arrived. Returns false when the engine does not take it
-  /// (a processor that no longer takes part takes no new work): the runtime must hand it
-  /// back to its sender as undeliverable.
+  /// (a processor that no longer takes part takes no new work; it still takes a
+  /// `reduce_ack`): the runtime must hand it back to its sender as undeliverable.
   bool on_message(timestamp now, proc_id from, const wire::message& m, reduce_outbox& out);
   void on_timer(timestamp now, std::uint64_t token, reduce_outbox& out);
   /// `m`, sent by this engine to `to`, could not be delivered there.
@@ -368,6 +368,9 @@ private:
   void take_tentative(op_state& st, const vnode_set& vs, const shared_bytes& data);
   void ack(timestamp now, proc_id to, std::uint64_t op, const vnode_set& vs,
            reduce_outbox& out);
+  /// Acknowledges the children's partials in `st.acc` (`to_ack`): it went up, or it is
+  /// gathered at the root's owner (this processor owns the root vnode now).
+  void ack_taken(timestamp now, op_state& st, reduce_outbox& out);
   /// Partials kept for a parent that is no longer the parent go again, tentatively,
   /// `resend_grace` after the change was seen (`due`: the grace is over).
   void resend_orphaned(timestamp now, op_state& st, bool due, reduce_outbox& out);
