@@ -55,6 +55,9 @@ void handle(parts& s, timestamp now, proc_id from, const wire::tree_update& m, o
 void handle(parts& s, timestamp now, proc_id from, const wire::subtree_update& m, outbox& out) {
   s.parents.on(now, from, m, out);
 }
+void handle(parts& s, timestamp now, proc_id from, const wire::tree_summary& m, outbox& out) {
+  s.parents.on(now, from, m, out);
+}
 void handle(parts& s, timestamp now, proc_id from, const wire::join_request& m, outbox& out) {
   s.life.on(now, from, m, out);
 }
