@@ -142,6 +142,7 @@ void fire(parts& s, timestamp now, timer_token t, outbox& out) {
     case kind::join_attempt: s.life.on_join_timer(now, t.seq, out); return;
     case kind::giver_wait: s.life.on_giver_timer(now, out); return;
     case kind::flush: s.updates.on_timer(out); return;
+    case kind::summary: s.updates.on_summary_timer(out); return;
     case kind::watch: s.watch.on_timer(now, t.seq, out); return;
     case kind::suspect:
       s.suspects.on_timer(now, t.seq, out);

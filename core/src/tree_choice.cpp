@@ -102,19 +102,26 @@ tree_prediction predict(const subtree_summary& latency, const subtree_summary& b
 }
 
 tree_prediction predict(const tree_view& view, std::size_t bytes, const tree_cost& c) {
-  // The root's own trees, summarised by their processors, where it has both in full;
-  // else its place in the other roots' trees.
+  auto places = predict(view.positions(tree_kind::latency), view.positions(tree_kind::bandwidth),
+                        bytes, c);
   auto ls = view.own_summary(tree_kind::latency);
   auto bs = view.own_summary(tree_kind::bandwidth);
-  if (ls && bs) {
-    auto r = predict(*ls, *bs, bytes, c);
-    if (r.known) {
-      r.from_summaries = true;
-      return r;
-    }
-  }
-  return predict(view.positions(tree_kind::latency), view.positions(tree_kind::bandwidth), bytes,
-                 c);
+  if (!ls || !bs)
+    return places;
+  auto own = predict(*ls, *bs, bytes, c);
+  if (!own.known)
+    return places;
+  own.from_summaries = true;
+  if (!places.known)
+    return own;
+  // The summaries' figures are envelopes (up to summary_margin above the worst path) over
+  // every hop's measurement, the lowest of which rules: they decide where they are
+  // decisive, the places otherwise.
+  const auto slow = std::max(own.latency, own.bandwidth);
+  const auto fast = std::min(own.latency, own.bandwidth);
+  if (static_cast<double>(slow.count()) > summary_margin * static_cast<double>(fast.count()))
+    return own;
+  return places;
 }
 
 tree_kind choose_tree(const tree_view& view, std::size_t bytes, const tree_choice& choice) {

@@ -57,6 +57,10 @@ void update_batching::mark_all_subtrees() {
 void update_batching::flush(outbox& out) {
   if (dirty_info_.empty() && dirty_subtree_.empty() && dirty_summary_.empty())
     return;
+  if (dirty_info_.empty() && dirty_subtree_.empty()) {
+    flush_now(out); // only summaries: their own timer
+    return;
+  }
   if (s_.cfg.update_delay.count() == 0 || s_.status != supervisor::status::member) {
     flush_now(out);
     return;
@@ -92,6 +96,23 @@ void update_batching::flush_now(outbox& out) {
     subtrees[t->parent()].trees.push_back({t->key(), std::move(sub)});
   }
   dirty_subtree_.clear();
+  for (auto& [c, m] : updates)
+    s_.send(out, c, std::move(m));
+  for (auto& [p, m] : subtrees)
+    s_.send(out, p, std::move(m));
+  if (!dirty_summary_.empty() && !summary_pending_) {
+    summary_pending_ = true;
+    s_.start_timer(out, summary_interval, timer_token::summary());
+  }
+}
+
+void update_batching::on_summary_timer(outbox& out) {
+  summary_pending_ = false;
+  if (s_.status == supervisor::status::member || s_.status == supervisor::status::leaving)
+    send_summaries(out);
+}
+
+void update_batching::send_summaries(outbox& out) {
   std::map<proc_id, wire::tree_summary> summaries;
   for (auto i : dirty_summary_) {
     is_dirty_summary_[i] = false;
@@ -109,10 +130,6 @@ void update_batching::flush_now(outbox& out) {
     summaries[t->parent()].trees.push_back({t->key(), *sum});
   }
   dirty_summary_.clear();
-  for (auto& [c, m] : updates)
-    s_.send(out, c, std::move(m));
-  for (auto& [p, m] : subtrees)
-    s_.send(out, p, std::move(m));
   for (auto& [p, m] : summaries)
     s_.send(out, p, std::move(m));
 }
@@ -131,6 +148,7 @@ void update_batching::reset() {
   is_dirty_subtree_.clear();
   is_dirty_summary_.clear();
   flush_pending_ = false;
+  summary_pending_ = false;
 }
 
 } // namespace banyan::sup

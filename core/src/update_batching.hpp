@@ -2,7 +2,9 @@
 // Tree changes told to the neighbours in batches: a parent tells its children its new
 // place (tree_update), a child tells its parent its new subtree (subtree_update) and, in
 // the banyan variant, its subtree's summary when it moved by more than the hysteresis or
-// the parent is new (tree_summary, subtree_summary.hpp). Changes
+// the parent is new (tree_summary, subtree_summary.hpp). Summaries are held for
+// `summary_interval` (one timer for all), so that while trees form, the changes of many
+// events cost one message per parent. Other changes
 // are marked as they happen and sent together, at once or after `update_delay`, so that
 // a burst of them costs one message per neighbour.
 
@@ -14,6 +16,9 @@
 namespace banyan::sup {
 
 struct parts;
+
+/// How long changed subtree summaries are held before they are sent.
+inline constexpr duration summary_interval = std::chrono::milliseconds(100);
 
 class update_batching {
 public:
@@ -35,7 +40,9 @@ public:
   void flush_now(outbox& out);
   /// The flush timer fired.
   void on_timer(outbox& out);
-  bool pending() const noexcept { return flush_pending_; }
+  /// The summary timer fired: sends the summaries that changed enough.
+  void on_summary_timer(outbox& out);
+  bool pending() const noexcept { return flush_pending_ || summary_pending_; }
   void reset();
 
 private:
@@ -43,6 +50,8 @@ private:
   std::vector<std::size_t> dirty_info_, dirty_subtree_, dirty_summary_; // tree slots, in marking order
   std::vector<bool> is_dirty_info_, is_dirty_subtree_, is_dirty_summary_;
   bool flush_pending_ = false;
+  bool summary_pending_ = false;
+  void send_summaries(outbox& out);
 };
 
 } // namespace banyan::sup

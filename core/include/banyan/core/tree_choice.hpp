@@ -127,8 +127,19 @@ duration predict_bandwidth_tree(const subtree_summary& s, std::size_t bytes, con
 tree_prediction predict(const subtree_summary& latency, const subtree_summary& bandwidth,
                         std::size_t bytes, const tree_cost& c);
 
+/// How much slower one tree must be predicted than the other, from the origin's
+/// summaries of its own trees, for the summaries to decide (`predict(view, ...)`): an
+/// upper envelope may stand up to twice above the worst path's own prediction, and the
+/// lowest of all the hops' measurements rules a summary (a probe that crossed a WAN link
+/// while others did measured a share of it: paper-3c201's latency trees hold hops
+/// measured at 0.8 MB/s over a 25 MB/s link, which made the summaries 2.2 times for the
+/// bandwidth tree on a 32 KiB message that the latency tree delivered in 15 ms, not 53).
+inline constexpr double summary_margin = 3.0;
+
 /// The prediction `choose_tree` decides on for the processor of `view` as an origin:
-/// from its complete summaries of both of its own trees, else from its positions.
+/// from its complete summaries of both of its own trees where one tree is predicted more
+/// than `summary_margin` times slower than the other; else from its positions (from the
+/// summaries when it has no positions).
 tree_prediction predict(const tree_view& view, std::size_t bytes, const tree_cost& c);
 
 /// What a broadcast engine is configured with.
