@@ -42,7 +42,9 @@ public:
   void on_timer(outbox& out);
   /// The summary timer fired: sends the summaries that changed enough.
   void on_summary_timer(outbox& out);
-  bool pending() const noexcept { return flush_pending_ || summary_pending_; }
+  /// Tree or subtree updates are held (summaries are not counted: they only inform the
+  /// choice of tree, which goes by other figures until they come).
+  bool pending() const noexcept { return flush_pending_; }
   void reset();
 
 private:
