@@ -33,9 +33,10 @@
 ///                   (s' = min(s, N): the first segment crosses every hop, the rest
 ///                   follow at the narrowest hop's pace)
 ///
-/// When the origin has complete summaries for both of its trees it compares these. Else
-/// (a child has not reported yet, the paper's rule variant, which sends none) it uses
-/// its own place in every other root's trees instead (its worst predicted arrival over
+/// When the origin has complete summaries for both of its trees and they put one tree
+/// more than `summary_margin` times above the other, they decide. Else (a child has not
+/// reported yet, the paper's rule variant, which sends none, or summaries that are not
+/// decisive) it uses its own place in every other root's trees instead (its worst predicted arrival over
 /// the roots stands for its farthest receiver's, by symmetry of the links: the paper
 /// sizes reduction timeouts the same way, IV-E), which misses a narrow hop deep in its
 /// own trees that its place in other trees never crosses. The tree with the lower
