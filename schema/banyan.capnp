@@ -374,6 +374,28 @@ struct ReduceAsk {
   vnodes @1 :List(Interval);
 }
 
+struct SummaryEntry {
+  # One tree's subtree summary (core/subtree_summary.hpp): over every path from the
+  # sender's parent down to a processor in the sender's subtree, the worst figures.
+  tree :group {
+    root @0 :UInt32;
+    kind @1 :TreeKind;
+  }
+  halfRtt @2 :Int64;        # largest sum of hop RTT/2 on a path, ns (at least 0)
+  perByte @3 :Float64;      # largest sum of 1/hop rate on a path, s per byte (finite, at least 0)
+  bottleneck @4 :Float64;   # smallest hop rate on a path, B/s (above 0; infinite: no hop has figures)
+  depth @5 :UInt32;         # largest number of hops on a path (at least 1)
+  complete @6 :Bool;        # every hop below has figures and every child below has sent its own
+}
+
+struct TreeSummary {
+  # Child -> parent: what a broadcast costs below the sender in these trees changed by
+  # more than the hysteresis, or the sender has just attached. The root of a tree folds
+  # its children's to predict its broadcasts (core/tree_choice.hpp). Sent in the banyan
+  # rule variant only.
+  trees @0 :List(SummaryEntry);
+}
+
 struct BcastAck {
   # A receiver of broadcast (origin, seq) -> its origin: `vnodes` have it (delivered
   # here now, or earlier: a repeat). The origin keeps the broadcast until every vnode is
@@ -476,6 +498,7 @@ struct Frame {
     mergeOffer @31 :MergeOffer;
     reduceAck @32 :ReduceAck;
     reduceAsk @33 :ReduceAsk;
+    treeSummary @34 :TreeSummary;
   }
   returned @24 :Bool;
   # A frame handed back to the processor that sent it (`from` is the processor that

@@ -10,14 +10,14 @@ namespace {
 // --- names ------------------------------------------------------------------
 
 // In the order of the alternatives of `message`.
-constexpr std::array<const char*, 29> message_names = {
+constexpr std::array<const char*, 30> message_names = {
     "ping",          "pong",           "bw_request",       "bw_reply",
     "adopt_request", "adopt_reply",    "release",          "orphan",
     "tree_update",   "subtree_update", "join_request",     "join_accept",
     "member_joined", "member_left",    "handover_request", "routing_update",
     "vnode_handover", "vnode_handover_ack", "bcast_segment", "reduce_partial",
     "reduce_handoff", "bcast_offer", "bcast_answer", "bcast_ack", "ping_req", "ping_ack",
-    "merge_offer", "reduce_ack", "reduce_ask"};
+    "merge_offer", "reduce_ack", "reduce_ask", "tree_summary"};
 static_assert(message_names.size() == std::variant_size_v<message>,
               "a message type was added: name it here and model its size below");
 
@@ -90,6 +90,8 @@ constexpr shape ping_ack_shape{2, 0};
 constexpr shape merge_offer_shape{0, 1};
 constexpr shape reduce_ack_shape{1, 1};
 constexpr shape reduce_ask_shape{1, 1};
+constexpr shape tree_summary_shape{0, 1};
+constexpr shape summary_entry_shape{5, 0};
 
 constexpr std::size_t bytes_to_words(std::size_t bytes) {
   return (bytes + word_bytes - 1) / word_bytes;
@@ -117,6 +119,7 @@ std::size_t content_words(const adopt_verdict& v) {
 }
 std::size_t content_words(const tree_key&) { return 0; }
 std::size_t content_words(const reduce_record& r) { return vnodes_words(r.vnodes); }
+std::size_t content_words(const summary_entry&) { return 0; }
 
 template <class T>
 std::size_t list_words(const std::vector<T>& xs, shape s) {
@@ -211,6 +214,9 @@ std::size_t body_words(const reduce_ack& m) {
 }
 std::size_t body_words(const reduce_ask& m) {
   return reduce_ask_shape.words() + vnodes_words(m.vnodes);
+}
+std::size_t body_words(const tree_summary& m) {
+  return tree_summary_shape.words() + list_words(m.trees, summary_entry_shape);
 }
 
 } // namespace

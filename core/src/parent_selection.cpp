@@ -38,6 +38,7 @@ parent_selection::judge_candidate(timestamp now, proc_id from, duration rtt, rat
       note_reattaching(now, *t, before.reattaching);
       if (!(t->info() == before))
         s_.updates.mark_info(*t);
+      s_.updates.mark_summary(*t); // the hop's rate may have changed
     } else if (v == verdict::adopt) {
       // A background probe (hysteresis): the rule's condition (I), a shorter RTT than
       // the parent's, must hold by the margin, and so must the gain in distance. Repeated
@@ -135,6 +136,7 @@ void parent_selection::on(timestamp now, proc_id from, const wire::tree_update& 
     if (after.dist != before.dist || after.est != before.est || after.path != before.path
         || after.reattaching != before.reattaching)
       s_.updates.mark_info(*t);
+    s_.updates.mark_summary(*t); // the parent's number of children shares out our hop
   }
   for (auto& [p, r] : releases)
     s_.send(out, p, std::move(r));
@@ -154,6 +156,12 @@ void parent_selection::on(timestamp, proc_id from, const wire::subtree_update& m
       t->set_child(from, e.vnodes);
       s_.updates.mark_subtree(*t);
     }
+}
+
+void parent_selection::on(timestamp, proc_id from, const wire::tree_summary& m, outbox&) {
+  for (auto& e : m.trees)
+    if (auto t = s_.trees.find(e.tree); t && t->set_child_summary(from, e.summary))
+      s_.updates.mark_summary(*t); // ours, which folds it in, may change in turn
 }
 
 void parent_selection::lose_parent(timestamp now, tree_state& t, outbox& out) {

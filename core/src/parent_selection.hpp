@@ -45,6 +45,8 @@ public:
   void on(timestamp now, proc_id from, const wire::tree_update& m, outbox& out);
   void on(timestamp now, proc_id from, const wire::release& m, outbox& out);
   void on(timestamp now, proc_id from, const wire::subtree_update& m, outbox& out);
+  /// A child's subtree summary (subtree_summary.hpp).
+  void on(timestamp now, proc_id from, const wire::tree_summary& m, outbox& out);
 
   /// Tree t has no parent now (the children of a bandwidth tree hear `connected` false).
   void lose_parent(timestamp now, tree_state& t, outbox& out);

@@ -265,6 +265,7 @@ void prober::on(timestamp now, proc_id from, const wire::bw_reply& m, outbox& ou
       if (!(t->info() == before))
         s_.updates.mark_info(*t);
     }
+    s_.updates.mark_all_summaries(); // every hop's share of a parent's capacity
   }
   if (probe_->background) {
     // The path may have changed since the trees took its figures (drift_watch); a drift

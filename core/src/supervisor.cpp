@@ -55,6 +55,9 @@ void handle(parts& s, timestamp now, proc_id from, const wire::tree_update& m, o
 void handle(parts& s, timestamp now, proc_id from, const wire::subtree_update& m, outbox& out) {
   s.parents.on(now, from, m, out);
 }
+void handle(parts& s, timestamp now, proc_id from, const wire::tree_summary& m, outbox& out) {
+  s.parents.on(now, from, m, out);
+}
 void handle(parts& s, timestamp now, proc_id from, const wire::join_request& m, outbox& out) {
   s.life.on(now, from, m, out);
 }
@@ -144,6 +147,7 @@ void fire(parts& s, timestamp now, timer_token t, outbox& out) {
     case kind::join_attempt: s.life.on_join_timer(now, t.seq, out); return;
     case kind::giver_wait: s.life.on_giver_timer(now, out); return;
     case kind::flush: s.updates.on_timer(out); return;
+    case kind::summary: s.updates.on_summary_timer(out); return;
     case kind::watch: s.watch.on_timer(now, t.seq, out); return;
     case kind::suspect:
       s.suspects.on_timer(now, t.seq, out);

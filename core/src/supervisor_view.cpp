@@ -111,6 +111,15 @@ std::vector<tree_position> supervisor_view::positions(tree_kind k) const {
   return result;
 }
 
+std::optional<subtree_summary> supervisor_view::own_summary(tree_kind k) const {
+  if (!participating())
+    return std::nullopt;
+  auto t = sup_.tree({sup_.self(), k});
+  if (!t || t->children().empty())
+    return std::nullopt;
+  return fold_children(*t);
+}
+
 std::vector<proc_id> supervisor_view::peers() const {
   if (participating())
     return rank_peers(sup_);

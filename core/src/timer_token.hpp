@@ -23,6 +23,7 @@ struct timer_token {
     suspect,      ///< seq: a suspicion's indirect probes had their time
     background,   ///< seq: the background measurement's tick of this generation
     rtt_watch,    ///< seq: the RTT watch's tick of this generation
+    summary,      ///< held subtree summaries are due
   };
   kind what = kind::flush;
   std::uint64_t seq = 0;
@@ -40,6 +41,7 @@ struct timer_token {
   static timer_token suspect(std::uint64_t seq) { return {kind::suspect, seq}; }
   static timer_token background(std::uint64_t gen) { return {kind::background, gen}; }
   static timer_token rtt_watch(std::uint64_t gen) { return {kind::rtt_watch, gen}; }
+  static timer_token summary() { return {kind::summary, 0}; }
 
   std::uint64_t encode() const;
   /// nullopt: not a token of ours.

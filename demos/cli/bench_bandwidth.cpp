@@ -186,8 +186,7 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& bopt) {
     if (auto* s = c.inspect(root)) {
       supervisor_view view{*s};
       for (auto size : sizes)
-        predicted[size] = predict(view.positions(tree_kind::latency),
-                                  view.positions(tree_kind::bandwidth), size,
+        predicted[size] = predict(view, size,
                                   {broadcast_config{}.send_overhead, broadcast_config{}.segment_size});
     }
   auto method_of = [&](const std::string& a, std::size_t size) -> std::string {
@@ -291,9 +290,11 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& bopt) {
   if (!predicted.empty()) {
     std::printf("model at processor %u (predicted completion, ms):\n", static_cast<unsigned>(root));
     for (auto& [size, p] : predicted)
-      std::printf("  %10s  latency tree %10.3f  bandwidth tree %10.3f  -> %s\n",
+      std::printf("  %10s  latency tree %10.3f  bandwidth tree %10.3f  -> %s%s\n",
                   size_label(size).c_str(), to_ms(p.latency), to_ms(p.bandwidth),
-                  p.known ? to_string(p.faster()) : "unknown (threshold)");
+                  p.known ? to_string(p.faster()) : "unknown (threshold)",
+                  !p.known ? "" : p.from_summaries ? " (own trees' summaries)"
+                                                   : " (places in other trees)");
   }
   for (auto size : sizes) {
     auto d = find("dynamic", size);
@@ -343,7 +344,8 @@ int run_bench_bcast_bandwidth(const bench_bandwidth_options& bopt) {
       model.push_back({{"size", size},
                        {"latency_ms", to_ms(p.latency)},
                        {"bandwidth_ms", to_ms(p.bandwidth)},
-                       {"known", p.known}});
+                       {"known", p.known},
+                       {"from_summaries", p.from_summaries}});
     j["model"] = model;
     auto arr = nlohmann::json::array();
     for (auto& r : results)

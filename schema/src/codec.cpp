@@ -53,6 +53,7 @@ wire::message read_body(body_reader b) {
     case W::MERGE_OFFER: return read(b.getMergeOffer());
     case W::REDUCE_ACK: return read(b.getReduceAck());
     case W::REDUCE_ASK: return read(b.getReduceAsk());
+    case W::TREE_SUMMARY: return read(b.getTreeSummary());
   }
   reject("unknown message type " + std::to_string(static_cast<unsigned>(b.which())));
 }

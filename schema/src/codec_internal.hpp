@@ -79,6 +79,7 @@ void write_vnodes(const vnode_set& v, Init&& init) {
 
 void write(const wire::tree_info& t, cs::TreeInfo::Builder b);
 void write(const wire::subtree_entry& s, cs::SubtreeEntry::Builder b);
+void write(const wire::summary_entry& s, cs::SummaryEntry::Builder b);
 void write(const wire::route_entry& r, cs::RouteEntry::Builder b);
 void write(const wire::member& m, cs::Member::Builder b);
 void write(const wire::adopt_verdict& v, cs::AdoptVerdict::Builder b);
@@ -102,6 +103,7 @@ tree_key read_tree(TreeReader r) {
 vnode_set read_vnodes(capnp::List<cs::Interval>::Reader xs);
 wire::tree_info read(cs::TreeInfo::Reader r);
 wire::subtree_entry read(cs::SubtreeEntry::Reader r);
+wire::summary_entry read(cs::SummaryEntry::Reader r);
 wire::route_entry read(cs::RouteEntry::Reader r);
 wire::member read(cs::Member::Reader r);
 wire::adopt_verdict read(cs::AdoptVerdict::Reader r);
@@ -171,6 +173,7 @@ void write(const wire::release& m, body_builder b);
 void write(const wire::orphan& m, body_builder b);
 void write(const wire::tree_update& m, body_builder b);
 void write(const wire::subtree_update& m, body_builder b);
+void write(const wire::tree_summary& m, body_builder b);
 wire::ping read(cs::Ping::Reader r);
 wire::pong read(cs::Pong::Reader r);
 wire::ping_req read(cs::PingReq::Reader r);
@@ -184,6 +187,7 @@ wire::release read(cs::Release::Reader r);
 wire::orphan read(cs::Orphan::Reader r);
 wire::tree_update read(cs::TreeUpdate::Reader r);
 wire::subtree_update read(cs::SubtreeUpdate::Reader r);
+wire::tree_summary read(cs::TreeSummary::Reader r);
 
 // codec_membership.cpp
 void write(const wire::join_request& m, body_builder b);

@@ -2,6 +2,8 @@
 // info, subtree and route entries, members, verdicts, reduction records
 // (codec_internal.hpp).
 
+#include <cmath>
+
 #include "codec_internal.hpp"
 
 namespace banyan::schema::codec_internal {
@@ -27,6 +29,15 @@ void write(const wire::tree_info& t, cs::TreeInfo::Builder b) {
 void write(const wire::subtree_entry& s, cs::SubtreeEntry::Builder b) {
   write_tree(s.tree, b.getTree());
   write_vnodes(s.vnodes, [&](unsigned n) { return b.initVnodes(n); });
+}
+
+void write(const wire::summary_entry& s, cs::SummaryEntry::Builder b) {
+  write_tree(s.tree, b.getTree());
+  b.setHalfRtt(s.summary.half_rtt.count());
+  b.setPerByte(s.summary.per_byte);
+  b.setBottleneck(s.summary.bottleneck);
+  b.setDepth(s.summary.depth);
+  b.setComplete(s.summary.complete);
 }
 
 void write(const wire::route_entry& r, cs::RouteEntry::Builder b) {
@@ -110,6 +121,25 @@ wire::tree_info read(cs::TreeInfo::Reader r) {
 
 wire::subtree_entry read(cs::SubtreeEntry::Reader r) {
   return wire::subtree_entry{read_tree(r.getTree()), read_vnodes(r.getVnodes())};
+}
+
+wire::summary_entry read(cs::SummaryEntry::Reader r) {
+  wire::summary_entry e;
+  e.tree = read_tree(r.getTree());
+  e.summary.half_rtt = duration(r.getHalfRtt());
+  e.summary.per_byte = r.getPerByte();
+  e.summary.bottleneck = r.getBottleneck();
+  e.summary.depth = r.getDepth();
+  e.summary.complete = r.getComplete();
+  // Figures the prediction sums and divides by: a time per byte finite and not negative,
+  // a rate above 0 (infinite allowed: no hop with figures), a distance not negative, at
+  // least one hop (the sender's own). NaN fails every comparison.
+  const auto& s = e.summary;
+  if (s.depth == 0 || s.half_rtt.count() < 0 || !(s.per_byte >= 0) || std::isinf(s.per_byte)
+      || !(s.bottleneck > 0))
+    reject("tree summary with a depth of 0, a negative distance, a time per byte that is "
+           "negative or not finite, or a rate that is not above 0");
+  return e;
 }
 
 wire::route_entry read(cs::RouteEntry::Reader r) {

@@ -73,6 +73,11 @@ void write(const wire::tree_update& m, body_builder b) {
   write_list(m.trees, [&](unsigned n) { return r.initTrees(n); });
 }
 
+void write(const wire::tree_summary& m, body_builder b) {
+  auto r = b.initTreeSummary();
+  write_list(m.trees, [&](unsigned n) { return r.initTrees(n); });
+}
+
 void write(const wire::subtree_update& m, body_builder b) {
   auto r = b.initSubtreeUpdate();
   write_list(m.trees, [&](unsigned n) { return r.initTrees(n); });
@@ -126,6 +131,10 @@ wire::orphan read(cs::Orphan::Reader r) {
 
 wire::tree_update read(cs::TreeUpdate::Reader r) {
   return wire::tree_update{read_list(r.getTrees())};
+}
+
+wire::tree_summary read(cs::TreeSummary::Reader r) {
+  return wire::tree_summary{read_list(r.getTrees())};
 }
 
 wire::subtree_update read(cs::SubtreeUpdate::Reader r) {

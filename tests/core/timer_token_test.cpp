@@ -27,6 +27,7 @@ std::vector<timer_token> samples() {
   ts.push_back(timer_token::flush());
   ts.push_back(timer_token::giver_wait());
   ts.push_back(timer_token::adopt());
+  ts.push_back(timer_token::summary());
   return ts;
 }
 } // namespace
@@ -56,5 +57,6 @@ BOOST_AUTO_TEST_CASE(tokens_pack_the_payload_above_a_code_of_four_bits) {
   BOOST_TEST(timer_token::suspect(9).encode() == 9u * 16 + 8);
   BOOST_TEST(timer_token::background(9).encode() == 9u * 16 + 9);
   BOOST_TEST(timer_token::rtt_watch(9).encode() == 9u * 16 + 10);
-  BOOST_TEST(!timer_token::decode(11).has_value()); // a code nobody issues
+  BOOST_TEST(timer_token::summary().encode() == 11u);
+  BOOST_TEST(!timer_token::decode(12).has_value()); // a code nobody issues
 }

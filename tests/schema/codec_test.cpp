@@ -190,6 +190,15 @@ BOOST_AUTO_TEST_CASE(wire_size_equals_encoding_at_rounding_edges) {
   ms.push_back(wire::reduce_ack{banyan::collective_kind::gather, 9, vnode_set{0, 2, 7}});
   ms.push_back(wire::reduce_ask{});
   ms.push_back(wire::reduce_ask{banyan::collective_kind::reduce, 3, vnode_set{4, 5, 6}});
+  ms.push_back(wire::tree_summary{});
+  {
+    wire::summary_entry a{tree_key{3, tree_kind::latency}, {}};
+    a.summary.depth = 1;
+    auto b = a;
+    b.tree.kind = tree_kind::bandwidth;
+    b.summary = {std::chrono::milliseconds(7), 3e-8, 2.5e7, 4, false};
+    ms.push_back(wire::tree_summary{{a, b}});
+  }
   {
     wire::reduce_partial again;
     again.tentative = true;
@@ -340,6 +349,38 @@ BOOST_AUTO_TEST_CASE(unknown_tree_kind_is_malformed) {
   const auto d = bs::decode_body(body.data(), body.size());
   BOOST_REQUIRE(!d.has_value());
   BOOST_TEST(d.err().code == errc::malformed_frame);
+}
+
+// A subtree summary's figures are summed and divided by (core/subtree_summary.hpp):
+// a decoder takes none it cannot use.
+BOOST_AUTO_TEST_CASE(a_tree_summary_with_unusable_figures_is_malformed) {
+  auto frame_with = [](std::int64_t half_rtt, double per_byte, double bottleneck,
+                       std::uint32_t depth) {
+    return raw_frame([&](cs::Frame::Builder f) {
+      auto e = f.getBody().initTreeSummary().initTrees(1)[0];
+      e.getTree().setRoot(4);
+      e.getTree().setKind(cs::TreeKind::LATENCY);
+      e.setHalfRtt(half_rtt);
+      e.setPerByte(per_byte);
+      e.setBottleneck(bottleneck);
+      e.setDepth(depth);
+    });
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  bytes good = frame_with(1000, 1e-8, 1e6, 2);
+  BOOST_TEST(bs::decode_body(good.data(), good.size()).has_value());
+  bytes no_hop = frame_with(1000, 1e-8, inf, 2); // infinite: no hop with figures
+  BOOST_TEST(bs::decode_body(no_hop.data(), no_hop.size()).has_value());
+  for (auto bad : {frame_with(-1, 1e-8, 1e6, 2), frame_with(1000, -1e-8, 1e6, 2),
+                   frame_with(1000, nan, 1e6, 2), frame_with(1000, inf, 1e6, 2),
+                   frame_with(1000, 1e-8, 0, 2), frame_with(1000, 1e-8, nan, 2),
+                   frame_with(1000, 1e-8, 1e6, 0)}) {
+    const auto d = bs::decode_body(bad.data(), bad.size());
+    BOOST_REQUIRE(!d.has_value());
+    BOOST_TEST(d.err().code == errc::malformed_frame);
+    BOOST_TEST(d.err().message.find("tree summary") != std::string::npos);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(unknown_reduction_kind_or_type_is_malformed) {

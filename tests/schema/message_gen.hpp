@@ -76,6 +76,17 @@ struct gen {
     return t;
   }
   wire::subtree_entry subtree() { return {key(), vnodes()}; }
+  /// A summary as a decoder accepts it (subtree_summary.hpp: figures the prediction can use).
+  wire::summary_entry summary() {
+    wire::summary_entry e;
+    e.tree = key();
+    e.summary.half_rtt = banyan::duration(static_cast<std::int64_t>(u64() >> 1));
+    e.summary.per_byte = static_cast<double>(u32()) * 1e-12;
+    e.summary.bottleneck = coin() ? banyan::infinite_rate : 1 + static_cast<double>(u32()) * 1.25;
+    e.summary.depth = 1 + static_cast<std::uint32_t>(upto(60));
+    e.summary.complete = coin();
+    return e;
+  }
   wire::route_entry route() { return {vnodes(), proc(), u64()}; }
   wire::member member() { return {proc(), text(), coin() ? 0 : u64()}; }
   wire::adopt_verdict verdict() { return {key(), coin(), info(), coin() ? proc() : banyan::no_proc}; }
@@ -177,6 +188,7 @@ struct gen {
       case 26: return wire::merge_offer{list([&] { return member(); })};
       case 27: return wire::reduce_ack{collective(), u64(), vnodes()};
       case 28: return wire::reduce_ask{collective(), u64(), vnodes()};
+      case 29: return wire::tree_summary{list([&] { return summary(); })};
     }
     throw std::out_of_range("no message type " + std::to_string(type));
   }

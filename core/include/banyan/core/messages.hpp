@@ -13,6 +13,7 @@
 #include "banyan/core/collective_kind.hpp"
 #include "banyan/core/reduce_op.hpp"
 #include "banyan/core/shared_bytes.hpp"
+#include "banyan/core/subtree_summary.hpp"
 #include "banyan/core/types.hpp"
 #include "banyan/core/vnode_set.hpp"
 
@@ -429,13 +430,30 @@ struct reduce_ask {
   }
 };
 
+/// One tree's subtree summary (subtree_summary.hpp), child -> parent.
+struct summary_entry {
+  tree_key tree;
+  subtree_summary summary;
+  friend bool operator==(const summary_entry& a, const summary_entry& b) {
+    return a.tree == b.tree && a.summary == b.summary;
+  }
+};
+/// Child -> parent: what a broadcast costs below me in these trees changed (by more than
+/// the hysteresis), or I have just attached. Sent only in the banyan rule variant.
+struct tree_summary {
+  std::vector<summary_entry> trees;
+  friend bool operator==(const tree_summary& a, const tree_summary& b) {
+    return a.trees == b.trees;
+  }
+};
+
 using message = std::variant<ping, pong, bw_request, bw_reply, adopt_request, adopt_reply,
                              release, orphan, tree_update, subtree_update, join_request,
                              join_accept, member_joined, member_left, handover_request,
                              routing_update, vnode_handover, vnode_handover_ack,
                              bcast_segment, reduce_partial, reduce_handoff, bcast_offer,
                              bcast_answer, bcast_ack, ping_req, ping_ack, merge_offer,
-                             reduce_ack, reduce_ask>;
+                             reduce_ack, reduce_ask, tree_summary>;
 
 /// A message with its endpoints, as the network moves it.
 struct envelope {

@@ -40,6 +40,7 @@ public:
   duration max_root_distance() const override;
   rate min_root_rate() const override;
   std::vector<tree_position> positions(tree_kind k) const override;
+  std::optional<subtree_summary> own_summary(tree_kind k) const override;
   /// Members nearest first (by the RTT the supervisor measured), then the unmeasured
   /// ones by id.
   std::vector<proc_id> peers() const override;

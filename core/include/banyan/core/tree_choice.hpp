@@ -23,20 +23,36 @@
 /// over, and a store-and-forward message pays every hop, not only the narrowest.)
 ///
 /// The origin of a broadcast is the root of its own trees and knows nothing of them
-/// beyond its children; it uses its own place in every other root's trees instead (its
-/// worst predicted arrival over the roots stands for its farthest receiver's, by
-/// symmetry of the links: the paper sizes reduction timeouts the same way, IV-E). The
-/// tree with the lower prediction wins. Without figures (no trees yet, static trees) the
-/// choice falls back on the threshold.
+/// beyond its children, but for the summaries they send up (subtree_summary.hpp): in
+/// each of its two trees, the largest RTT/2 sum, the largest sum of 1/hop rate and the
+/// smallest hop rate over the paths down it, and the largest depth. From those (maxima
+/// taken apart: an upper envelope of the farthest receiver's arrival, A = depth, RTT)
+///
+///   latency tree    half_rtt + depth o + N per_byte
+///   bandwidth tree  half_rtt + depth o + s' per_byte + (N - s') / bottleneck + (k-1) o
+///                   (s' = min(s, N): the first segment crosses every hop, the rest
+///                   follow at the narrowest hop's pace)
+///
+/// When the origin has complete summaries for both of its trees and they put one tree
+/// more than `summary_margin` times above the other, they decide. Else (a child has not
+/// reported yet, the paper's rule variant, which sends none, or summaries that are not
+/// decisive) it uses its own place in every other root's trees instead (its worst predicted arrival over
+/// the roots stands for its farthest receiver's, by symmetry of the links: the paper
+/// sizes reduction timeouts the same way, IV-E), which misses a narrow hop deep in its
+/// own trees that its place in other trees never crosses. The tree with the lower
+/// prediction wins. Without figures (no trees yet, static trees) the choice falls back
+/// on the threshold.
 ///
 /// Pure: no clock, no I/O; the figures come from the supervisor's `tree_state`s
-/// (`position_of`) through a `tree_view` (`tree_view::positions`).
+/// (`position_of`, `fold_children`) through a `tree_view` (`tree_view::positions`,
+/// `tree_view::own_summary`).
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <vector>
 
+#include "banyan/core/subtree_summary.hpp"
 #include "banyan/core/types.hpp"
 
 namespace banyan {
@@ -91,6 +107,8 @@ struct tree_prediction {
   duration bandwidth{0};
   /// Positions were given for both kinds (otherwise the prediction means nothing).
   bool known = false;
+  /// From the root's summaries of its own trees (else from its places in other roots').
+  bool from_summaries = false;
   tree_kind faster() const noexcept {
     return bandwidth < latency ? tree_kind::bandwidth : tree_kind::latency;
   }
@@ -99,6 +117,31 @@ struct tree_prediction {
 tree_prediction predict(const std::vector<tree_position>& latency,
                         const std::vector<tree_position>& bandwidth, std::size_t bytes,
                         const tree_cost& c);
+
+/// Worst arrival of `bytes` over a root's own latency tree, from its summary (an upper
+/// envelope: the maxima may come from different paths).
+duration predict_latency_tree(const subtree_summary& s, std::size_t bytes, const tree_cost& c);
+/// The same over a root's own bandwidth tree, in pipelined segments.
+duration predict_bandwidth_tree(const subtree_summary& s, std::size_t bytes, const tree_cost& c);
+/// Both trees' predicted completion from the root's summaries of its own two trees
+/// (`known` when both are complete).
+tree_prediction predict(const subtree_summary& latency, const subtree_summary& bandwidth,
+                        std::size_t bytes, const tree_cost& c);
+
+/// How much slower one tree must be predicted than the other, from the origin's
+/// summaries of its own trees, for the summaries to decide (`predict(view, ...)`): an
+/// upper envelope may stand up to twice above the worst path's own prediction, and the
+/// lowest of all the hops' measurements rules a summary (a probe that crossed a WAN link
+/// while others did measured a share of it: paper-3c201's latency trees hold hops
+/// measured at 0.8 MB/s over a 25 MB/s link, which made the summaries 2.2 times for the
+/// bandwidth tree on a 32 KiB message that the latency tree delivered in 15 ms, not 53).
+inline constexpr double summary_margin = 3.0;
+
+/// The prediction `choose_tree` decides on for the processor of `view` as an origin:
+/// from its complete summaries of both of its own trees where one tree is predicted more
+/// than `summary_margin` times slower than the other; else from its positions (from the
+/// summaries when it has no positions).
+tree_prediction predict(const tree_view& view, std::size_t bytes, const tree_cost& c);
 
 /// What a broadcast engine is configured with.
 struct tree_choice {

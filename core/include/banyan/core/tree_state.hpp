@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "banyan/core/messages.hpp"
+#include "banyan/core/subtree_summary.hpp"
 #include "banyan/core/types.hpp"
 #include "banyan/core/vnode_set.hpp"
 
@@ -97,6 +98,7 @@ public:
     rtt_parent_ = rtt;
     bw_parent_ = bw;
     parent_info_ = std::move(parent_info);
+    summary_sent_to_ = no_proc; // a parent (new, or adopting us again) has none of ours
   }
   /// Refresh what the parent told us, keeping the measurements.
   void set_parent_info(wire::tree_info parent_info) { parent_info_ = std::move(parent_info); }
@@ -109,13 +111,17 @@ public:
     rtt_parent_ = duration{0};
     bw_parent_ = 0;
     parent_info_ = wire::tree_info{};
+    summary_sent_to_ = no_proc;
   }
   const wire::tree_info& parent_info() const noexcept { return parent_info_; }
 
   const std::map<proc_id, vnode_set>& children() const noexcept { return children_; }
   bool has_child(proc_id c) const { return children_.count(c) != 0; }
   void set_child(proc_id c, vnode_set subtree) { children_[c] = std::move(subtree); }
-  bool remove_child(proc_id c) { return children_.erase(c) != 0; }
+  bool remove_child(proc_id c) {
+    child_summaries_.erase(c);
+    return children_.erase(c) != 0;
+  }
 
   /// vnodes of this processor's subtree: its own plus its children's subtrees.
   /// One sort of every interval, not a union per child: a processor with c children
@@ -141,6 +147,26 @@ public:
   const vnode_set& reported() const noexcept { return reported_; }
   void set_reported(vnode_set s) { reported_ = std::move(s); }
 
+  /// The subtree summaries children sent (subtree_summary.hpp), by child; a child that
+  /// has sent none is missing. Dropped with the child.
+  const std::map<proc_id, subtree_summary>& child_summaries() const noexcept {
+    return child_summaries_;
+  }
+  /// Records child c's summary; false if c is no child here.
+  bool set_child_summary(proc_id c, const subtree_summary& s) {
+    if (!has_child(c))
+      return false;
+    child_summaries_[c] = s;
+    return true;
+  }
+  /// The summary last sent, and the parent it went to (no_proc: none sent).
+  const subtree_summary& summary_sent() const noexcept { return summary_sent_; }
+  proc_id summary_sent_to() const noexcept { return summary_sent_to_; }
+  void set_summary_sent(proc_id to, const subtree_summary& s) {
+    summary_sent_to_ = to;
+    summary_sent_ = s;
+  }
+
 private:
   tree_key key_;
   proc_id self_ = no_proc;
@@ -152,6 +178,9 @@ private:
   timestamp reattaching_since_{0};
   std::map<proc_id, vnode_set> children_;
   vnode_set reported_;
+  std::map<proc_id, subtree_summary> child_summaries_;
+  subtree_summary summary_sent_;
+  proc_id summary_sent_to_ = no_proc;
 };
 
 } // namespace banyan

@@ -18,6 +18,7 @@
 #include <optional>
 #include <vector>
 
+#include "banyan/core/subtree_summary.hpp"
 #include "banyan/core/tree_choice.hpp"
 #include "banyan/core/types.hpp"
 #include "banyan/core/vnode_set.hpp"
@@ -68,6 +69,14 @@ public:
   virtual std::vector<tree_position> positions(tree_kind k) const {
     (void)k;
     return {};
+  }
+  /// What a broadcast down this processor's own tree of kind `k` costs, from the
+  /// summaries its children sent up (subtree_summary.hpp); nothing while the tree has no
+  /// child, or the view keeps none (static trees, the paper's rule variant). Possibly
+  /// incomplete (`complete`): a child has not sent one yet.
+  virtual std::optional<subtree_summary> own_summary(tree_kind k) const {
+    (void)k;
+    return std::nullopt;
   }
   /// Other processors to hand a frame to when the owner of its vnodes is unknown (or
   /// unreachable), preferred first. Any member will do: it forwards by its own table.

@@ -2,10 +2,10 @@
 /// What a named rule variant implies for the supervisor, beyond the parent rules
 /// themselves (latency_rule.hpp, bandwidth_rule.hpp), decided in one function.
 ///
-///   variant | parent rules         | probe candidates       | extra measurements  | sender capacity
-///   --------+----------------------+------------------------+---------------------+----------------
-///   paper   | IV-B, IV-C exactly   | uniform                | from all parented   | none
-///   banyan  | plus locality terms  | LAN with `local_bias`  | from the last move  | widest measured
+///   variant | parent rules         | probe candidates       | extra measurements  | sender capacity | subtree summaries
+///   --------+----------------------+------------------------+---------------------+-----------------+------------------
+///   paper   | IV-B, IV-C exactly   | uniform                | from all parented   | none            | none
+///   banyan  | plus locality terms  | LAN with `local_bias`  | from the last move  | widest measured | sent up every tree
 
 #include "banyan/core/rule_context.hpp"
 
@@ -22,6 +22,10 @@ struct variant_decision {
   /// The bandwidth rule takes the widest rate measured to anyone as what a parent can send
   /// in all (shared by its children); false: it splits the path rate, as the paper does.
   bool sender_capacity = false;
+  /// Every processor sends its parent in each tree a summary of its subtree when it
+  /// changes (`wire::tree_summary`, subtree_summary.hpp), for the root's choice of tree;
+  /// false: nothing beyond the paper's messages.
+  bool subtree_summaries = false;
 };
 
 /// The decision for variant `v`; `local_bias` is the configured chance, which the paper
