@@ -4,6 +4,7 @@
 
 #include "banyan/actors/node.hpp"
 
+#include <algorithm>
 #include <mutex>
 #include <random>
 #include <utility>
@@ -206,6 +207,9 @@ struct node::impl {
     tc.plaintext = cfg.plaintext;
     tc.shaper = cfg.shaper;
     tc.busy_poll = cfg.busy_poll;
+    tc.max_pending_per_address = cfg.handshakes_per_address;
+    // The whole budget holds at least one address's share.
+    tc.max_pending_inbound = std::max(tc.max_pending_inbound, cfg.handshakes_per_address);
     // Receive-in-place: long broadcasts' segments are read straight into their message's
     // buffer (reused through a pool), on the loop thread (docs/transport.md).
     auto placement = std::make_shared<receive_buffers>();

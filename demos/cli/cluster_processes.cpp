@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -120,9 +121,35 @@ void cluster_run::spawn(std::size_t k, const std::vector<std::string>& contacts)
     args.insert(args.end(), {"--vnodes", std::to_string(k * v) + "-" + std::to_string(k * v + v - 1)});
     for (auto& a : contacts)
       args.insert(args.end(), {"--join", a});
+    // A contact that does not answer in time (busy with other joins) is not the end:
+    // the node tries the next one, and all of them again with backoff, this long.
+    args.insert(args.end(), {"--join-timeout", "60"});
   }
+  // Every process of this cluster shares one address (127.0.0.1, or a site's in a
+  // namespace), and every member connects to a newcomer at once: the transport's default
+  // of 8 handshakes per address (meant for one host of few processes) refused most of
+  // them. Assumes the processes here are ours (the secret is a fresh random one).
+  args.insert(args.end(), {"--handshakes-per-address", std::to_string(std::max<std::size_t>(8, opt_.procs))});
   if (topo_)
     args.insert(args.end(), {"--topology", opt_.topology, "--site", c->site});
+  // The supervisor's timeouts (a probe's answer 1 s, a suspect's 1 s, silence 10 s)
+  // assume a live process is scheduled well within them. N processes on C cores each
+  // get a slice of about C/N of a core while they all form their trees: 96 on 2 cores
+  // answered in time, 128 did not (probes unanswered three times, the prober's peers
+  // suspected and buried while alive, joins given up). So beyond 16 processes per core
+  // every timeout is stretched by procs / (16 x cores), rounded up, unless --node-args
+  // sets it. Assumes the slice, not the network (loopback), is what delays an answer.
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t stretch = (opt_.procs + 16 * cores - 1) / (16 * cores);
+  if (stretch > 1) {
+    auto given = [&](const char* flag) { return opt_.node_args.find(flag) != std::string::npos; };
+    if (!given("--probe-timeout"))
+      args.insert(args.end(), {"--probe-timeout", std::to_string(1000 * stretch)});
+    if (!given("--suspect-timeout"))
+      args.insert(args.end(), {"--suspect-timeout", std::to_string(1000 * stretch)});
+    if (!given("--crash-timeout"))
+      args.insert(args.end(), {"--crash-timeout", std::to_string(10000 * stretch)});
+  }
   std::istringstream extra(opt_.node_args);
   for (std::string a; extra >> a;)
     args.push_back(a);

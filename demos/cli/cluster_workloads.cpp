@@ -52,20 +52,41 @@ void cluster_run::start_all() {
            + " (logs in " + dir_ + ")");
   spawn(0, {});
   wait_for([&] { return ev_.readies[0] > 0; }, 20s, "process 0 to found the computation");
-  std::vector<std::string> contacts{address(0)};
-  for (std::size_t k = 1; k < opt_.procs; ++k)
-    spawn(k, contacts);
-  wait_for(
-    [&] {
-      for (std::size_t k = 0; k < opt_.procs; ++k)
-        if (!ev_.readies[k])
-          return false;
-      return true;
-    },
-    std::chrono::milliseconds(20000 + 2000 * opt_.procs), "every process to join");
+  // Joins go in waves through several contacts. A contact handles each join (a share of
+  // vnodes handed over, a member_joined to every member) on its own loop, and every
+  // member then connects to each newcomer: 127 joins at one contact at once left joins
+  // unanswered within the supervisor's 3 x probe_timeout on 2 cores. So a wave holds at
+  // most `per_contact` joiners per member ready before it, each joiner is given up to
+  // `contacts_each` of those members (rotated, so the wave spreads over all of them),
+  // and each keeps retrying through them (`--join-timeout`) if one does not answer.
+  // Assumes a member can take about `per_contact` joins at once within that timeout.
+  constexpr std::size_t per_contact = 4, contacts_each = 3;
+  std::vector<std::size_t> ready{0};
+  std::size_t next = 1, waves = 0;
+  while (next < opt_.procs) {
+    const std::size_t wave = std::min(opt_.procs - next, per_contact * ready.size());
+    for (std::size_t j = 0; j < wave; ++j, ++next) {
+      std::vector<std::string> contacts;
+      for (std::size_t c = 0; c < std::min(contacts_each, ready.size()); ++c)
+        contacts.push_back(address(ready[(j + c) % ready.size()]));
+      spawn(next, contacts);
+    }
+    ++waves;
+    const std::size_t upto = next;
+    wait_for(
+      [&] {
+        for (std::size_t k = 0; k < upto; ++k)
+          if (!ev_.readies[k])
+            return false;
+        return true;
+      },
+      std::chrono::milliseconds(20000 + 2000 * wave), "every process to join");
+    for (std::size_t k = upto - wave; k < upto; ++k)
+      ready.push_back(k);
+  }
   progress("all " + std::to_string(opt_.procs) + " ready after "
            + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count())
-           + " ms");
+           + " ms (" + std::to_string(waves) + " waves of joins)");
 }
 
 void cluster_run::wait_converged(std::chrono::milliseconds limit) {

@@ -460,6 +460,20 @@ int run_node(const node_options& opt) {
   auto poll_us = parse_uint(opt.busy_poll_us, 10 * 1000 * 1000);
   if (!poll_us)
     return bad("bad --busy-poll-us \"" + opt.busy_poll_us + "\" (microseconds, at most 10 s)");
+  auto per_address = parse_uint(opt.handshakes_per_address, 65536);
+  if (!per_address || *per_address == 0)
+    return bad("bad --handshakes-per-address \"" + opt.handshakes_per_address + "\" (1-65536)");
+  std::optional<std::uint64_t> probe_ms, suspect_ms;
+  if (!opt.probe_timeout_ms.empty()) {
+    probe_ms = parse_uint(opt.probe_timeout_ms, 3600 * 1000);
+    if (!probe_ms || *probe_ms == 0)
+      return bad("bad --probe-timeout \"" + opt.probe_timeout_ms + "\" (milliseconds, 1-3600000)");
+  }
+  if (!opt.suspect_timeout_ms.empty()) {
+    suspect_ms = parse_uint(opt.suspect_timeout_ms, 3600 * 1000);
+    if (!suspect_ms)
+      return bad("bad --suspect-timeout \"" + opt.suspect_timeout_ms + "\" (milliseconds; 0: no suspicion)");
+  }
   std::optional<std::uint64_t> forward_us;
   if (!opt.forward_overhead_us.empty()) {
     forward_us = parse_uint(opt.forward_overhead_us, 1000 * 1000);
@@ -507,6 +521,11 @@ int run_node(const node_options& opt) {
   cfg.seed = *seed;
   cfg.threads = static_cast<std::size_t>(*threads);
   cfg.busy_poll = std::chrono::microseconds(*poll_us);
+  cfg.handshakes_per_address = static_cast<std::size_t>(*per_address);
+  if (probe_ms)
+    cfg.sup.probe_timeout = std::chrono::milliseconds(*probe_ms);
+  if (suspect_ms)
+    cfg.sup.suspect_timeout = std::chrono::milliseconds(*suspect_ms);
   cfg.crash_timeout = std::chrono::milliseconds(*crash_ms);
   if (forward_us)
     cfg.sup.forward_overhead = std::chrono::microseconds(*forward_us);
@@ -720,6 +739,10 @@ void add_node_command(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--busy-poll-us", opt->busy_poll_us,
                   "after activity, poll the sockets this long before sleeping, as MPI does (0: never; costs CPU)")
     ->type_name("MICROSECONDS");
+  cmd->add_option("--handshakes-per-address", opt->handshakes_per_address,
+                  "inbound connections in their handshake from one IP address (8); raise it to "
+                  "the number of processes when many share one host's address")
+    ->type_name("UINT");
   cmd->add_option("--forward-overhead-us", opt->forward_overhead_us,
                   "the latency rule's cost per child of a LAN parent, microseconds (default 20)")
     ->type_name("MICROSECONDS");
@@ -731,6 +754,13 @@ void add_node_command(CLI::App& app, std::function<int()>& action) {
     ->type_name("KIB");
   cmd->add_option("--seed", opt->seed, "seeds the supervisor's randomness (0: random)")->type_name("UINT");
   cmd->add_option("--leave-timeout", opt->leave_timeout_ms, "ms to finish a graceful leave (10000)")->type_name("MS");
+  cmd->add_option("--probe-timeout", opt->probe_timeout_ms,
+                  "ms a probe, an offer or a join request waits for its answer (1000); "
+                  "three probes unanswered in a row make the peer a suspect")
+    ->type_name("MS");
+  cmd->add_option("--suspect-timeout", opt->suspect_timeout_ms,
+                  "ms a suspect has to answer a ping before it is taken for crashed (1000; 0: no suspicion)")
+    ->type_name("MS");
   cmd->add_option("--crash-timeout", opt->crash_timeout_ms,
                   "ms a member may stay silent before it is taken to have crashed and its vnodes are adopted (10000; 0: only refused connections)")
     ->type_name("MS");

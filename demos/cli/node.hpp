@@ -48,6 +48,9 @@ struct node_options {
   std::string seed = "0"; ///< the supervisor's randomness; 0: random
   std::string threads = "2"; ///< CAF worker threads
   std::string busy_poll_us = "0"; ///< net::tcp_config::busy_poll
+  std::string handshakes_per_address = "8"; ///< node_config::handshakes_per_address
+  std::string probe_timeout_ms;   ///< supervisor_config::probe_timeout (empty: its default)
+  std::string suspect_timeout_ms; ///< supervisor_config::suspect_timeout (empty: its default)
   /// supervisor_config::forward_overhead in microseconds (empty: its default)
   std::string forward_overhead_us;
   /// broadcast_config::segment_size and max_segment in KiB: one segment size for every

@@ -104,6 +104,11 @@ struct node_config {
   duration busy_poll{0};
   /// `stop` waits this long at most for queued frames to reach the kernel.
   duration drain_timeout = std::chrono::seconds(1);
+  /// The transport's `max_pending_per_address` (net::tcp_config): inbound connections in
+  /// their handshake from one IP address. The default assumes one address is one host
+  /// running few processors; many processors of one host (all on 127.0.0.1) connect to
+  /// a newcomer at once, so raise it to their number there (`banyan cluster` does).
+  std::size_t handshakes_per_address = 8;
   /// The collective engines (`first_seq` is set by the node, per membership). A long
   /// broadcast goes in segments of up to 1 MiB, at least 64 of them
   /// (`broadcast_config::max_segment`, `segment_for`): fewer frames, reads and engine
