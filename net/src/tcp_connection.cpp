@@ -20,6 +20,8 @@
 #include <string>
 #include <utility>
 
+#include <sys/ioctl.h>
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -309,6 +311,17 @@ void tcp_impl::leave_budget(connection* c) {
     pending_by_address_.erase(it);
 }
 
+namespace {
+/// Bytes received on the connection's socket and not read yet (0 when unknown).
+int unread_bytes(connection* c) {
+  uv_os_fd_t fd{};
+  int n = 0;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&c->tcp), &fd) != 0 || ::ioctl(fd, FIONREAD, &n) != 0)
+    return 0;
+  return n;
+}
+} // namespace
+
 void tcp_impl::on_timeout(connection* c) {
   switch (c->state) {
   case connection::phase::connecting:
@@ -318,6 +331,22 @@ void tcp_impl::on_timeout(connection* c) {
     break;
   case connection::phase::hello:
   case connection::phase::proof:
+    // libuv runs due timers before it polls the sockets, so after our own loop stalled
+    // (busy with a burst of frames, or not scheduled: many processes on few cores) this
+    // timer fires ahead of an answer that arrived in time and waits unread. Bytes in the
+    // socket measure our stall, not the peer's slowness: the handshake gets one more
+    // period, and the read that follows in this loop iteration takes them. Assumes one
+    // extension suffices (the read comes right after the timers); a stranger that sends
+    // a byte at the deadline holds its slot one period longer, no more.
+    if (!c->stall_extended && unread_bytes(c) > 0) {
+      c->stall_extended = true;
+      stats_.handshake_stalls.fetch_add(1, std::memory_order_relaxed);
+      uv_timer_start(&c->timer, on_timer,
+                     c->side == connection::role::acceptor ? ms_of_accept(cfg_)
+                                                           : ms_of(cfg_.handshake_timeout),
+                     0);
+      break;
+    }
     reject(c, "handshake timed out after "
                   + std::to_string(c->side == connection::role::acceptor
                                        ? ms_of_accept(cfg_)

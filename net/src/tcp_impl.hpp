@@ -212,6 +212,9 @@ struct connection {
   std::vector<std::uint8_t> held;
   /// Initiator: the acceptor refused our processor id (`refusal::id_in_use`).
   bool refused_id = false;
+  /// The handshake timer found the peer's bytes already waiting in the socket and gave
+  /// the handshake another period once (`tcp_impl::on_timeout`).
+  bool stall_extended = false;
   schema::handshake_reader handshake;
   schema::frame_decoder decoder;
   std::vector<char> read_buf;
@@ -452,6 +455,7 @@ public:
     std::atomic<std::uint64_t> frames_received{0};
     std::atomic<std::uint64_t> opened{0};
     std::atomic<std::uint64_t> accepted{0};
+    std::atomic<std::uint64_t> handshake_stalls{0};
     std::array<std::atomic<std::uint64_t>, connection_failure_count> inbound{};
     std::array<std::atomic<std::uint64_t>, connection_failure_count> outbound{};
   };

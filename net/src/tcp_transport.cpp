@@ -575,6 +575,7 @@ transport_stats tcp_impl::stats() const {
   s.frames_received = stats_.frames_received.load(std::memory_order_relaxed);
   s.connections_opened = stats_.opened.load(std::memory_order_relaxed);
   s.connections_accepted = stats_.accepted.load(std::memory_order_relaxed);
+  s.handshake_stalls = stats_.handshake_stalls.load(std::memory_order_relaxed);
   for (std::size_t i = 0; i < connection_failure_count; ++i) {
     s.inbound_failures[i] = stats_.inbound[i].load(std::memory_order_relaxed);
     s.outbound_failures[i] = stats_.outbound[i].load(std::memory_order_relaxed);

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <future>
 #include <map>
 #include <set>
 
@@ -529,6 +530,42 @@ BOOST_AUTO_TEST_CASE(strangers_holding_every_handshake_slot_cannot_keep_a_member
     BOOST_TEST(n <= static_cast<std::size_t>(seconds / 0.5) + 1, from << ": " << n << " lines");
   BOOST_TEST(b->count_events(kind::rejected, "from 127.0.0.2:") >= 1u);
   BOOST_TEST_MESSAGE(held_back << " lines counted others held back");
+}
+
+BOOST_AUTO_TEST_CASE(a_hello_that_waited_out_our_own_stall_is_answered) {
+  // b's loop stalls (a callback that takes longer than the stranger's deadline) while a
+  // stranger's Hello waits in the socket: once b runs again its timers come before its
+  // reads, so the deadline fires with the Hello unread. That is b's stall, not the
+  // stranger's silence: the handshake goes on (one extension), counted in the stats.
+  auto cfg = config(2);
+  cfg.accept_timeout = 1s;
+  std::promise<void> stalling;
+  std::atomic<bool> once{false};
+  auto b = make_node(2, cfg, [&](node&, const wire::envelope&) {
+    if (once.exchange(true))
+      return;
+    stalling.set_value();
+    std::this_thread::sleep_for(2500ms); // past the stranger's 1 s
+  });
+  // Accepted first (its deadline runs), then a member's frame starts the stall.
+  raw_socket s = raw_socket::connect_to(b->port());
+  auto a = make_node(1);
+  a->t().add_peer(2, b->address());
+  BOOST_TEST_REQUIRE((a->t().send(ping_to(2, 1)) == net::send_status::queued));
+  BOOST_TEST_REQUIRE((stalling.get_future().wait_for(patience) == std::future_status::ready));
+  const bs::hello h{bs::protocol_version, 5, test_nonce(3), 0, false};
+  BOOST_TEST_REQUIRE(s.write_all(bs::encode(h)));
+  auto body = s.read_message(); // the HelloAck, not a close
+  BOOST_TEST_REQUIRE(body.has_value());
+  auto ack = bs::decode_hello_ack(body->data(), body->size());
+  BOOST_TEST_REQUIRE((ack && ack->challenge));
+  BOOST_TEST(b->t().stats().handshake_stalls == 1u);
+  BOOST_TEST(b->count_events(kind::rejected, "handshake timed out") == 0u);
+  // A stranger that stays silent is still refused at its deadline.
+  raw_socket quiet = raw_socket::connect_to(b->port());
+  BOOST_TEST(quiet.wait_closed());
+  BOOST_TEST_REQUIRE(b->wait_event(kind::rejected, "handshake timed out"));
+  BOOST_TEST(b->t().stats().handshake_stalls == 1u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

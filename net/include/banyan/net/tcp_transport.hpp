@@ -147,6 +147,9 @@ struct transport_stats {
   std::uint64_t frames_received = 0; ///< frames decoded (handed-back ones included)
   std::uint64_t connections_opened = 0;   ///< outbound connections that completed the handshake
   std::uint64_t connections_accepted = 0; ///< inbound connections that completed the handshake
+  /// Handshake timers that fired with the peer's bytes waiting unread (our own loop had
+  /// stalled): the handshake got one more period instead of being refused.
+  std::uint64_t handshake_stalls = 0;
   /// Failed or refused connection attempts and broken connections, by side and reason
   /// (indexed by `connection_failure`; `none` stays 0). An outbound peer that stays
   /// unreachable counts one per attempt (the reconnect backoff paces them).
