@@ -208,6 +208,8 @@ struct node::impl {
     tc.shaper = cfg.shaper;
     tc.busy_poll = cfg.busy_poll;
     tc.max_pending_per_address = cfg.handshakes_per_address;
+    if (cfg.handshake_timeout > duration{0})
+      tc.handshake_timeout = tc.accept_timeout = cfg.handshake_timeout;
     // The whole budget holds at least one address's share.
     tc.max_pending_inbound = std::max(tc.max_pending_inbound, cfg.handshakes_per_address);
     // Receive-in-place: long broadcasts' segments are read straight into their message's

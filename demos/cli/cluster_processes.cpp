@@ -136,7 +136,8 @@ void cluster_run::spawn(std::size_t k, const std::vector<std::string>& contacts)
   // assume a live process is scheduled well within them. N processes on C cores each
   // get a slice of about C/N of a core while they all form their trees: 96 on 2 cores
   // answered in time, 128 did not (probes unanswered three times, the prober's peers
-  // suspected and buried while alive, joins given up). So beyond 16 processes per core
+  // suspected and buried while alive, joins given up; handshakes refused after 1 s,
+  // with the joiners' handover requests behind them). So beyond 16 processes per core
   // every timeout is stretched by procs / (16 x cores), rounded up, unless --node-args
   // sets it. Assumes the slice, not the network (loopback), is what delays an answer.
   const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
@@ -147,6 +148,8 @@ void cluster_run::spawn(std::size_t k, const std::vector<std::string>& contacts)
       args.insert(args.end(), {"--probe-timeout", std::to_string(1000 * stretch)});
     if (!given("--suspect-timeout"))
       args.insert(args.end(), {"--suspect-timeout", std::to_string(1000 * stretch)});
+    if (!given("--handshake-timeout"))
+      args.insert(args.end(), {"--handshake-timeout", std::to_string(2000 * stretch)});
     if (!given("--crash-timeout"))
       args.insert(args.end(), {"--crash-timeout", std::to_string(10000 * stretch)});
   }

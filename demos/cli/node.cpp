@@ -463,7 +463,12 @@ int run_node(const node_options& opt) {
   auto per_address = parse_uint(opt.handshakes_per_address, 65536);
   if (!per_address || *per_address == 0)
     return bad("bad --handshakes-per-address \"" + opt.handshakes_per_address + "\" (1-65536)");
-  std::optional<std::uint64_t> probe_ms, suspect_ms;
+  std::optional<std::uint64_t> probe_ms, suspect_ms, handshake_ms;
+  if (!opt.handshake_timeout_ms.empty()) {
+    handshake_ms = parse_uint(opt.handshake_timeout_ms, 3600 * 1000);
+    if (!handshake_ms || *handshake_ms == 0)
+      return bad("bad --handshake-timeout \"" + opt.handshake_timeout_ms + "\" (milliseconds, 1-3600000)");
+  }
   if (!opt.probe_timeout_ms.empty()) {
     probe_ms = parse_uint(opt.probe_timeout_ms, 3600 * 1000);
     if (!probe_ms || *probe_ms == 0)
@@ -522,6 +527,8 @@ int run_node(const node_options& opt) {
   cfg.threads = static_cast<std::size_t>(*threads);
   cfg.busy_poll = std::chrono::microseconds(*poll_us);
   cfg.handshakes_per_address = static_cast<std::size_t>(*per_address);
+  if (handshake_ms)
+    cfg.handshake_timeout = std::chrono::milliseconds(*handshake_ms);
   if (probe_ms)
     cfg.sup.probe_timeout = std::chrono::milliseconds(*probe_ms);
   if (suspect_ms)
@@ -754,6 +761,9 @@ void add_node_command(CLI::App& app, std::function<int()>& action) {
     ->type_name("KIB");
   cmd->add_option("--seed", opt->seed, "seeds the supervisor's randomness (0: random)")->type_name("UINT");
   cmd->add_option("--leave-timeout", opt->leave_timeout_ms, "ms to finish a graceful leave (10000)")->type_name("MS");
+  cmd->add_option("--handshake-timeout", opt->handshake_timeout_ms,
+                  "ms a connection's handshake may take, either side (default 2000 ours, 1000 theirs)")
+    ->type_name("MS");
   cmd->add_option("--probe-timeout", opt->probe_timeout_ms,
                   "ms a probe, an offer or a join request waits for its answer (1000); "
                   "three probes unanswered in a row make the peer a suspect")

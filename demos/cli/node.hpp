@@ -49,6 +49,7 @@ struct node_options {
   std::string threads = "2"; ///< CAF worker threads
   std::string busy_poll_us = "0"; ///< net::tcp_config::busy_poll
   std::string handshakes_per_address = "8"; ///< node_config::handshakes_per_address
+  std::string handshake_timeout_ms; ///< node_config::handshake_timeout (empty: the transport's)
   std::string probe_timeout_ms;   ///< supervisor_config::probe_timeout (empty: its default)
   std::string suspect_timeout_ms; ///< supervisor_config::suspect_timeout (empty: its default)
   /// supervisor_config::forward_overhead in microseconds (empty: its default)

@@ -109,6 +109,11 @@ struct node_config {
   /// running few processors; many processors of one host (all on 127.0.0.1) connect to
   /// a newcomer at once, so raise it to their number there (`banyan cluster` does).
   std::size_t handshakes_per_address = 8;
+  /// The transport's `handshake_timeout` and `accept_timeout` (net::tcp_config; 0: their
+  /// defaults, 2 s and 1 s). An acceptor that gives up on a slow initiator's proof drops
+  /// the frames written behind it (at most once), so set it above the longest a live
+  /// process can take to answer (many processes on few cores: seconds).
+  duration handshake_timeout{0};
   /// The collective engines (`first_seq` is set by the node, per membership). A long
   /// broadcast goes in segments of up to 1 MiB, at least 64 of them
   /// (`broadcast_config::max_segment`, `segment_for`): fewer frames, reads and engine
