@@ -89,15 +89,16 @@ void cluster_run::start_all() {
     for (std::size_t k = upto - wave; k < upto; ++k)
       ready.push_back(k);
   }
-  // A joiner that stopped waiting for its vnodes is a member owning none (docs/api.md,
-  // "join resolves owning"): it is said here, and the broadcasts it would ack fail.
+  // A joiner that stopped waiting for its vnodes is ready owning none (docs/api.md,
+  // "join resolves owning"); they may still come (a handover that was slow) or not (one
+  // that was lost): the count is said here, and a broadcast it cannot ack fails.
   std::size_t without = 0;
   for (std::size_t k = 1; k < opt_.procs; ++k)
     without += ev_.ready[k].value("vnodes", std::string()).empty();
   progress("all " + std::to_string(opt_.procs) + " ready after "
            + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count())
            + " ms (" + std::to_string(waves) + " waves of joins"
-           + (without ? ", " + std::to_string(without) + " joiners without their vnodes" : std::string())
+           + (without ? ", " + std::to_string(without) + " joiners ready before their vnodes came" : std::string())
            + ")");
 }
 
@@ -400,7 +401,7 @@ json cluster_run::workload_churn() {
       if (all_left) {
         for (auto k : movers) {
           readies_before[k] = ev_.readies[k];
-          command(k, "join " + address(0));
+          command(k, "join " + address(k - 1)); // a stayer: the joins spread (start_all)
         }
         rejoined = true;
         rejoined_at = elapsed_ms();
