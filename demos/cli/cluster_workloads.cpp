@@ -85,7 +85,9 @@ void cluster_run::start_all() {
             return false;
         return true;
       },
-      std::chrono::milliseconds(20000 + 2000 * wave), "every process to join");
+      // Outlasts the joiners' own retries (--join-timeout 60, spawn): a joiner that gives
+      // up exits, which this wait reports at once, with its reason.
+      std::chrono::milliseconds(20000 + 2000 * wave + 60000), "every process to join");
     for (std::size_t k = upto - wave; k < upto; ++k)
       ready.push_back(k);
   }
