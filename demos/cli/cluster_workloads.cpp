@@ -6,6 +6,7 @@
 
 #include "banyan/core/tree_builders.hpp"
 #include "cluster_run.hpp"
+#include "join_waves.hpp"
 
 namespace banyan::cli::cluster_detail {
 
@@ -52,32 +53,25 @@ void cluster_run::start_all() {
            + " (logs in " + dir_ + ")");
   spawn(0, {});
   wait_for([&] { return ev_.readies[0] > 0; }, 20s, "process 0 to found the computation");
-  // Joins go in waves through several contacts. A contact handles each join (a share of
-  // vnodes handed over, a member_joined to every member) on its own loop, and every
-  // member then connects to each newcomer: 127 joins at one contact at once left joins
-  // unanswered within the supervisor's 3 x probe_timeout on 2 cores. So a wave holds at
-  // most `per_contact` joiners per member ready before it, each joiner is given up to
-  // `contacts_each` of those members (rotated, so the wave spreads over all of them),
-  // and each keeps retrying through them (`--join-timeout`) if one does not answer.
-  // Assumes a member can take about `per_contact` joins at once within that timeout.
+  // Joins go in waves through several contacts (plan_join_waves). A contact handles
+  // each join (a share of vnodes handed over, a member_joined to every member) on its
+  // own loop, and every member then connects to each newcomer: 127 joins at one contact
+  // at once left joins unanswered within the supervisor's 3 x probe_timeout on 2 cores.
   // Every joiner asks for its own vnodes, which process 0 owns until it hands them over,
-  // whoever the contact: a wave is also at most `per_owner`. Measured on 2 cores at 128
+  // whoever the contact: a wave is also at most 16. Measured on 2 cores at 128
   // processes: waves of 4 and 20 all got their vnodes; of a wave of 100, 39 joiners
-  // stopped waiting for process 0's handover (sup.probe_timeout after being let in) and
-  // owned nothing.
-  constexpr std::size_t per_contact = 4, contacts_each = 3, per_owner = 16;
-  std::vector<std::size_t> ready{0};
-  std::size_t next = 1, waves = 0;
-  while (next < opt_.procs) {
-    const std::size_t wave = std::min({opt_.procs - next, per_contact * ready.size(), per_owner});
-    for (std::size_t j = 0; j < wave; ++j, ++next) {
+  // stopped waiting for process 0's handover (sup.probe_timeout after being let in).
+  // Each joiner keeps retrying through its contacts (`--join-timeout`, spawn).
+  const auto waves = plan_join_waves(opt_.procs);
+  std::size_t upto = 1;
+  for (auto& wave : waves) {
+    for (auto& p : wave) {
       std::vector<std::string> contacts;
-      for (std::size_t c = 0; c < std::min(contacts_each, ready.size()); ++c)
-        contacts.push_back(address(ready[(j + c) % ready.size()]));
-      spawn(next, contacts);
+      for (auto c : p.contacts)
+        contacts.push_back(address(c));
+      spawn(p.proc, contacts);
     }
-    ++waves;
-    const std::size_t upto = next;
+    upto += wave.size();
     wait_for(
       [&] {
         for (std::size_t k = 0; k < upto; ++k)
@@ -87,9 +81,7 @@ void cluster_run::start_all() {
       },
       // Outlasts the joiners' own retries (--join-timeout 60, spawn): a joiner that gives
       // up exits, which this wait reports at once, with its reason.
-      std::chrono::milliseconds(20000 + 2000 * wave + 60000), "every process to join");
-    for (std::size_t k = upto - wave; k < upto; ++k)
-      ready.push_back(k);
+      std::chrono::milliseconds(20000 + 2000 * wave.size() + 60000), "every process to join");
   }
   // A joiner that stopped waiting for its vnodes is ready owning none (docs/api.md,
   // "join resolves owning"); they may still come (a handover that was slow) or not (one
@@ -99,7 +91,7 @@ void cluster_run::start_all() {
     without += ev_.ready[k].value("vnodes", std::string()).empty();
   progress("all " + std::to_string(opt_.procs) + " ready after "
            + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count())
-           + " ms (" + std::to_string(waves) + " waves of joins"
+           + " ms (" + std::to_string(waves.size()) + " waves of joins"
            + (without ? ", " + std::to_string(without) + " joiners ready before their vnodes came" : std::string())
            + ")");
 }
