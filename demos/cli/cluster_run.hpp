@@ -11,6 +11,7 @@
 //   cluster_collectives.cpp  the workloads every process takes part in (allreduce,
 //                          barrier, allgather)
 //   cluster_results.cpp    the summary on stdout and the pictures (--plot-dir)
+//   join_waves.hpp         the order of the joins (waves, contacts); in banyan_cli_support
 
 #include <algorithm>
 #include <chrono>
