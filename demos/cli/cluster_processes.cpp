@@ -134,8 +134,8 @@ void cluster_run::spawn(std::size_t k, const std::vector<std::string>& contacts)
     args.insert(args.end(), {"--topology", opt_.topology, "--site", c->site});
   // The supervisor's timeouts (a probe's answer 1 s, a suspect's 1 s, silence 10 s)
   // assume a live process is scheduled well within them. N processes on C cores each
-  // get a slice of about C/N of a core while they all form their trees: 96 on 2 cores
-  // answered in time, 128 did not (probes unanswered three times, the prober's peers
+  // get a slice of about C/N of a core while they all form their trees: at 128 on 2
+  // (shared) cores they did not answer in time (probes unanswered three times, peers
   // suspected and buried while alive, joins given up; handshakes refused after 1 s,
   // with the joiners' handover requests behind them). So beyond 16 processes per core
   // every timeout is stretched by procs / (16 x cores), rounded up, unless --node-args
