@@ -20,10 +20,9 @@ void tree_set::prepare(timestamp now, outbox& out) {
   if (!on_demand() || s_.status != supervisor::status::member)
     return;
   last_used_ = now;
-  auto& e = roots_[s_.self];
-  if (!e.open || e.incarnation != s_.members.me().incarnation) {
-    if (e.incarnation != s_.members.me().incarnation)
-      e = wire::open_root{s_.self, s_.members.me().incarnation, 0, false};
+  auto& e = roots_.try_emplace(s_.self, wire::open_root{s_.self, s_.members.me().incarnation, 0,
+                                                        false}).first->second;
+  if (!e.open) {
     ++e.seq;
     e.open = true;
     sync(now, s_.self, out);

@@ -41,7 +41,8 @@ public:
   }
   void drop_root(proc_id p) {
     for (auto k : {tree_kind::latency, tree_kind::bandwidth})
-      trees_[index_of({p, k})].reset();
+      if (auto i = index_of({p, k}); i < trees_.size())
+        trees_[i].reset();
   }
   /// Whether the trees rooted at p exist here.
   bool has_root(proc_id p) const { return find({p, tree_kind::latency}) != nullptr; }
