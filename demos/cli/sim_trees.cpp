@@ -172,8 +172,8 @@ int run_sim_trees(const sim_trees_options& opt) {
   bool settled = run_with_progress(c, limit, from_ms(10), opt.verbose);
   auto converged_ms = to_ms(c.last_change());
   auto probes_formation = c.probes();
-  auto lat = summarize(c, tree_kind::latency);
-  auto bw = summarize(c, tree_kind::bandwidth);
+  auto lat = summarize(c, tree_kind::latency, roots);
+  auto bw = summarize(c, tree_kind::bandwidth, roots);
   auto clusters = topo->clusters().size();
 
   std::printf("%s: %zu processors in %zu clusters, seed %llu\n", topo->name.c_str(),
@@ -237,8 +237,8 @@ int run_sim_trees(const sim_trees_options& opt) {
       rejoin(c, gone);
       events.push_back(settle_after(c, "rejoin", gone.size(), opt));
     }
-    auto lat2 = summarize(c, tree_kind::latency);
-    auto bw2 = summarize(c, tree_kind::bandwidth);
+    auto lat2 = summarize(c, tree_kind::latency, roots);
+    auto bw2 = summarize(c, tree_kind::bandwidth, roots);
     nlohmann::json evs = nlohmann::json::array();
     for (auto& e : events) {
       std::printf("  %-6s of %zu processors at %.1f ms: trees stable again after %.1f ms%s\n",
@@ -266,8 +266,8 @@ int run_sim_trees(const sim_trees_options& opt) {
         drifts += s->drifts();
         background += s->background_probes();
       }
-    auto lat3 = summarize(c, tree_kind::latency);
-    auto bw3 = summarize(c, tree_kind::bandwidth);
+    auto lat3 = summarize(c, tree_kind::latency, roots);
+    auto bw3 = summarize(c, tree_kind::bandwidth, roots);
     std::printf("  observed from %.1f s to %.1f s: %llu parent changes, %llu background probes, "
                 "%llu drifts\n",
                 to_ms(from) / 1000, to_ms(c.elapsed()) / 1000,
