@@ -131,6 +131,9 @@ struct BwReply {
   viewOmitted @6 :Bool;
   # The candidate's view has the request's viewDigest: members, departed and routes are
   # left out, and the prober has nothing to merge.
+  openRoots @7 :List(OpenRoot);
+  # Trees on demand: the roots whose trees the candidate knows open or closed, merged by
+  # the prober (anti-entropy for TreesOpen). Empty when every member is a root.
 }
 
 # --- tree maintenance --------------------------------------------------------
@@ -396,6 +399,21 @@ struct TreeSummary {
   trees @0 :List(SummaryEntry);
 }
 
+struct OpenRoot {
+  # Trees on demand: whether `root`'s two trees are open, as of the root's `seq`-th
+  # opening or closing of them in incarnation `incarnation` (a later seq wins).
+  root @0 :UInt32;
+  incarnation @1 :UInt64;
+  seq @2 :UInt64;
+  open @3 :Bool;
+}
+
+struct TreesOpen {
+  # Root -> every member: its trees opened or closed (trees on demand). Contact ->
+  # newcomer, right after JoinAccept: every root it knows open or closed.
+  roots @0 :List(OpenRoot);
+}
+
 struct BcastAck {
   # A receiver of broadcast (origin, seq) -> its origin: `vnodes` have it (delivered
   # here now, or earlier: a repeat). The origin keeps the broadcast until every vnode is
@@ -499,6 +517,7 @@ struct Frame {
     reduceAck @32 :ReduceAck;
     reduceAsk @33 :ReduceAsk;
     treeSummary @34 :TreeSummary;
+    treesOpen @35 :TreesOpen;
   }
   returned @24 :Bool;
   # A frame handed back to the processor that sent it (`from` is the processor that

@@ -27,6 +27,8 @@ using detach_atom = caf::atom_constant<caf::atom("bdetach")>;
 using found_atom = caf::atom_constant<caf::atom("bfound")>;
 using join_atom = caf::atom_constant<caf::atom("bjoin")>;
 using leave_atom = caf::atom_constant<caf::atom("bleave")>;
+/// Trees on demand: the processor's own trees are to be used (supervisor::prepare).
+using prepare_atom = caf::atom_constant<caf::atom("bprepare")>;
 using unreachable_atom = caf::atom_constant<caf::atom("bunreach")>;
 /// A processor stops at once, as if its process were killed (emulation only).
 using crash_atom = caf::atom_constant<caf::atom("bcrash")>;

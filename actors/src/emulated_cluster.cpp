@@ -76,6 +76,14 @@ std::optional<error> emulated_cluster::leave(proc_id p, proc_id recipient) {
   return std::nullopt;
 }
 
+std::optional<error> emulated_cluster::prepare(proc_id p) {
+  auto& d = *impl_;
+  if (p >= d.procs.size() || !d.procs[p])
+    return make_error(errc::invalid_argument, "processor " + std::to_string(p) + " is not running");
+  caf::anon_send(d.procs[p], prepare_atom::value);
+  return std::nullopt;
+}
+
 std::optional<error> emulated_cluster::crash(proc_id p) {
   auto& d = *impl_;
   if (p >= d.procs.size() || !d.procs[p])

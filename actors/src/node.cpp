@@ -542,6 +542,10 @@ std::future<node::result> node::leave(completion done) {
   return impl_->submit(node_request::kind::leave, {}, {}, std::move(done));
 }
 
+std::future<node::result> node::prepare() {
+  return impl_->submit(node_request::kind::prepare, {}, {}, {});
+}
+
 void node::stop() {
   impl_->stop();
 }

@@ -59,7 +59,8 @@ using drained_ptr = std::shared_ptr<std::promise<void>>;
 /// What the node's public methods ask of the actor.
 struct node_request {
   /// `plan`: install a baseline's plan (`plan` below, or scatter-allgather over `procs`).
-  enum class kind { found, join, leave, plan } what = kind::found;
+  /// `prepare`: this node's own trees are to be used (trees on demand).
+  enum class kind { found, join, leave, plan, prepare } what = kind::found;
   vnode_set vnodes; ///< found: owned; join: wanted
   std::vector<node_contact> contacts;
   std::shared_ptr<const banyan::tree> plan; ///< plan: a static tree (null: scatter-allgather)

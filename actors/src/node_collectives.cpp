@@ -615,6 +615,8 @@ void on_collective(node_ptr self, const collective_request_ptr& r) {
         errc::invalid_argument, "processor " + std::to_string(st.sup->self()) + " is not a member")));
       break;
     }
+    if (r->what == kind::broadcast && r->over != collective_kind::static_broadcast)
+      st.sup->prepare(now, st.out); // trees on demand: this node roots the broadcast
     r->answer(start_broadcast(self, *r));
     run_engines(self);
     break;
@@ -656,6 +658,8 @@ void on_collective(node_ptr self, const collective_request_ptr& r) {
       refuse(errc::invalid_argument, "already running here");
       break;
     }
+    if (nr.over != collective_kind::static_reduce && st.sup->own_vnodes().contains(nr.root))
+      st.sup->prepare(now, st.out); // trees on demand: this node roots the reduction
     auto counted = std::make_shared<vnode_set>();
     contribution_fn values = [counted, fn = nr.values](vnode_id v) {
       counted->insert(v);

@@ -486,6 +486,14 @@ void on_request(node_ptr self, node_request_ptr r) {
     break;
   case node_request::kind::plan: // handled above
     break;
+  case node_request::kind::prepare:
+    if (sup.state() != supervisor::status::member) {
+      complete(self, r, make_error(errc::invalid_argument, "not a member"));
+    } else {
+      sup.prepare(now, st.out);
+      complete(self, r, std::nullopt);
+    }
+    break;
   }
   after(self); // answers once the snapshot shows the outcome
 }

@@ -512,6 +512,17 @@ void start_pending(processor_ptr self) {
   }
 }
 
+void carry_out(processor_ptr self);
+
+/// Trees on demand (supervisor_config::tree_set): this processor's own trees are used.
+void prepare_own_trees(processor_ptr self) {
+  auto& st = self->state;
+  if (st.left || !st.sup)
+    return;
+  st.sup->prepare(now_of(self), st.out);
+  carry_out(self);
+}
+
 /// Carries out a supervisor event: its frames first (routes travel ahead), then the
 /// engines' reactions to the view change.
 void carry_out(processor_ptr self) {
@@ -692,6 +703,8 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
     },
     [=](bcast_atom, const bcast_request_ptr& req) {
       auto& st = self->state;
+      if (!req->use_static && !req->p2p)
+        prepare_own_trees(self); // trees on demand: this processor roots the broadcast
       auto now = now_of(self);
       shared_bytes payload(std::vector<std::uint8_t>(req->bytes, payload_fill));
       collective_engine* eng = nullptr;
@@ -755,6 +768,8 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       auto& st = self->state;
       if (st.left)
         return;
+      if (!req->use_static && st.sup->own_vnodes().contains(req->spec.root))
+        prepare_own_trees(self); // trees on demand: this processor roots the reduction
       if (req->use_static ||
           (st.reduce && st.gather && st.allgather && st.alltoall && st.view->participating() &&
            st.pending.empty())) {
@@ -840,6 +855,7 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       self->state.pending_allreduces.clear();
       stop(self);
     },
+    [=](prepare_atom) { prepare_own_trees(self); },
     [=](leave_atom, proc_id recipient) {
       auto err = self->state.sup->leave(now_of(self), recipient, self->state.out);
       if (err)

@@ -38,6 +38,7 @@ void join_leave::join(timestamp, proc_id contact, const vnode_set& wanted, outbo
   s_.owners.reset();
   s_.suspects.reset();
   s_.merges.reset();
+  s_.roots.reset();
   reset();
   auto& me = s_.members.me();
   me.id = s_.self;
@@ -69,6 +70,7 @@ void join_leave::abandon_join() {
   s_.status = supervisor::status::idle;
   s_.members.reset();
   s_.trees.reset();
+  s_.roots.reset();
 }
 
 void join_leave::on_giver_timer(timestamp now, outbox& out) {
@@ -181,6 +183,7 @@ void join_leave::end_life() {
   s_.updates.reset();
   s_.owners.reset();
   s_.trees.reset();
+  s_.roots.reset();
   s_.members.reset();
   s_.watch.end_life();
   s_.suspects.reset();
@@ -233,6 +236,8 @@ void join_leave::on(timestamp now, proc_id, const wire::join_request& m, outbox&
     accept.members.push_back(*s_.members.info(p));
   accept.routes = s_.owners.routes().snapshot();
   s_.send(out, n, std::move(accept));
+  if (s_.roots.on_demand()) // the roots with trees, right after (in order)
+    s_.send(out, n, wire::trees_open{s_.roots.snapshot()});
   if (fresh)
     s_.seeding.expect_seed(now, n, out);
 }

@@ -95,6 +95,11 @@ void membership::add(const wire::member& m) {
   buried_.erase(p);
   s_.paths.restore(p, m.address);
   members_.insert(std::upper_bound(members_.begin(), members_.end(), p), p);
+  if (s_.roots.wanted(p))
+    open_trees(p);
+}
+
+void membership::open_trees(proc_id p) {
   s_.updates.make_room(s_.trees.make_room(p));
   s_.trees.add_root(p, s_.self);
   if (s_.decision.sender_capacity)
@@ -107,6 +112,7 @@ void membership::remove(timestamp now, proc_id p, outbox& out) {
   is_member_[p] = false;
   members_.erase(std::lower_bound(members_.begin(), members_.end(), p));
   s_.paths.forget(p, member_info_[p].address);
+  s_.roots.forget(p, member_info_[p].incarnation);
   member_info_.erase(p);
   s_.probes.forget_strikes(p);
   s_.suspects.forget(p);

@@ -51,8 +51,11 @@ public:
   /// `via`: who told us (supervisor's `member_returned` event, should m be buried here).
   bool admit(timestamp now, const wire::member& m, outbox& out, bool hearsay = false,
              proc_id via = no_proc);
-  /// Adds m (or updates what we know of it), with its trees.
+  /// Adds m (or updates what we know of it), with its trees (where they are to exist:
+  /// tree_set::wanted).
   void add(const wire::member& m);
+  /// Creates the two trees rooted at p, with us taking part.
+  void open_trees(proc_id p);
   /// Incarnation `inc` of `who` left: tombstone it, and forget it if it is the one we
   /// know (its vnodes become orphans, see crash_watch). Forgotten `why` = crash, it is
   /// buried (a `member_buried` event); a graceful departure of the incarnation buried

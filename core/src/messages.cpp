@@ -10,14 +10,14 @@ namespace {
 // --- names ------------------------------------------------------------------
 
 // In the order of the alternatives of `message`.
-constexpr std::array<const char*, 30> message_names = {
+constexpr std::array<const char*, 31> message_names = {
     "ping",          "pong",           "bw_request",       "bw_reply",
     "adopt_request", "adopt_reply",    "release",          "orphan",
     "tree_update",   "subtree_update", "join_request",     "join_accept",
     "member_joined", "member_left",    "handover_request", "routing_update",
     "vnode_handover", "vnode_handover_ack", "bcast_segment", "reduce_partial",
     "reduce_handoff", "bcast_offer", "bcast_answer", "bcast_ack", "ping_req", "ping_ack",
-    "merge_offer", "reduce_ack", "reduce_ask", "tree_summary"};
+    "merge_offer", "reduce_ack", "reduce_ask", "tree_summary", "trees_open"};
 static_assert(message_names.size() == std::variant_size_v<message>,
               "a message type was added: name it here and model its size below");
 
@@ -62,7 +62,7 @@ constexpr shape member_shape{2, 1};
 constexpr shape ping_shape{1, 0};
 constexpr shape pong_shape{1, 0};
 constexpr shape bw_request_shape{2, 0};
-constexpr shape bw_reply_shape{2, 5};
+constexpr shape bw_reply_shape{2, 6};
 constexpr shape adopt_request_shape{1, 1};
 constexpr shape adopt_verdict_shape{2, 1};
 constexpr shape adopt_reply_shape{1, 1};
@@ -92,6 +92,8 @@ constexpr shape reduce_ack_shape{1, 1};
 constexpr shape reduce_ask_shape{1, 1};
 constexpr shape tree_summary_shape{0, 1};
 constexpr shape summary_entry_shape{5, 0};
+constexpr shape open_root_shape{3, 0};
+constexpr shape trees_open_shape{0, 1};
 
 constexpr std::size_t bytes_to_words(std::size_t bytes) {
   return (bytes + word_bytes - 1) / word_bytes;
@@ -120,6 +122,7 @@ std::size_t content_words(const adopt_verdict& v) {
 std::size_t content_words(const tree_key&) { return 0; }
 std::size_t content_words(const reduce_record& r) { return vnodes_words(r.vnodes); }
 std::size_t content_words(const summary_entry&) { return 0; }
+std::size_t content_words(const open_root&) { return 0; }
 
 template <class T>
 std::size_t list_words(const std::vector<T>& xs, shape s) {
@@ -138,7 +141,8 @@ std::size_t body_words(const bw_request&) { return bw_request_shape.words(); }
 std::size_t body_words(const bw_reply& m) {
   return bw_reply_shape.words() + list_words(m.trees, tree_info_shape) +
          bytes_to_words(m.padding) + list_words(m.members, member_shape) +
-         list_words(m.departed, member_shape) + list_words(m.routes, route_entry_shape);
+         list_words(m.departed, member_shape) + list_words(m.routes, route_entry_shape) +
+         list_words(m.open_roots, open_root_shape);
 }
 std::size_t body_words(const adopt_request& m) {
   return adopt_request_shape.words() + list_words(m.trees, subtree_entry_shape);
@@ -217,6 +221,9 @@ std::size_t body_words(const reduce_ask& m) {
 }
 std::size_t body_words(const tree_summary& m) {
   return tree_summary_shape.words() + list_words(m.trees, summary_entry_shape);
+}
+std::size_t body_words(const trees_open& m) {
+  return trees_open_shape.words() + list_words(m.roots, open_root_shape);
 }
 
 } // namespace

@@ -212,6 +212,8 @@ void prober::on(timestamp, proc_id from, const wire::bw_request& m, outbox& out)
         reply.departed.push_back({p, {}, inc});
     reply.routes = s_.owners.routes().snapshot();
   }
+  if (s_.roots.on_demand())
+    reply.open_roots = s_.roots.snapshot();
   auto bare = wire::wire_size(reply);
   reply.padding = bare < wire::bw_probe_bytes
                     ? static_cast<std::uint32_t>(wire::bw_probe_bytes - bare)
@@ -297,6 +299,7 @@ void prober::on(timestamp now, proc_id from, const wire::bw_reply& m, outbox& ou
   // candidate itself, which buries the one we were probing.
   if (!probe_ || probe_->seq != m.seq)
     return;
+  s_.roots.merge(now, m.open_roots, out); // trees opened: judged with this candidate too
   judge_scope scope;
   if (probe_->background)
     scope.bw_margin = scope.dist_margin = s_.cfg.adapt_margin;

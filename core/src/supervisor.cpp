@@ -84,6 +84,9 @@ void handle(parts& s, timestamp now, proc_id from, const wire::vnode_handover_ac
 void handle(parts& s, timestamp now, proc_id from, const wire::routing_update& m, outbox& out) {
   s.owners.on(now, from, m, out);
 }
+void handle(parts& s, timestamp now, proc_id from, const wire::trees_open& m, outbox& out) {
+  s.roots.on(now, from, m, out);
+}
 /// The collective engines' messages are not the supervisor's.
 template <class Other>
 void handle(parts&, timestamp, proc_id, const Other&, outbox&) {}
@@ -172,6 +175,10 @@ void fire(parts& s, timestamp now, timer_token t, outbox& out) {
       s.rtts.on_timer(now, t.seq, out);
       s.updates.flush(out);
       return;
+    case kind::retire:
+      s.roots.on_retire_timer(now, t.seq, out);
+      s.updates.flush(out);
+      return;
   }
 }
 
@@ -250,6 +257,13 @@ void supervisor::on_unreachable(timestamp now, proc_id p, outbox& out) {
   after_event(s, now, out);
 }
 
+void supervisor::prepare(timestamp now, outbox& out) {
+  p_->now = now;
+  p_->roots.prepare(now, out);
+  p_->updates.flush(out);
+  after_event(*p_, now, out);
+}
+
 proc_id supervisor::adopter_of(proc_id dead) const { return p_->members.adopter_of(dead); }
 void supervisor::heard_from(timestamp now, proc_id p) { p_->watch.heard_from(now, p); }
 
@@ -274,6 +288,7 @@ proc_id supervisor::parent(tree_key k) const {
   return t ? t->parent() : no_proc;
 }
 bool supervisor::all_parented() const { return p_->trees.all_parented(); }
+std::vector<proc_id> supervisor::open_roots() const { return p_->roots.open_roots(); }
 bool supervisor::measuring() const noexcept { return p_->probes.measuring(); }
 bool supervisor::busy() const noexcept { return p_->busy(); }
 const vnode_set& supervisor::own_vnodes() const noexcept { return p_->owners.own(); }

@@ -5,7 +5,7 @@ namespace banyan::sup {
 parts::parts(proc_id self_id, supervisor_config config, supervisor_test_hooks test_hooks,
              std::uint64_t seed)
   : self(self_id), cfg(config), hooks(test_hooks), decision(decide(config.rules, config.local_bias)),
-    rng(seed), updates(*this), members(*this), paths(*this), owners(*this),
+    rng(seed), roots(*this), updates(*this), members(*this), paths(*this), owners(*this),
     probes(*this, config.extra_measurements), parents(*this), repairs(*this), seeding(*this),
     watch(*this), suspects(*this), merges(*this), life(*this), background(*this), drift(*this),
     rtts(*this) {}

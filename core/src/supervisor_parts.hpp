@@ -6,6 +6,7 @@
 //   part              owns
 //   ----------------  ---------------------------------------------------------------
 //   tree_table        the tree_state of every tree (a latency and a bandwidth per root)
+//   tree_set          which roots have trees (all members, or those open on demand)
 //   update_batching   which trees' info and subtrees changed; the held flush
 //   membership        members, incarnations, tombstones, sponsored newcomers
 //   path_memory       figures measured per peer, kept across memberships; the rule context
@@ -41,6 +42,7 @@
 #include "repair.hpp"
 #include "suspicion.hpp"
 #include "timer_token.hpp"
+#include "tree_set.hpp"
 #include "tree_table.hpp"
 #include "update_batching.hpp"
 
@@ -63,6 +65,7 @@ struct parts {
   bool reported_busy = false;
 
   tree_table trees;
+  tree_set roots;
   update_batching updates;
   membership members;
   path_memory paths;

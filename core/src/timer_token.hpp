@@ -24,6 +24,7 @@ struct timer_token {
     background,   ///< seq: the background measurement's tick of this generation
     rtt_watch,    ///< seq: the RTT watch's tick of this generation
     summary,      ///< held subtree summaries are due
+    retire,       ///< seq: our own trees may have gone unused for `retire_after` (on demand)
   };
   kind what = kind::flush;
   std::uint64_t seq = 0;
@@ -42,6 +43,7 @@ struct timer_token {
   static timer_token background(std::uint64_t gen) { return {kind::background, gen}; }
   static timer_token rtt_watch(std::uint64_t gen) { return {kind::rtt_watch, gen}; }
   static timer_token summary() { return {kind::summary, 0}; }
+  static timer_token retire(std::uint64_t gen) { return {kind::retire, gen}; }
 
   std::uint64_t encode() const;
   /// nullopt: not a token of ours.

@@ -1,9 +1,10 @@
 #pragma once
-// The trees a supervisor takes part in: a latency and a bandwidth tree per member
-// (rooted at it), by key.
+// The trees a supervisor takes part in: a latency and a bandwidth tree per root, by key.
+// Every member is a root (supervisor_config::tree_set all_roots), or only the roots whose
+// trees are open (on_demand, tree_set.hpp). An empty slot costs one pointer.
 
 #include <cstddef>
-#include <optional>
+#include <memory>
 #include <vector>
 
 #include "banyan/core/tree_state.hpp"
@@ -18,13 +19,13 @@ public:
 
   tree_state* find(tree_key k) {
     auto i = index_of(k);
-    return i < trees_.size() && trees_[i] ? &*trees_[i] : nullptr;
+    return i < trees_.size() && trees_[i] ? trees_[i].get() : nullptr;
   }
   const tree_state* find(tree_key k) const {
     auto i = index_of(k);
-    return i < trees_.size() && trees_[i] ? &*trees_[i] : nullptr;
+    return i < trees_.size() && trees_[i] ? trees_[i].get() : nullptr;
   }
-  tree_state* at(std::size_t i) { return i < trees_.size() && trees_[i] ? &*trees_[i] : nullptr; }
+  tree_state* at(std::size_t i) { return i < trees_.size() && trees_[i] ? trees_[i].get() : nullptr; }
 
   /// Slots for every tree up to root p; returns the number of slots.
   std::size_t make_room(proc_id p) {
@@ -36,15 +37,18 @@ public:
   /// Creates the trees rooted at p, with `self` taking part.
   void add_root(proc_id p, proc_id self) {
     for (auto k : {tree_kind::latency, tree_kind::bandwidth})
-      trees_[index_of({p, k})].emplace(tree_key{p, k}, self);
+      trees_[index_of({p, k})] = std::make_unique<tree_state>(tree_key{p, k}, self);
   }
   void drop_root(proc_id p) {
     for (auto k : {tree_kind::latency, tree_kind::bandwidth})
-      trees_[index_of({p, k})].reset();
+      if (auto i = index_of({p, k}); i < trees_.size())
+        trees_[i].reset();
   }
+  /// Whether the trees rooted at p exist here.
+  bool has_root(proc_id p) const { return find({p, tree_kind::latency}) != nullptr; }
   /// Every slot, some empty: iterate with `if (t)`.
-  std::vector<std::optional<tree_state>>& all() { return trees_; }
-  const std::vector<std::optional<tree_state>>& all() const { return trees_; }
+  std::vector<std::unique_ptr<tree_state>>& all() { return trees_; }
+  const std::vector<std::unique_ptr<tree_state>>& all() const { return trees_; }
 
   bool all_parented() const {
     for (auto& t : trees_)
@@ -55,7 +59,7 @@ public:
   void reset() { trees_.clear(); }
 
 private:
-  std::vector<std::optional<tree_state>> trees_; // by index_of(key)
+  std::vector<std::unique_ptr<tree_state>> trees_; // by index_of(key)
 };
 
 } // namespace banyan::sup

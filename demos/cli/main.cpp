@@ -118,6 +118,14 @@ int main(int argc, char** argv) {
   trees->add_option("--observe", st.observe_s,
                     "after forming, run until this emulated time and report again")
     ->type_name("SECONDS");
+  trees->add_option("--roots", st.roots,
+                    "trees on demand: only these processors root trees, opened at the start "
+                    "(default: every member roots trees)")
+    ->delimiter(',')
+    ->type_name("ID,...");
+  trees->add_option("--open-roots", st.open_roots,
+                    "trees on demand with K roots spread over the processor ids")
+    ->type_name("K");
   trees->add_option("--changes-log", st.changes_log,
                     "with --observe: write each parent change observed to FILE (time in s, "
                     "processor, tree kind, root, old parent, new parent)");

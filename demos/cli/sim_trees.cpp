@@ -122,6 +122,22 @@ int run_sim_trees(const sim_trees_options& opt) {
                 << topo->name << " (0.." << topo->proc_count() - 1 << ")\n";
       return 2;
     }
+  for (auto r : opt.roots)
+    if (r >= topo->proc_count()) {
+      std::cerr << "banyan sim trees: --roots " << r << " is not a processor of "
+                << topo->name << " (0.." << topo->proc_count() - 1 << ")\n";
+      return 2;
+    }
+  if (opt.open_roots > topo->proc_count() || (opt.open_roots > 0 && !opt.roots.empty())) {
+    std::cerr << "banyan sim trees: --open-roots must be at most the number of processors ("
+              << topo->proc_count() << "), and not given with --roots\n";
+    return 2;
+  }
+  auto roots = opt.roots; // trees on demand: the roots opened
+  for (std::size_t i = 0; i < opt.open_roots; ++i)
+    roots.push_back(static_cast<proc_id>(i * topo->proc_count() / opt.open_roots));
+  std::sort(roots.begin(), roots.end());
+  roots.erase(std::unique(roots.begin(), roots.end()), roots.end());
   actors::cluster_config cfg;
   cfg.topo = *topo;
   cfg.seed = opt.seed;
@@ -131,6 +147,10 @@ int run_sim_trees(const sim_trees_options& opt) {
   cfg.sup.extra_measurements = opt.extra;
   cfg.sup.local_bias = opt.local_bias; // (the paper variant draws uniformly: variant_decision)
   cfg.sup.background_period = from_ms(opt.background_s * 1000);
+  if (!roots.empty()) {
+    cfg.sup.tree_set = tree_set_mode::on_demand;
+    cfg.sup.retire_after = duration{0}; // formed to be measured: they never retire here
+  }
   std::uint64_t changes_seen = 0;
   bool observing = false;
   std::vector<std::pair<proc_id, tree_event>> changes; // observed, for --changes-log
@@ -146,16 +166,20 @@ int run_sim_trees(const sim_trees_options& opt) {
     std::cerr << "banyan sim trees: " << topo->name << ", " << topo->proc_count()
               << " processors, seed " << opt.seed << ", " << opt.clock << " time (EMULATED network)\n";
   c.start();
+  for (auto r : roots)
+    c.prepare(r);
   auto limit = from_ms(opt.limit_s * 1000);
   bool settled = run_with_progress(c, limit, from_ms(10), opt.verbose);
   auto converged_ms = to_ms(c.last_change());
   auto probes_formation = c.probes();
-  auto lat = summarize(c, tree_kind::latency);
-  auto bw = summarize(c, tree_kind::bandwidth);
+  auto lat = summarize(c, tree_kind::latency, roots);
+  auto bw = summarize(c, tree_kind::bandwidth, roots);
   auto clusters = topo->clusters().size();
 
   std::printf("%s: %zu processors in %zu clusters, seed %llu\n", topo->name.c_str(),
               topo->proc_count(), clusters, static_cast<unsigned long long>(opt.seed));
+  if (!roots.empty())
+    std::printf("  trees on demand: %zu roots opened at the start\n", roots.size());
   std::printf("  converged after %.1f ms of emulated time%s; %.1f probes per processor\n",
               converged_ms, settled ? "" : " (NOT settled within the limit)",
               static_cast<double>(probes_formation) / static_cast<double>(topo->proc_count()));
@@ -191,6 +215,8 @@ int run_sim_trees(const sim_trees_options& opt) {
                          static_cast<double>(topo->proc_count());
   j["latency"] = to_json(lat);
   j["bandwidth"] = to_json(bw);
+  if (!roots.empty())
+    j["open_roots"] = roots;
 
   if (!opt.dot_dir.empty()) {
     std::filesystem::create_directories(opt.dot_dir);
@@ -211,8 +237,8 @@ int run_sim_trees(const sim_trees_options& opt) {
       rejoin(c, gone);
       events.push_back(settle_after(c, "rejoin", gone.size(), opt));
     }
-    auto lat2 = summarize(c, tree_kind::latency);
-    auto bw2 = summarize(c, tree_kind::bandwidth);
+    auto lat2 = summarize(c, tree_kind::latency, roots);
+    auto bw2 = summarize(c, tree_kind::bandwidth, roots);
     nlohmann::json evs = nlohmann::json::array();
     for (auto& e : events) {
       std::printf("  %-6s of %zu processors at %.1f ms: trees stable again after %.1f ms%s\n",
@@ -240,8 +266,8 @@ int run_sim_trees(const sim_trees_options& opt) {
         drifts += s->drifts();
         background += s->background_probes();
       }
-    auto lat3 = summarize(c, tree_kind::latency);
-    auto bw3 = summarize(c, tree_kind::bandwidth);
+    auto lat3 = summarize(c, tree_kind::latency, roots);
+    auto bw3 = summarize(c, tree_kind::bandwidth, roots);
     std::printf("  observed from %.1f s to %.1f s: %llu parent changes, %llu background probes, "
                 "%llu drifts\n",
                 to_ms(from) / 1000, to_ms(c.elapsed()) / 1000,

@@ -32,6 +32,10 @@ struct sim_trees_options {
   double observe_s = -1;    ///< after formation (and churn), run until this emulated time
                             ///< and report the trees, parent changes and drifts again
   std::string changes_log;  ///< with observe_s: one line per parent change observed
+  /// Trees on demand: the roots whose trees are opened at the start (empty, with
+  /// open_roots 0: every member roots trees, supervisor_config::tree_set all_roots).
+  std::vector<proc_id> roots;
+  std::size_t open_roots = 0; ///< on demand, K roots spread over the processor ids
   bool verbose = true;
 };
 

@@ -9,12 +9,13 @@
 
 namespace banyan::cli {
 
-kind_stats summarize(const actors::emulated_cluster& c, tree_kind kind) {
+kind_stats summarize(const actors::emulated_cluster& c, tree_kind kind,
+                     const std::vector<proc_id>& roots) {
   kind_stats s;
   auto cluster_of = c.topo().cluster_of();
   auto live = c.monitor().live();
   double wan_sum = 0, depth_sum = 0, excess_sum = 0;
-  for (auto root : c.monitor().roots()) {
+  for (auto root : roots.empty() ? c.monitor().roots() : roots) {
     auto t = c.monitor().tree_of({root, kind});
     ++s.trees;
     if (auto problem = t.validate(live)) {

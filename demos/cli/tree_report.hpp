@@ -26,7 +26,10 @@ struct kind_stats {
   std::string first_problem; ///< what is wrong with the first invalid tree
 };
 
-kind_stats summarize(const actors::emulated_cluster& c, tree_kind kind);
+/// Over the trees of `roots` only (empty: every root the monitor saw; trees on demand
+/// pass the roots opened).
+kind_stats summarize(const actors::emulated_cluster& c, tree_kind kind,
+                     const std::vector<proc_id>& roots = {});
 nlohmann::json to_json(const kind_stats& s);
 
 /// The groups tree `k` enters more often than needed, one line each: the group, and

@@ -54,6 +54,7 @@ wire::message read_body(body_reader b) {
     case W::REDUCE_ACK: return read(b.getReduceAck());
     case W::REDUCE_ASK: return read(b.getReduceAsk());
     case W::TREE_SUMMARY: return read(b.getTreeSummary());
+    case W::TREES_OPEN: return read(b.getTreesOpen());
   }
   reject("unknown message type " + std::to_string(static_cast<unsigned>(b.which())));
 }

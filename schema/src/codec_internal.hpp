@@ -85,6 +85,7 @@ void write(const wire::member& m, cs::Member::Builder b);
 void write(const wire::adopt_verdict& v, cs::AdoptVerdict::Builder b);
 void write(const wire::reduce_record& r, cs::ReduceRecord::Builder b);
 void write(tree_key k, cs::TreeKey::Builder b);
+void write(const wire::open_root& o, cs::OpenRoot::Builder b);
 
 template <class T, class Init>
 void write_list(const std::vector<T>& xs, Init&& init) {
@@ -109,6 +110,7 @@ wire::member read(cs::Member::Reader r);
 wire::adopt_verdict read(cs::AdoptVerdict::Reader r);
 tree_key read(cs::TreeKey::Reader r);
 wire::reduce_record read(cs::ReduceRecord::Reader r);
+wire::open_root read(cs::OpenRoot::Reader r);
 
 template <class ListReader>
 auto read_list(ListReader xs) {
@@ -206,6 +208,8 @@ wire::handover_request read(cs::HandoverRequest::Reader r);
 wire::routing_update read(cs::RoutingUpdate::Reader r);
 wire::vnode_handover read(cs::VnodeHandover::Reader r);
 wire::vnode_handover_ack read(cs::VnodeHandoverAck::Reader r);
+void write(const wire::trees_open& m, body_builder b);
+wire::trees_open read(cs::TreesOpen::Reader r);
 
 // codec_collectives.cpp
 void write(const wire::bcast_segment& m, body_builder b);

@@ -63,6 +63,15 @@ wire::join_accept read(cs::JoinAccept::Reader r) {
   return wire::join_accept{read_list(r.getMembers()), read_list(r.getRoutes())};
 }
 
+void write(const wire::trees_open& m, body_builder b) {
+  auto r = b.initTreesOpen();
+  write_list(m.roots, [&](unsigned n) { return r.initRoots(n); });
+}
+
+wire::trees_open read(cs::TreesOpen::Reader r) {
+  return wire::trees_open{read_list(r.getRoots())};
+}
+
 wire::member_joined read(cs::MemberJoined::Reader r) {
   return wire::member_joined{read(r.getWho())};
 }

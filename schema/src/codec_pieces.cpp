@@ -40,6 +40,17 @@ void write(const wire::summary_entry& s, cs::SummaryEntry::Builder b) {
   b.setComplete(s.summary.complete);
 }
 
+void write(const wire::open_root& o, cs::OpenRoot::Builder b) {
+  b.setRoot(o.root);
+  b.setIncarnation(o.incarnation);
+  b.setSeq(o.seq);
+  b.setOpen(o.open);
+}
+
+wire::open_root read(cs::OpenRoot::Reader r) {
+  return wire::open_root{r.getRoot(), r.getIncarnation(), r.getSeq(), r.getOpen()};
+}
+
 void write(const wire::route_entry& r, cs::RouteEntry::Builder b) {
   write_vnodes(r.vnodes, [&](unsigned n) { return b.initVnodes(n); });
   b.setOwner(r.owner);

@@ -34,6 +34,7 @@ void write(const wire::bw_reply& m, body_builder b) {
   write_list(m.departed, [&](unsigned n) { return r.initDeparted(n); });
   write_list(m.routes, [&](unsigned n) { return r.initRoutes(n); });
   r.setViewOmitted(m.view_omitted);
+  write_list(m.open_roots, [&](unsigned n) { return r.initOpenRoots(n); });
 }
 
 void write(const wire::adopt_request& m, body_builder b) {
@@ -105,6 +106,7 @@ wire::bw_reply read(cs::BwReply::Reader r) {
   m.departed = read_list(r.getDeparted());
   m.routes = read_list(r.getRoutes());
   m.view_omitted = r.getViewOmitted();
+  m.open_roots = read_list(r.getOpenRoots());
   if (m.view_omitted && (!m.members.empty() || !m.departed.empty() || !m.routes.empty()))
     reject("bw_reply omits its view but carries members, departures or routes");
   return m;

@@ -148,6 +148,14 @@ public:
     notify_rider(p);
   }
 
+  /// Processor p's own trees are to be used (supervisor::prepare; trees on demand).
+  void prepare(proc_id p) {
+    outbox out;
+    sups_[p]->prepare(now_, out);
+    carry_out(p, out);
+    notify_rider(p);
+  }
+
   /// Processor p crashes: it stops at once, without a handover (its vnodes stay named
   /// as its own until someone adopts them).
   void crash(proc_id p) {

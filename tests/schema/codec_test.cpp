@@ -191,6 +191,14 @@ BOOST_AUTO_TEST_CASE(wire_size_equals_encoding_at_rounding_edges) {
   ms.push_back(wire::reduce_ask{});
   ms.push_back(wire::reduce_ask{banyan::collective_kind::reduce, 3, vnode_set{4, 5, 6}});
   ms.push_back(wire::tree_summary{});
+  ms.push_back(wire::trees_open{});
+  ms.push_back(wire::trees_open{{{3, 77, 2, true}, {9, 5, 4, false}}});
+  {
+    wire::bw_reply r{1, {}, 100, {}, {}, {}};
+    r.view_omitted = true;
+    r.open_roots = {{3, 77, 2, true}};
+    ms.push_back(r);
+  }
   {
     wire::summary_entry a{tree_key{3, tree_kind::latency}, {}};
     a.summary.depth = 1;

@@ -88,6 +88,7 @@ struct gen {
     return e;
   }
   wire::route_entry route() { return {vnodes(), proc(), u64()}; }
+  wire::open_root open_root() { return {proc(), u64(), u64(), coin()}; }
   wire::member member() { return {proc(), text(), coin() ? 0 : u64()}; }
   wire::adopt_verdict verdict() { return {key(), coin(), info(), coin() ? proc() : banyan::no_proc}; }
   wire::reduce_record record() { return {vnodes(), u64()}; }
@@ -155,6 +156,8 @@ struct gen {
           r.departed = list([&] { return member(); });
           r.routes = list([&] { return route(); });
         }
+        if (coin())
+          r.open_roots = list([&] { return open_root(); });
         return r;
       }
       case 4: return wire::adopt_request{u64(), list([&] { return subtree(); })};
@@ -189,6 +192,7 @@ struct gen {
       case 27: return wire::reduce_ack{collective(), u64(), vnodes()};
       case 28: return wire::reduce_ask{collective(), u64(), vnodes()};
       case 29: return wire::tree_summary{list([&] { return summary(); })};
+      case 30: return wire::trees_open{list([&] { return open_root(); })};
     }
     throw std::out_of_range("no message type " + std::to_string(type));
   }

@@ -199,6 +199,9 @@ public:
   std::optional<error> join(proc_id p, proc_id contact, const vnode_set& wanted = {});
   /// Processor `p` hands its vnodes to `recipient` (no_proc: its nearest member) and stops.
   std::optional<error> leave(proc_id p, proc_id recipient = no_proc);
+  /// Trees on demand (supervisor_config::tree_set): p's own trees are to be used
+  /// (supervisor::prepare). Broadcasts and reductions p roots call it too.
+  std::optional<error> prepare(proc_id p);
   /// Processor `p` crashes: it stops at once, without a handover, and everything it held
   /// (frames it had not sent yet, its engines' state) is lost; what it had already sent
   /// is still delivered. The others find out as over TCP (frames to it come back

@@ -372,6 +372,12 @@ public:
   /// Hands every vnode to another member, tells everyone, and leaves. Errors:
   /// `invalid_argument` (not a member, or the last one), `timeout` (every member refused).
   std::future<result> leave(completion done = {});
+  /// Trees on demand (`sup.tree_set`): this node's own trees are to be used. They open
+  /// if they were not (every member attaches by measuring) and stay open until
+  /// `sup.retire_after` passes without another call; every broadcast and reduction this
+  /// node roots calls it too. Nothing with every member rooting trees (the default).
+  /// Errors: `invalid_argument` (not a member), `stopped`.
+  std::future<result> prepare();
 
   /// Receives every delivery to this node's vnodes from now on (replaces an earlier
   /// handler); called in order, like event handlers (see "Threads" above).

@@ -103,6 +103,19 @@ struct bw_request {
   std::uint64_t view = 0;
   friend bool operator==(bw_request a, bw_request b) { return a.seq == b.seq && a.view == b.view; }
 };
+/// Whether a root's two trees are open (supervisor_config::tree_set on_demand), as of the
+/// root's `seq`-th opening or closing of them in incarnation `incarnation`: a later seq
+/// (of the same incarnation) wins, so a late notice neither reopens nor closes wrongly.
+struct open_root {
+  proc_id root = no_proc;
+  std::uint64_t incarnation = 0;
+  std::uint64_t seq = 0;
+  bool open = false;
+  friend bool operator==(const open_root& a, const open_root& b) {
+    return a.root == b.root && a.incarnation == b.incarnation && a.seq == b.seq &&
+           a.open == b.open;
+  }
+};
 /// The download: the candidate's place in every tree, and its view of the
 /// computation (members, departed incarnations, routing table) for the prober to
 /// merge (anti-entropy: membership news that missed a processor reaches it with its
@@ -117,10 +130,13 @@ struct bw_reply {
   /// The candidate's view has the digest the prober sent: members, departed and routes
   /// are left out (empty), and the prober has nothing to merge.
   bool view_omitted = false;
+  /// On demand: the roots whose trees the candidate knows open or closed (anti-entropy
+  /// for `trees_open`); empty in all-roots mode.
+  std::vector<open_root> open_roots{};
   friend bool operator==(const bw_reply& a, const bw_reply& b) {
     return a.seq == b.seq && a.trees == b.trees && a.padding == b.padding &&
            a.members == b.members && a.departed == b.departed && a.routes == b.routes &&
-           a.view_omitted == b.view_omitted;
+           a.view_omitted == b.view_omitted && a.open_roots == b.open_roots;
   }
 };
 
@@ -206,6 +222,12 @@ struct join_accept {
 struct member_joined {
   member who;
   friend bool operator==(const member_joined& a, const member_joined& b) { return a.who == b.who; }
+};
+/// Root -> every member: my trees opened or closed (on demand); contact -> newcomer,
+/// right after its join_accept: every root it knows open or closed.
+struct trees_open {
+  std::vector<open_root> roots;
+  friend bool operator==(const trees_open& a, const trees_open& b) { return a.roots == b.roots; }
 };
 /// Leaver -> every member: I handed my vnodes over (see `routes`) and I am gone.
 struct member_left {
@@ -453,7 +475,7 @@ using message = std::variant<ping, pong, bw_request, bw_reply, adopt_request, ad
                              routing_update, vnode_handover, vnode_handover_ack,
                              bcast_segment, reduce_partial, reduce_handoff, bcast_offer,
                              bcast_answer, bcast_ack, ping_req, ping_ack, merge_offer,
-                             reduce_ack, reduce_ask, tree_summary>;
+                             reduce_ack, reduce_ask, tree_summary, trees_open>;
 
 /// A message with its endpoints, as the network moves it.
 struct envelope {

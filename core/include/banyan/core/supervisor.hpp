@@ -38,6 +38,12 @@
 
 namespace banyan {
 
+/// Which roots have trees (supervisor_config::tree_set).
+enum class tree_set_mode : std::uint8_t {
+  all_roots, ///< every member roots a latency and a bandwidth tree, from its join on
+  on_demand, ///< only the roots whose trees are open (supervisor::prepare)
+};
+
 /// How one supervisor behaves. Every field has a default (stated with it). What a rule
 /// variant implies beyond its parent rules is decided in one place
 /// (core/variant_decision.hpp), not by further fields here; seams for tests are in
@@ -159,6 +165,17 @@ struct supervisor_config {
   /// fail on one seed each; docs/results.md, "An RTT that grows"). `bench adapt` sets
   /// 500 ms for dynamic (`--rtt-watch`).
   duration rtt_watch_period{0};
+  /// Which roots have trees (docs/tree-protocol.md, "Trees on demand"). all_roots: every
+  /// member's two trees exist while it is a member, and every processor takes part in
+  /// all 2N. on_demand: a root's trees exist from its `prepare` (the first collective it
+  /// starts, or a call of its own) until they retire; a probe reply carries only those.
+  /// Default all_roots.
+  tree_set_mode tree_set = tree_set_mode::all_roots;
+  /// On demand: a root closes its trees this long after it last used them (0: never).
+  /// Assumes a root that has not started a collective for this long will not soon again;
+  /// a collective started meanwhile reopens them, and runs without trees until they
+  /// form. Default 60 s.
+  duration retire_after = std::chrono::seconds(60);
 };
 
 /// Something worth reporting to a monitor.
@@ -271,6 +288,13 @@ public:
   /// the crashed owner's, and the higher epoch wins everywhere (epochs carry the
   /// issuer's id in their low bits, so two claims never tie).
   proc_id adopter_of(proc_id dead) const;
+  /// On demand (supervisor_config::tree_set): this processor's two trees are used now.
+  /// They open if they were not (every member is told, and attaches by measuring), and
+  /// stay open until `retire_after` passes without another call. The layer that starts
+  /// collectives calls it for every broadcast or reduction this processor roots; a
+  /// collective from a root whose trees have not formed yet runs without them (flat, to
+  /// every owner). Nothing in all-roots mode, or when not a member.
+  void prepare(timestamp now, outbox& out);
   /// A frame for another state machine (a collective engine) came from `p`: it shows p
   /// alive to the crash watch as much as a supervisor message would (its pongs may queue
   /// behind long streams). Produces nothing.
@@ -287,6 +311,8 @@ public:
   const tree_state* tree(tree_key k) const;
   proc_id parent(tree_key k) const;
   bool all_parented() const;
+  /// The roots whose trees exist here (every member in all-roots mode).
+  std::vector<proc_id> open_roots() const;
   bool measuring() const noexcept;
   /// Measuring, holding tree updates to send, waiting for a newcomer's trees to be
   /// seeded, lending vnodes, joining or leaving.
