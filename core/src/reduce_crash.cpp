@@ -150,6 +150,38 @@ void reduce_engine::handle_ack(const wire::reduce_ack& m, proc_id from) {
            un.end());
 }
 
+void reduce_engine::take_done(timestamp now, const wire::reduce_done& d, reduce_outbox& out) {
+  // The old owner of the root vnode knows that the result completed there (or was told
+  // by an owner before it); this processor, which owns the root vnode now, cannot: the
+  // result took every vnode, so whatever of it is here or still comes (a copy a child
+  // sent again after its parent crashed, or the partial such a copy repeats) covers
+  // vnodes counted already. Held as for a reduction in progress, it would stay until the
+  // runtime gives the reduction up; dropped, it is counted nowhere twice and lost nowhere.
+  auto [i, fresh] = ops_.try_emplace(d.op);
+  op_state& st = i->second;
+  if (fresh) {
+    st.spec.op = d.op;
+    st.spec.root = d.root;
+    st.opened_done = true;
+  }
+  st.counted_tentatively |= d.tentative; // what a later partial may repeat
+  if (st.complete)
+    return;
+  stats_.superseded += st.tentative.size() + (st.has_acc && !st.covered.empty() ? 1 : 0);
+  st.tentative.clear();
+  st.tentative_cover.clear();
+  st.has_acc = false;
+  st.acc.clear();
+  st.covered.clear();
+  st.rooted = false;
+  st.complete = true;
+  st.told = false;
+  done_dirty_ = true;
+  // Children's partials combined here: what covers them was counted at the root.
+  ack_taken(now, st, out);
+  linger(st, out);
+}
+
 void reduce_engine::handle_ask(timestamp now, const wire::reduce_ask& m, reduce_outbox& out) {
   auto i = ops_.find(m.op);
   if (i != ops_.end())

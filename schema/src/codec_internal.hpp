@@ -84,6 +84,7 @@ void write(const wire::route_entry& r, cs::RouteEntry::Builder b);
 void write(const wire::member& m, cs::Member::Builder b);
 void write(const wire::adopt_verdict& v, cs::AdoptVerdict::Builder b);
 void write(const wire::reduce_record& r, cs::ReduceRecord::Builder b);
+void write(const wire::reduce_done& d, cs::ReduceDone::Builder b);
 void write(tree_key k, cs::TreeKey::Builder b);
 
 template <class T, class Init>
@@ -109,6 +110,7 @@ wire::member read(cs::Member::Reader r);
 wire::adopt_verdict read(cs::AdoptVerdict::Reader r);
 tree_key read(cs::TreeKey::Reader r);
 wire::reduce_record read(cs::ReduceRecord::Reader r);
+wire::reduce_done read(cs::ReduceDone::Reader r);
 
 template <class ListReader>
 auto read_list(ListReader xs) {
