@@ -716,8 +716,8 @@ bool reduce_engine::on_message(timestamp now, proc_id from, const wire::message&
     // Taken also once this processor no longer takes part: an acknowledgement brings no
     // work, it only lets go of a partial kept for a resend. A leaver's partials are
     // orphaned by its own leave (it has no parent any more), and one whose ack it refused
-    // would go again, tentatively, after `resend_grace`: to a later owner of the root
-    // vnode, where the result completed elsewhere, that copy would be held for good.
+    // would go again, tentatively, after `resend_grace`: a frame for nothing (a later
+    // owner of the root vnode drops it once it knows the result completed, `take_done`).
     // The ack says what covers the partial went up from its parent or was gathered at
     // the root's owner, so forgetting the kept copy loses nothing.
     handle_ack(*a, from);

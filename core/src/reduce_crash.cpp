@@ -49,8 +49,8 @@ void reduce_engine::ack_taken(timestamp now, op_state& st, reduce_outbox& out) {
   // At a relay, once its own partial went up; at the root's owner, once gathered there,
   // also when they were combined here before the root vnode moved here (the pending
   // partial became the root's). Unacknowledged, their senders would resend them once
-  // their parent changes, and a copy that reaches a later owner of the root vnode after
-  // the result completed here would be held there for good. Acknowledging them is as
+  // their parent changes, copies for nothing (dropped wherever the result is known to
+  // have completed, held where it is not: `take_done`). Acknowledging them is as
   // safe as acknowledging a partial gathered at the root on arrival: what covers them is
   // here, counted in the result, or sent on to the next owner of the root vnode with
   // the rest of what was gathered when the root vnode moves away.

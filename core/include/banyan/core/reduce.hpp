@@ -50,7 +50,10 @@
 /// processor (adopted after it started the reduction) contributes them, tentatively.
 /// So a reduction through a crashed relay completes, each vnode counted once, when the
 /// data still exists; two crashes on one path (a partial acknowledged to its sender and
-/// lost with the relay above) still fail it, naming the vnodes.
+/// lost with the relay above) still fail it, naming the vnodes. A copy can outlive the
+/// result: when the root vnode moves, the handoff to its new owner names the reductions
+/// completed at the old one (`wire::reduce_done`), and the new owner drops their
+/// partials instead of holding them as for a reduction in progress.
 ///
 /// Leaving: a processor whose supervisor has left flushes everything at once (partials
 /// to the root's owner, histories to the vnodes' new owners) and must stay reachable
