@@ -339,6 +339,15 @@ struct ReduceHandoff {
   # their contributions to reductions went.
   records @0 :List(ReduceRecord);
   hops @1 :UInt32;
+  completed @2 :List(ReduceDone); # reductions rooted at a vnode that moved, whose result completed
+}
+
+struct ReduceDone {
+  # A reduction whose result completed at an owner of its root vnode that no longer owns
+  # it: the root vnode's later owners drop the partials of it that still arrive.
+  op @0 :UInt64;
+  root @1 :UInt32;
+  tentative @2 :List(Interval); # the vnodes the result took from tentative partials
 }
 
 struct BcastOffer {

@@ -81,7 +81,8 @@ constexpr shape vnode_handover_ack_shape{2, 0};
 constexpr shape bcast_segment_shape{6, 2};
 constexpr shape reduce_partial_shape{4, 2};
 constexpr shape reduce_record_shape{1, 1};
-constexpr shape reduce_handoff_shape{1, 1};
+constexpr shape reduce_handoff_shape{1, 2};
+constexpr shape reduce_done_shape{2, 1};
 constexpr shape bcast_offer_shape{3, 1};
 constexpr shape bcast_answer_shape{3, 0};
 constexpr shape bcast_ack_shape{2, 1};
@@ -121,6 +122,7 @@ std::size_t content_words(const adopt_verdict& v) {
 }
 std::size_t content_words(const tree_key&) { return 0; }
 std::size_t content_words(const reduce_record& r) { return vnodes_words(r.vnodes); }
+std::size_t content_words(const reduce_done& d) { return vnodes_words(d.tentative); }
 std::size_t content_words(const summary_entry&) { return 0; }
 std::size_t content_words(const open_root&) { return 0; }
 
@@ -199,7 +201,8 @@ std::size_t body_words(const reduce_partial& m) {
   return reduce_partial_shape.words() + vnodes_words(m.vnodes) + bytes_to_words(m.data.size());
 }
 std::size_t body_words(const reduce_handoff& m) {
-  return reduce_handoff_shape.words() + list_words(m.records, reduce_record_shape);
+  return reduce_handoff_shape.words() + list_words(m.records, reduce_record_shape) +
+         list_words(m.completed, reduce_done_shape);
 }
 std::size_t body_words(const bcast_offer& m) {
   return bcast_offer_shape.words() + vnodes_words(m.vnodes);

@@ -104,7 +104,8 @@ std::optional<error> reduce_engine::start(timestamp now, const reduce_spec& spec
                            : ops_table_.check(spec.fn, spec.count * element_size(spec.fn.type)))
     return e;
   if (auto i = ops_.find(spec.op);
-      i != ops_.end() && (i->second.spec.root != spec.root || i->second.spec.fn != spec.fn))
+      i != ops_.end() && (i->second.spec.root != spec.root ||
+                          (i->second.spec.fn != spec.fn && !i->second.opened_done)))
     return make_error(errc::invalid_argument,
                       "reduction " + std::to_string(spec.op) +
                         " reached this processor with another root or operator");
@@ -355,6 +356,7 @@ void reduce_engine::check_complete(op_state& st, reduce_outbox& out) {
   st.complete = true;
   st.rooted = false;
   st.has_acc = false;
+  done_dirty_ = true; // its root vnode may move away before the next event (sync)
   ++stats_.results;
   out.results.push_back({st.spec.op, st.spec.root, std::move(st.covered),
                          shared_bytes(std::move(st.acc))});
@@ -565,15 +567,38 @@ void reduce_engine::sync(timestamp now, reduce_outbox& out) {
     }
     d = d->second.empty() ? done_.erase(d) : std::next(d);
   }
-  if (!gone.empty())
-    route_handoff(now, gone, 0, out);
+  // Reductions complete here whose root vnode moved away: its new owner learns it, and
+  // drops their partials that still come (copies sent after a crash) instead of holding
+  // them as for a reduction in progress. Once for each move away from here. Looked at
+  // only when something changed: what is owned here, or a reduction completed.
+  std::vector<wire::reduce_done> done;
+  if (done_dirty_ || own != done_own_) {
+    done_dirty_ = false;
+    done_own_ = own;
+    for (auto& [k, st] : ops_) {
+      if (!st.complete)
+        continue;
+      if (own.contains(st.spec.root))
+        st.told = false;
+      else if (!st.told) {
+        st.told = true;
+        ++stats_.done_told;
+        done.push_back({k, st.spec.root, st.counted_tentatively});
+      }
+    }
+  }
+  if (!gone.empty() || !done.empty())
+    route_handoff(now, gone, 0, out, done);
 }
 
 void reduce_engine::route_handoff(timestamp now, const std::vector<wire::reduce_record>& records,
-                                  std::uint32_t hops, reduce_outbox& out) {
+                                  std::uint32_t hops, reduce_outbox& out,
+                                  const std::vector<wire::reduce_done>& done) {
   vnode_set all;
   for (auto& r : records)
     all |= r.vnodes;
+  for (auto& d : done)
+    all.insert(d.root);
   for (auto& [to, part] : route_to_owners(view_, all, [&](proc_id q) { return unusable(now, q); })) {
     wire::reduce_handoff h;
     h.collective = cfg_.kind;
@@ -581,6 +606,9 @@ void reduce_engine::route_handoff(timestamp now, const std::vector<wire::reduce_
     for (auto& r : records)
       if (auto mine = r.vnodes & part; !mine.empty())
         h.records.push_back({std::move(mine), r.done});
+    for (auto& d : done)
+      if (part.contains(d.root))
+        h.completed.push_back(d);
     if (to == view_.self()) {
       h.hops = 0;
       hold(std::move(h), out); // nobody to send it to yet
@@ -622,12 +650,19 @@ void reduce_engine::handle_handoff(timestamp now, const wire::reduce_handoff& m,
     if (auto other = r.vnodes - (r.vnodes & own); !other.empty())
       rest.push_back({std::move(other), r.done});
   }
-  if (rest.empty())
+  std::vector<wire::reduce_done> rest_done;
+  for (auto& d : m.completed) {
+    if (own.contains(d.root))
+      take_done(now, d, out);
+    else
+      rest_done.push_back(d); // the root vnode moved on: to its owner
+  }
+  if (rest.empty() && rest_done.empty())
     return;
   if (m.hops >= cfg_.max_hops)
-    hold(wire::reduce_handoff{cfg_.kind, std::move(rest), 0}, out);
+    hold(wire::reduce_handoff{cfg_.kind, std::move(rest), 0, std::move(rest_done)}, out);
   else
-    route_handoff(now, rest, m.hops + 1, out);
+    route_handoff(now, rest, m.hops + 1, out, rest_done);
 }
 
 void reduce_engine::settle(timestamp now, const vnode_set& vs, std::uint64_t done,
@@ -681,8 +716,8 @@ bool reduce_engine::on_message(timestamp now, proc_id from, const wire::message&
     // Taken also once this processor no longer takes part: an acknowledgement brings no
     // work, it only lets go of a partial kept for a resend. A leaver's partials are
     // orphaned by its own leave (it has no parent any more), and one whose ack it refused
-    // would go again, tentatively, after `resend_grace`: to a later owner of the root
-    // vnode, where the result completed elsewhere, that copy would be held for good.
+    // would go again, tentatively, after `resend_grace`: a frame for nothing (a later
+    // owner of the root vnode drops it once it knows the result completed, `take_done`).
     // The ack says what covers the partial went up from its parent or was gathered at
     // the root's owner, so forgetting the kept copy loses nothing.
     handle_ack(*a, from);

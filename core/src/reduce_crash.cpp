@@ -49,8 +49,8 @@ void reduce_engine::ack_taken(timestamp now, op_state& st, reduce_outbox& out) {
   // At a relay, once its own partial went up; at the root's owner, once gathered there,
   // also when they were combined here before the root vnode moved here (the pending
   // partial became the root's). Unacknowledged, their senders would resend them once
-  // their parent changes, and a copy that reaches a later owner of the root vnode after
-  // the result completed here would be held there for good. Acknowledging them is as
+  // their parent changes, copies for nothing (dropped wherever the result is known to
+  // have completed, held where it is not: `take_done`). Acknowledging them is as
   // safe as acknowledging a partial gathered at the root on arrival: what covers them is
   // here, counted in the result, or sent on to the next owner of the root vnode with
   // the rest of what was gathered when the root vnode moves away.
@@ -148,6 +148,38 @@ void reduce_engine::handle_ack(const wire::reduce_ack& m, proc_id from) {
                             return u.to == from && m.vnodes.includes(u.vnodes);
                           }),
            un.end());
+}
+
+void reduce_engine::take_done(timestamp now, const wire::reduce_done& d, reduce_outbox& out) {
+  // The old owner of the root vnode knows that the result completed there (or was told
+  // by an owner before it); this processor, which owns the root vnode now, cannot: the
+  // result took every vnode, so whatever of it is here or still comes (a copy a child
+  // sent again after its parent crashed, or the partial such a copy repeats) covers
+  // vnodes counted already. Held as for a reduction in progress, it would stay until the
+  // runtime gives the reduction up; dropped, it is counted nowhere twice and lost nowhere.
+  auto [i, fresh] = ops_.try_emplace(d.op);
+  op_state& st = i->second;
+  if (fresh) {
+    st.spec.op = d.op;
+    st.spec.root = d.root;
+    st.opened_done = true;
+  }
+  st.counted_tentatively |= d.tentative; // what a later partial may repeat
+  if (st.complete)
+    return;
+  stats_.superseded += st.tentative.size() + (st.has_acc && !st.covered.empty() ? 1 : 0);
+  st.tentative.clear();
+  st.tentative_cover.clear();
+  st.has_acc = false;
+  st.acc.clear();
+  st.covered.clear();
+  st.rooted = false;
+  st.complete = true;
+  st.told = false;
+  done_dirty_ = true;
+  // Children's partials combined here: what covers them was counted at the root.
+  ack_taken(now, st, out);
+  linger(st, out);
 }
 
 void reduce_engine::handle_ask(timestamp now, const wire::reduce_ask& m, reduce_outbox& out) {

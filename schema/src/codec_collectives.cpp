@@ -81,6 +81,7 @@ void write(const wire::reduce_handoff& m, body_builder b) {
   auto r = b.initReduceHandoff();
   write_list(m.records, [&](unsigned n) { return r.initRecords(n); });
   r.setHops(m.hops);
+  write_list(m.completed, [&](unsigned n) { return r.initCompleted(n); });
 }
 
 void write(const wire::bcast_offer& m, body_builder b) {
@@ -183,7 +184,8 @@ wire::reduce_partial read(cs::ReducePartial::Reader r) {
 }
 
 wire::reduce_handoff read(cs::ReduceHandoff::Reader r) {
-  return wire::reduce_handoff{collective_kind::none, read_list(r.getRecords()), r.getHops()};
+  return wire::reduce_handoff{collective_kind::none, read_list(r.getRecords()), r.getHops(),
+                              read_list(r.getCompleted())};
 }
 
 wire::bcast_offer read(cs::BcastOffer::Reader r) {

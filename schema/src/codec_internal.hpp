@@ -84,6 +84,7 @@ void write(const wire::route_entry& r, cs::RouteEntry::Builder b);
 void write(const wire::member& m, cs::Member::Builder b);
 void write(const wire::adopt_verdict& v, cs::AdoptVerdict::Builder b);
 void write(const wire::reduce_record& r, cs::ReduceRecord::Builder b);
+void write(const wire::reduce_done& d, cs::ReduceDone::Builder b);
 void write(tree_key k, cs::TreeKey::Builder b);
 void write(const wire::open_root& o, cs::OpenRoot::Builder b);
 
@@ -111,6 +112,7 @@ wire::adopt_verdict read(cs::AdoptVerdict::Reader r);
 tree_key read(cs::TreeKey::Reader r);
 wire::reduce_record read(cs::ReduceRecord::Reader r);
 wire::open_root read(cs::OpenRoot::Reader r);
+wire::reduce_done read(cs::ReduceDone::Reader r);
 
 template <class ListReader>
 auto read_list(ListReader xs) {

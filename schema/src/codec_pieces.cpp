@@ -78,6 +78,12 @@ void write(const wire::reduce_record& r, cs::ReduceRecord::Builder b) {
   b.setDone(r.done);
 }
 
+void write(const wire::reduce_done& d, cs::ReduceDone::Builder b) {
+  b.setOp(d.op);
+  b.setRoot(d.root);
+  write_vnodes(d.tentative, [&](unsigned n) { return b.initTentative(n); });
+}
+
 cs::Collective to_capnp(collective_kind k) {
   return static_cast<cs::Collective>(static_cast<std::uint16_t>(k));
 }
@@ -172,6 +178,10 @@ tree_key read(cs::TreeKey::Reader r) { return read_tree(r); }
 
 wire::reduce_record read(cs::ReduceRecord::Reader r) {
   return wire::reduce_record{read_vnodes(r.getVnodes()), r.getDone()};
+}
+
+wire::reduce_done read(cs::ReduceDone::Reader r) {
+  return wire::reduce_done{r.getOp(), r.getRoot(), read_vnodes(r.getTentative())};
 }
 
 } // namespace banyan::schema::codec_internal

@@ -173,7 +173,11 @@ BOOST_AUTO_TEST_CASE(wire_size_equals_encoding_at_rounding_edges) {
   }
   ms.push_back(wire::reduce_handoff{});
   ms.push_back(wire::reduce_handoff{banyan::collective_kind::reduce,
-                                    {{vnode_set{}, 0}, {vnode_set{1, 5}, 3}}, 2});
+                                    {{vnode_set{}, 0}, {vnode_set{1, 5}, 3}}, 2, {}});
+  ms.push_back(wire::reduce_handoff{banyan::collective_kind::gather,
+                                    {{vnode_set{1, 5}, 3}},
+                                    0,
+                                    {{7, 0, vnode_set{}}, {~0ull, 1023, vnode_set{2, 3, 9}}}});
   ms.push_back(wire::bcast_offer{});
   ms.push_back(wire::bcast_offer{{3, 0xffffffffu, banyan::collective_kind::scatter_allgather, ~0u},
                                  vnode_set{1, 5, 9}, 7, 2});
@@ -799,7 +803,7 @@ BOOST_AUTO_TEST_CASE(the_collective_kind_travels_in_the_frame_at_no_cost) {
     wire::bcast_offer offer{{3, 9, kind}, vnode_set{1, 2}, 4, 0};
     wire::reduce_partial part;
     part.collective = kind;
-    wire::reduce_handoff handoff{kind, {{vnode_set{5}, 2}}, 1};
+    wire::reduce_handoff handoff{kind, {{vnode_set{5}, 2}}, 1, {}};
     for (wire::message m : {wire::message{offer}, wire::message{part}, wire::message{handoff}}) {
       BOOST_TEST_CONTEXT(wire::name_of(m) << " of kind " << banyan::to_string(kind)) {
         const wire::envelope e{1, 2, m};

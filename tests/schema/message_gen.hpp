@@ -92,6 +92,7 @@ struct gen {
   wire::member member() { return {proc(), text(), coin() ? 0 : u64()}; }
   wire::adopt_verdict verdict() { return {key(), coin(), info(), coin() ? proc() : banyan::no_proc}; }
   wire::reduce_record record() { return {vnodes(), u64()}; }
+  wire::reduce_done done() { return {u64(), u32(), vnodes()}; }
 
   // Bytes of any length (word boundaries included), half the time a slice of a larger
   // buffer, so that the encoder must honour the slice's offset.
@@ -182,7 +183,8 @@ struct gen {
       case 17: return wire::vnode_handover_ack{u64(), coin()};
       case 18: return segment();
       case 19: return partial();
-      case 20: return wire::reduce_handoff{collective(), list([&] { return record(); }), u32()};
+      case 20: return wire::reduce_handoff{collective(), list([&] { return record(); }), u32(),
+                                           list([&] { return done(); })};
       case 21: return wire::bcast_offer{op(), vnodes(), u64(), u32()};
       case 22: return wire::bcast_answer{op(), u64(), coin()};
       case 23: return wire::bcast_ack{op(), vnodes()};

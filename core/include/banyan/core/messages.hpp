@@ -377,15 +377,31 @@ struct reduce_record {
   }
 };
 
+/// A reduction whose result completed at an owner of its root vnode that no longer owns
+/// it (`reduce_handoff::completed`).
+struct reduce_done {
+  std::uint64_t op = 0;
+  vnode_id root = 0;
+  vnode_set tentative; ///< the vnodes the result took from tentative partials
+  friend bool operator==(const reduce_done& a, const reduce_done& b) {
+    return a.op == b.op && a.root == b.root && a.tentative == b.tentative;
+  }
+};
+
 /// Old owner -> new owner of vnodes: how far their contributions to reductions went.
 /// The new owner contributes them to no reduction before this arrives; it is routed
 /// like a point-to-point message (to the owner, again and again) until it finds them.
+/// `completed`: the reductions rooted at one of the vnodes that moved whose result
+/// completed at the sender (or at an owner before it): the new owner drops their
+/// partials that still arrive (copies sent after a crash) instead of holding them.
 struct reduce_handoff {
   collective_kind collective = collective_kind::none; ///< the engine whose histories these are
   std::vector<reduce_record> records;
   std::uint32_t hops = 0;
+  std::vector<reduce_done> completed;
   friend bool operator==(const reduce_handoff& a, const reduce_handoff& b) {
-    return a.collective == b.collective && a.records == b.records && a.hops == b.hops;
+    return a.collective == b.collective && a.records == b.records && a.hops == b.hops &&
+           a.completed == b.completed;
   }
 };
 

@@ -50,7 +50,10 @@
 /// processor (adopted after it started the reduction) contributes them, tentatively.
 /// So a reduction through a crashed relay completes, each vnode counted once, when the
 /// data still exists; two crashes on one path (a partial acknowledged to its sender and
-/// lost with the relay above) still fail it, naming the vnodes.
+/// lost with the relay above) still fail it, naming the vnodes. A copy can outlive the
+/// result: when the root vnode moves, the handoff to its new owner names the reductions
+/// completed at the old one (`wire::reduce_done`), and the new owner drops their
+/// partials instead of holding them as for a reduction in progress.
 ///
 /// Leaving: a processor whose supervisor has left flushes everything at once (partials
 /// to the root's owner, histories to the vnodes' new owners) and must stay reachable
@@ -213,7 +216,10 @@ struct reduce_stats {
   std::uint64_t asks = 0;        ///< asks sent for missing vnodes whose owner changed
   std::uint64_t adopted_tentative = 0; ///< tentative contributions for adopted vnodes
   std::uint64_t tentative_counted = 0; ///< tentative partials counted in a result here
-  std::uint64_t superseded = 0;  ///< tentative or late partials dropped: covered otherwise
+  /// Tentative or late partials dropped: covered otherwise (also those held at an owner
+  /// of the root vnode when it learns that the result completed at an earlier owner).
+  std::uint64_t superseded = 0;
+  std::uint64_t done_told = 0;   ///< completions passed on to a later owner of the root vnode
 };
 
 class reduce_engine {
@@ -319,7 +325,15 @@ private:
     std::uint64_t timeout_token = 0; ///< the timeout timer that counts (segments restart it)
     bool main_sent = false;  ///< this processor's own partial went to its parent
     bool rooted = false;     ///< accumulating as the root vnode's owner
-    bool complete = false;   ///< the result was delivered here
+    /// The result was delivered here, or at an earlier owner of the root vnode (that
+    /// owner's `reduce_handoff` said so: `take_done`).
+    bool complete = false;
+    /// Complete, and the owner of the root vnode, which is no longer this processor, was
+    /// sent a `reduce_done` for it (`sync`).
+    bool told = false;
+    /// Opened by a `reduce_done` before anything else reached this processor: its
+    /// operator and count are unknown (`start` fills them in).
+    bool opened_done = false;
     std::vector<std::uint8_t> acc;
     vnode_set covered;       ///< what `acc` covers
     bool has_acc = false;
@@ -390,8 +404,15 @@ private:
                     bool tentative = false);
   /// Returns where it went up the tree (`no_proc`: point-to-point, or held).
   proc_id send_partial(timestamp now, wire::reduce_partial p, reduce_outbox& out);
+  /// Routes histories, and the completions of reductions rooted at the vnodes they
+  /// name (`done`, by their root vnodes), to the owners of their vnodes.
   void route_handoff(timestamp now, const std::vector<wire::reduce_record>& records,
-                     std::uint32_t hops, reduce_outbox& out);
+                     std::uint32_t hops, reduce_outbox& out,
+                     const std::vector<wire::reduce_done>& done = {});
+  /// At the owner of `d.root`: reduction `d.op` completed at an earlier owner of the root
+  /// vnode. What it held of it here is dropped (`superseded`), and so are its partials
+  /// that still arrive (copies sent after a crash), as at the owner where it completed.
+  void take_done(timestamp now, const wire::reduce_done& d, reduce_outbox& out);
   void handle_partial(timestamp now, proc_id from, const wire::reduce_partial& m,
                       reduce_outbox& out);
   void handle_handoff(timestamp now, const wire::reduce_handoff& m, reduce_outbox& out);
@@ -424,6 +445,10 @@ private:
       return k;
     return k < cfg_.first_op ? 0 : (k - cfg_.first_op) / cfg_.stride + 1;
   }
+  /// What was owned here when `sync` last looked for complete reductions whose root
+  /// vnode moved away, and whether one completed since (it looks again when either moved).
+  vnode_set done_own_;
+  bool done_dirty_ = false;
   std::uint64_t last_started_ = 0;
   std::uint64_t next_token_ = 1;
   std::map<std::uint64_t, timer_entry> timers_;
