@@ -20,7 +20,6 @@
 #include "banyan/core/messages.hpp"
 #include "banyan/core/subtree_summary.hpp"
 #include "banyan/core/types.hpp"
-#include "banyan/core/vnode_cover.hpp"
 #include "banyan/core/vnode_set.hpp"
 
 namespace banyan {
@@ -118,28 +117,31 @@ public:
 
   const std::map<proc_id, vnode_set>& children() const noexcept { return children_; }
   bool has_child(proc_id c) const { return children_.count(c) != 0; }
-  void set_child(proc_id c, vnode_set subtree) {
-    auto& vs = children_[c];
-    cover_.replace(vs, subtree);
-    vs = std::move(subtree);
-  }
+  void set_child(proc_id c, vnode_set subtree) { children_[c] = std::move(subtree); }
   bool remove_child(proc_id c) {
     child_summaries_.erase(c);
-    auto i = children_.find(c);
-    if (i == children_.end())
-      return false;
-    cover_.remove(i->second);
-    children_.erase(i);
-    return true;
+    return children_.erase(c) != 0;
   }
 
-  /// vnodes of this processor's subtree: its own plus its children's subtrees. The
-  /// children's union is kept as they change (vnode_cover), so this is one merge with
-  /// `own`, not a union of every child's set.
+  /// vnodes of this processor's subtree: its own plus its children's subtrees.
+  /// One sort of every interval, not a union per child: a processor with c children
+  /// would otherwise rebuild the growing set c times (quadratic at a flat LAN's root).
   vnode_set subtree(const vnode_set& own) const {
-    if (own.empty())
-      return cover_.members();
-    return own | cover_.members();
+    if (children_.size() <= 2) {
+      vnode_set s = own;
+      for (auto& [c, vs] : children_)
+        s |= vs;
+      return s;
+    }
+    std::size_t n = own.interval_count();
+    for (auto& [c, vs] : children_)
+      n += vs.interval_count();
+    std::vector<vnode_set::interval> xs;
+    xs.reserve(n);
+    xs.insert(xs.end(), own.intervals().begin(), own.intervals().end());
+    for (auto& [c, vs] : children_)
+      xs.insert(xs.end(), vs.intervals().begin(), vs.intervals().end());
+    return vnode_set::from_intervals(std::move(xs));
   }
   /// What was last reported to the parent (to send only real changes).
   const vnode_set& reported() const noexcept { return reported_; }
@@ -175,7 +177,6 @@ private:
   wire::tree_info parent_info_;
   timestamp reattaching_since_{0};
   std::map<proc_id, vnode_set> children_;
-  vnode_cover cover_; // the union of children_'s sets, kept with them
   vnode_set reported_;
   std::map<proc_id, subtree_summary> child_summaries_;
   subtree_summary summary_sent_;
