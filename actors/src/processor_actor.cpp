@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <deque>
+#include <typeindex>
+#include <typeinfo>
 
 #include "banyan/core/allreduce.hpp"
 #include "banyan/core/allgather.hpp"
@@ -59,6 +61,7 @@ struct processor_state {
   std::uint32_t sag_installs = 0;
   bool left = false;
   bool holding = false; ///< counted in ctr->holding
+  bool in_view_change = false; ///< engines are being told of a view change (carry_out)
   /// Detach blindly this long after the engines' last send instead of asking the
   /// network (cluster_config::blind_linger).
   std::optional<duration> blind_linger;
@@ -228,6 +231,41 @@ void record(processor_ptr self, const allgather_outbox& ao) {
                                                ": " + p.detail + " " + p.vnodes.to_string());
 }
 
+/// Which recorder of carry_out_engine an engine takes: a property of its dynamic type,
+/// found once per type (the chain of dynamic_casts ran for every engine on every event).
+enum class recorder : std::uint8_t {
+  none, broadcast, reduce, sag, allreduce, mpich, allgather, ring, alltoall, pairwise
+};
+
+recorder recorder_of(collective_engine& e) {
+  static thread_local std::vector<std::pair<std::type_index, recorder>> known;
+  const std::type_index type{typeid(e)};
+  for (auto& [t, r] : known)
+    if (t == type)
+      return r;
+  recorder r = recorder::none;
+  if (dynamic_cast<broadcast_collective*>(&e))
+    r = recorder::broadcast;
+  else if (dynamic_cast<reduce_collective*>(&e))
+    r = recorder::reduce;
+  else if (dynamic_cast<scatter_allgather_collective*>(&e))
+    r = recorder::sag;
+  else if (dynamic_cast<allreduce_collective*>(&e))
+    r = recorder::allreduce;
+  else if (dynamic_cast<mpich_allreduce_collective*>(&e))
+    r = recorder::mpich;
+  else if (dynamic_cast<allgather_collective*>(&e))
+    r = recorder::allgather;
+  else if (dynamic_cast<ring_allgather_collective*>(&e))
+    r = recorder::ring;
+  else if (dynamic_cast<alltoall_collective*>(&e))
+    r = recorder::alltoall;
+  else if (dynamic_cast<pairwise_alltoall_collective*>(&e))
+    r = recorder::pairwise;
+  known.emplace_back(type, r);
+  return r;
+}
+
 /// Carries out what engine `e` produced: its frames to the network in one batch, its
 /// timers as delayed messages to this actor, its results to the ledger.
 void carry_out_engine(processor_ptr self, collective_engine& e) {
@@ -238,26 +276,46 @@ void carry_out_engine(processor_ptr self, collective_engine& e) {
   const auto kind = static_cast<std::uint8_t>(e.kind());
   for (auto& t : out.timers)
     self->delayed_send(self, t.after, engine_timer_atom::value, kind, t.token);
-  if (auto* b = dynamic_cast<broadcast_collective*>(&e))
-    record(self, b->out());
-  else if (auto* r = dynamic_cast<reduce_collective*>(&e))
-    record(self, r->out());
-  else if (auto* sag = dynamic_cast<scatter_allgather_collective*>(&e))
-    record(self, sag->out());
-  else if (auto* a = dynamic_cast<allreduce_collective*>(&e))
-    record(self, e.kind(), a->out());
-  else if (auto* m = dynamic_cast<mpich_allreduce_collective*>(&e))
-    record(self, e.kind(), m->out());
-  else if (auto* ag = dynamic_cast<allgather_collective*>(&e))
-    record(self, ag->out());
-  else if (auto* ring = dynamic_cast<ring_allgather_collective*>(&e))
-    record(self, ring->out());
-  else if (auto* a2a = dynamic_cast<alltoall_collective*>(&e); a2a && st.ledger)
-    record_alltoall(*st.ledger, st.sup->self(), now_of(self), a2a->out());
-  else if (auto* pw = dynamic_cast<pairwise_alltoall_collective*>(&e); pw && st.ledger)
-    record_alltoall(*st.ledger, st.sup->self(), now_of(self), pw->out());
+  switch (recorder_of(e)) {
+  case recorder::none:
+    break;
+  case recorder::broadcast:
+    record(self, dynamic_cast<broadcast_collective&>(e).out());
+    break;
+  case recorder::reduce:
+    record(self, dynamic_cast<reduce_collective&>(e).out());
+    break;
+  case recorder::sag:
+    record(self, dynamic_cast<scatter_allgather_collective&>(e).out());
+    break;
+  case recorder::allreduce:
+    record(self, e.kind(), dynamic_cast<allreduce_collective&>(e).out());
+    break;
+  case recorder::mpich:
+    record(self, e.kind(), dynamic_cast<mpich_allreduce_collective&>(e).out());
+    break;
+  case recorder::allgather:
+    record(self, dynamic_cast<allgather_collective&>(e).out());
+    break;
+  case recorder::ring:
+    record(self, dynamic_cast<ring_allgather_collective&>(e).out());
+    break;
+  case recorder::alltoall:
+    if (st.ledger)
+      record_alltoall(*st.ledger, st.sup->self(), now_of(self),
+                      dynamic_cast<alltoall_collective&>(e).out());
+    break;
+  case recorder::pairwise:
+    if (st.ledger)
+      record_alltoall(*st.ledger, st.sup->self(), now_of(self),
+                      dynamic_cast<pairwise_alltoall_collective&>(e).out());
+    break;
+  }
   e.clear_outbox();
-  update_holding(self);
+  // During a view change every engine is carried out in turn: the count of holding
+  // processors is brought up to date once, after the last (carry_out).
+  if (!st.in_view_change)
+    update_holding(self);
   maybe_ask(self);
 }
 
@@ -543,7 +601,10 @@ void carry_out(processor_ptr self) {
   st.out.clear();
   // The engines over the supervisor's view, in registration order (broadcast, then
   // reduction); vnodes adopted from a crashed processor: their history went down with it.
+  st.in_view_change = true;
   st.host.on_view_change(now_of(self), view_change{adopted});
+  st.in_view_change = false;
+  update_holding(self);
   start_pending(self);
   if (left && !st.left) {
     // Stay reachable, feeding the engines, until they hold nothing and nothing they
