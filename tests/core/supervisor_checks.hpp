@@ -37,40 +37,47 @@ inline void check_trees(const mini_grid& g) {
   }
 }
 
-/// Each parent's per-child subtree vnode sets are exactly the vnodes below that child.
+/// In the tree `key`, each parent's per-child subtree vnode sets are exactly the vnodes
+/// below that child.
+inline void check_subtrees_of(const mini_grid& g, tree_key key) {
+  auto live = g.live();
+  auto [r, k] = key;
+  auto t = g.tree_of(key);
+  auto kids = t.children();
+  // vnodes below each processor, computed from the tree itself
+  std::vector<vnode_set> below(live.size());
+  std::function<vnode_set(proc_id)> fill = [&](proc_id p) {
+    below[p] = g.sup(p)->own_vnodes();
+    for (auto c : kids[p])
+      below[p] |= fill(c);
+    return below[p];
+  };
+  fill(r);
+  for (proc_id p = 0; p < live.size(); ++p) {
+    if (!live[p])
+      continue;
+    auto& st = *g.sup(p)->tree(key);
+    BOOST_TEST_REQUIRE(st.children().size() == kids[p].size(),
+                       "tree " << r << " " << to_string(k) << ": " << p << " has "
+                               << st.children().size() << " children, " << kids[p].size()
+                               << " name it their parent");
+    for (auto c : kids[p])
+      BOOST_TEST_REQUIRE((st.children().at(c) == below[c]),
+                         "tree " << r << " " << to_string(k) << ": " << p << " thinks child "
+                                 << c << " holds " << st.children().at(c).to_string()
+                                 << ", it holds " << below[c].to_string());
+  }
+}
+
+/// Each parent's per-child subtree vnode sets are exactly the vnodes below that child,
+/// in every tree rooted at a live processor.
 inline void check_subtrees(const mini_grid& g) {
   auto live = g.live();
   for (proc_id r = 0; r < live.size(); ++r) {
     if (!live[r])
       continue;
-    for (auto k : {tree_kind::latency, tree_kind::bandwidth}) {
-      auto t = g.tree_of({r, k});
-      auto kids = t.children();
-      // vnodes below each processor, computed from the tree itself
-      std::vector<vnode_set> below(live.size());
-      std::function<vnode_set(proc_id)> fill = [&](proc_id p) {
-        below[p] = g.sup(p)->own_vnodes();
-        for (auto c : kids[p])
-          below[p] |= fill(c);
-        return below[p];
-      };
-      fill(r);
-      for (proc_id p = 0; p < live.size(); ++p) {
-        if (!live[p])
-          continue;
-        auto& st = *g.sup(p)->tree({r, k});
-        BOOST_TEST_REQUIRE(st.children().size() == kids[p].size(),
-                           "tree " << r << " " << to_string(k) << ": " << p << " has "
-                                   << st.children().size() << " children, "
-                                   << kids[p].size() << " name it their parent");
-        for (auto c : kids[p])
-          BOOST_TEST_REQUIRE((st.children().at(c) == below[c]),
-                             "tree " << r << " " << to_string(k) << ": " << p
-                                     << " thinks child " << c << " holds "
-                                     << st.children().at(c).to_string() << ", it holds "
-                                     << below[c].to_string());
-      }
-    }
+    for (auto k : {tree_kind::latency, tree_kind::bandwidth})
+      check_subtrees_of(g, {r, k});
   }
 }
 

@@ -46,22 +46,7 @@ void check_open(const mini_grid& g, std::vector<proc_id> roots) {
       auto problem = t.validate(live);
       BOOST_TEST_REQUIRE(!problem.has_value(),
                          to_string(k) << " tree of " << r << ": " << problem.value_or(""));
-      auto kids = t.children();
-      std::vector<vnode_set> below(live.size());
-      std::function<vnode_set(proc_id)> fill = [&](proc_id p) {
-        below[p] = g.sup(p)->own_vnodes();
-        for (auto c : kids[p])
-          below[p] |= fill(c);
-        return below[p];
-      };
-      fill(r);
-      for (proc_id p = 0; p < live.size(); ++p)
-        if (live[p]) {
-          auto& st = *g.sup(p)->tree({r, k});
-          BOOST_TEST_REQUIRE(st.children().size() == kids[p].size());
-          for (auto c : kids[p])
-            BOOST_TEST_REQUIRE((st.children().at(c) == below[c]));
-        }
+      banyan::test::supervisor_checks::check_subtrees_of(g, {r, k});
     }
 }
 
