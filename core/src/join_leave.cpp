@@ -6,6 +6,12 @@
 
 namespace banyan::sup {
 
+namespace {
+/// How many times a joiner asks again givers that handed nothing over (join_leave::
+/// on_giver_timer), one `probe_timeout` apart.
+constexpr int max_asks_again = 3;
+} // namespace
+
 void join_leave::found(timestamp now, const std::vector<wire::member>& members,
                        const routing_table& routes, outbox& out) {
   auto& me = s_.members.me();
@@ -75,10 +81,38 @@ void join_leave::abandon_join() {
 
 void join_leave::on_giver_timer(timestamp now, outbox& out) {
   givers_due_ = false; // an owner with nothing to give does not answer
-  if (s_.status == supervisor::status::member && await_giver_) {
+  if (s_.status != supervisor::status::member)
+    return;
+  if (await_giver_) {
     await_giver_ = false; // no giver placed us: measure
     s_.probes.trigger(now, out);
   }
+  // Givers that have not handed anything over within `probe_timeout` are asked again, a
+  // bounded number of times. Assumes a live giver answers a request within
+  // `probe_timeout`, and that a request can vanish without a trace: over TCP, frames
+  // written behind a handshake that the peer refused (it timed out on a starved process)
+  // are handed to the kernel and never come back. An owner with nothing to give does not
+  // answer; asking it again costs one message. A giver whose first handover was only
+  // slow hands over a second share: more vnodes here, nothing lost or doubled (every
+  // handover is a route with a new epoch).
+  // The join counts as done meanwhile (`awaiting_givers` stays false): vnodes that come
+  // later are reported as gained, like any handover.
+  if (!givers_.empty() && asks_left_ > 0) {
+    --asks_left_;
+    for (auto g : givers_)
+      ask(g, out);
+    s_.start_timer(out, s_.cfg.probe_timeout, timer_token::giver_wait());
+  }
+}
+
+void join_leave::ask(proc_id giver, outbox& out) {
+  if (wanted_.empty()) {
+    s_.send(out, giver, wire::handover_request{{}, s_.self}); // a share of the contact's
+    return;
+  }
+  for (auto& [owner, vs] : s_.owners.routes().partition(wanted_))
+    if (owner == giver)
+      s_.send(out, owner, wire::handover_request{vs, s_.self});
 }
 
 std::optional<error> join_leave::leave(timestamp now, proc_id recipient, outbox& out) {
@@ -264,15 +298,15 @@ void join_leave::on(timestamp now, proc_id from, const wire::join_accept& m, out
   // messages between two processors arrive in order).
   givers_.clear();
   if (wanted_.empty()) {
-    s_.send(out, from, wire::handover_request{{}, s_.self}); // a share of the contact's
     givers_.push_back(from);
   } else {
     for (auto& [owner, vs] : s_.owners.routes().partition(wanted_))
-      if (owner != no_proc && owner != s_.self) {
-        s_.send(out, owner, wire::handover_request{vs, s_.self});
+      if (owner != no_proc && owner != s_.self)
         givers_.push_back(owner);
-      }
   }
+  for (auto g : givers_)
+    ask(g, out);
+  asks_left_ = max_asks_again;
   s_.event(out, tree_event::kind::joined, now);
   out.events.back().peer = from; // the contact that let us in
   s_.watch.start(out);
@@ -331,6 +365,7 @@ void join_leave::reset() {
   givers_.clear();
   await_giver_ = false;
   givers_due_ = false;
+  asks_left_ = 0;
   refused_.clear();
   nearest_.clear();
   offered_to_ = no_proc;

@@ -56,6 +56,9 @@ private:
   void end_life();
   /// Ranks the members for our vnodes as we leave, nearest first.
   void rank_nearest();
+  /// Asks `giver` for vnodes: a share of its own (the contact, when nothing in particular
+  /// is wanted) or the wanted vnodes it owns.
+  void ask(proc_id giver, outbox& out);
 
   parts& s_;
   /// Joining: the contact, what we asked for, and how many times we asked.
@@ -66,6 +69,7 @@ private:
   std::vector<proc_id> givers_;
   bool await_giver_ = false; ///< joined; measuring waits for the first giver's handover
   bool givers_due_ = false;  ///< joined; the givers' handovers are still expected
+  int asks_left_ = 0;        ///< joined; how many more times givers that gave nothing are asked
   /// Leaving: the recipient we are trying, those that refused, and the members nearest
   /// first, ranked when the leave began (our trees, which place the members we never
   /// measured, are gone after the first handover).

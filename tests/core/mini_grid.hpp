@@ -175,6 +175,15 @@ public:
     slow_ = std::move(which);
     slow_extra_ = extra;
   }
+  /// The next `count` supervisor messages for which `which` returns true vanish without
+  /// a trace, as frames written behind a handshake that the peer then refused (TCP hands
+  /// them to the kernel; nothing comes back). Replaces an earlier one.
+  void lose(std::function<bool(const wire::envelope&)> which, int count) {
+    lose_ = std::move(which);
+    lose_left_ = count;
+  }
+  /// How many messages lose() took.
+  int lost() const noexcept { return lost_; }
 
   /// Cuts every link between a processor of `a` and one of `b`, both ways: a message that
   /// arrives over a cut link is refused, as when nobody runs there (the sender learns it
@@ -418,6 +427,11 @@ public:
 private:
   void carry_out(proc_id p, outbox& out) {
     for (auto& e : out.sends) {
+      if (lose_left_ > 0 && lose_ && lose_(e)) {
+        --lose_left_;
+        ++lost_;
+        continue;
+      }
       audit(e);
       auto bytes = static_cast<double>(wire::wire_size(e.body));
       auto bw = topo_.path_bandwidth(e.from, e.to);
@@ -600,6 +614,9 @@ private:
   std::vector<event> held_;                        ///< what waits on them, in order
   std::function<bool(const wire::envelope&)> slow_; ///< slow(): which messages
   duration slow_extra_{0};
+  std::function<bool(const wire::envelope&)> lose_; ///< lose(): which messages
+  int lose_left_ = 0;
+  int lost_ = 0;
   std::map<proc_id, std::vector<tree_event>> rider_events_; ///< for the rider, not yet seen
   std::map<vnode_id, std::string> history_;
 };

@@ -193,6 +193,37 @@ BOOST_AUTO_TEST_CASE(join_takes_wanted_vnodes_and_new_trees_form) {
   BOOST_TEST(g.sup(4)->own_vnodes().empty());
 }
 
+// A joiner's request for vnodes can vanish without a trace (over TCP: frames written
+// behind a handshake that the peer then refused). The joiner asks its givers again after
+// `probe_timeout` and gets its share, or the vnodes it wanted, exactly as without the loss.
+BOOST_AUTO_TEST_CASE(a_joiner_whose_request_for_vnodes_vanished_asks_again) {
+  for (int wanted = 0; wanted < 2; ++wanted) {
+    BOOST_TEST_CONTEXT((wanted ? "the vnodes it wanted" : "a share of the contact's")) {
+      mini_grid g{tiny(), 6};
+      g.start(6, 2); // processor p owns vnodes 2p and 2p+1; 6 and 7 are not running yet
+      g.run();
+      g.lose([](const wire::envelope& e) {
+        return std::holds_alternative<wire::handover_request>(e.body);
+      }, 1);
+      if (wanted)
+        g.join(7, 1, vnode_set{4, 5}); // owned by processor 2
+      else
+        g.join(7, 0, {}); // a share of processor 0's {0, 1}
+      g.run();
+      BOOST_TEST(g.lost() == 1);
+      if (wanted) {
+        BOOST_TEST((g.sup(7)->own_vnodes() == vnode_set{4, 5}));
+        BOOST_TEST(g.sup(2)->own_vnodes().empty());
+      } else {
+        BOOST_TEST(g.sup(7)->own_vnodes().size() == 1u);
+        BOOST_TEST(g.sup(0)->own_vnodes().size() == 1u);
+      }
+      BOOST_TEST(!g.sup(7)->awaiting_vnodes());
+      check_settled(g, 12);
+    }
+  }
+}
+
 namespace {
 
 /// The handover event of kind `k` processor `at` reported about `peer` (none: empty).
