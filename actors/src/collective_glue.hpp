@@ -229,6 +229,11 @@ struct static_install {
 };
 using static_install_ptr = std::shared_ptr<const static_install>;
 
+/// Records what engine `e` (at processor `me`) delivered, gathered or found wrong since
+/// its outbox was last cleared, each kind by its own rule (engine_record.cpp). Locks the
+/// ledger.
+void record_engine(collective_ledger& ledger, proc_id me, timestamp now, collective_engine& e);
+
 /// Records what an all-to-all engine (banyan's or the baseline) gathered at the root,
 /// delivered (each block checked against the ledger's `alltoall_values`) or found wrong,
 /// at processor `me` (alltoall_record.cpp). Locks the ledger.

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <deque>
-#include <typeindex>
-#include <typeinfo>
 
 #include "banyan/core/allreduce.hpp"
 #include "banyan/core/allgather.hpp"
@@ -120,152 +118,6 @@ void update_holding(processor_ptr self) {
     --st.ctr->holding;
 }
 
-/// Whether `d` carries exactly the bytes the cluster sent (`bytes` of payload_fill).
-bool payload_ok(const shared_bytes& b, std::size_t bytes) {
-  if (b.size() != bytes)
-    return false;
-  for (auto x : b)
-    if (x != payload_fill)
-      return false;
-  return true;
-}
-
-/// Records what a broadcast-like engine delivered.
-void record(processor_ptr self, const broadcast_outbox& bo) {
-  auto& st = self->state;
-  if (!st.ledger || bo.deliveries.empty())
-    return;
-  auto now = now_of(self);
-  std::lock_guard<std::mutex> guard{st.ledger->mtx};
-  for (auto& d : bo.deliveries) {
-    auto& per = st.ledger->deliveries[d.op];
-    d.vnodes.for_each([&](vnode_id v) { per[v].push_back(now); });
-    if (auto b = st.ledger->blocks.find(d.op); b != st.ledger->blocks.end()) {
-      // A scatter: each vnode's own block, in vnode order.
-      bool ok = d.payload.size() == b->second * d.vnodes.size();
-      std::size_t at = 0;
-      d.vnodes.for_each([&](vnode_id v) {
-        for (std::size_t i = 0; ok && i < b->second; ++i)
-          ok = d.payload.data()[at + i] == block_byte(v, i);
-        at += b->second;
-      });
-      if (!ok)
-        ++st.ledger->bad_payloads;
-      continue;
-    }
-    auto size = st.ledger->sizes.find(d.op);
-    if (size == st.ledger->sizes.end() || !payload_ok(d.payload, size->second) ||
-        d.p2p != (st.ledger->targets.count(d.op) > 0))
-      ++st.ledger->bad_payloads;
-  }
-}
-
-/// Records what a reduction engine completed or found wrong.
-void record(processor_ptr self, const reduce_outbox& ro) {
-  auto& st = self->state;
-  if (!st.ledger || (ro.results.empty() && ro.problems.empty()))
-    return;
-  auto now = now_of(self);
-  std::lock_guard<std::mutex> guard{st.ledger->mtx};
-  for (auto& r : ro.results)
-    st.ledger->reduce_results[r.op].push_back({st.sup->self(), now, r});
-  for (auto& p : ro.problems)
-    st.ledger->reduce_problems[p.op].push_back("processor " + std::to_string(st.sup->self()) +
-                                               ": " + p.detail + " " + p.vnodes.to_string());
-}
-
-/// Records what an allreduce or barrier engine gathered, delivered or found wrong.
-void record(processor_ptr self, collective_kind kind, const allreduce_outbox& ao) {
-  auto& st = self->state;
-  if (!st.ledger || (ao.reduced.empty() && ao.deliveries.empty() && ao.problems.empty()))
-    return;
-  auto now = now_of(self);
-  const auto me = st.sup->self();
-  std::lock_guard<std::mutex> guard{st.ledger->mtx};
-  for (auto& r : ao.reduced)
-    st.ledger->allreduces[{kind, r.op}].reduced.push_back({me, now, r});
-  for (auto& d : ao.deliveries) {
-    auto& e = st.ledger->allreduces[{kind, d.op}];
-    if (e.reduced.empty() && !e.first_value)
-      e.first_value = d.value; // no root (a baseline): the first one delivered
-    const auto& want = e.reduced.empty() ? *e.first_value : e.reduced.front().result.value;
-    if (!(want == d.value))
-      ++e.wrong_values;
-    d.vnodes.for_each([&](vnode_id v) { e.delivered[v].emplace_back(now, me); });
-  }
-  for (auto& p : ao.problems)
-    st.ledger->allreduces[{kind, p.op}].problems.push_back(
-      "processor " + std::to_string(me) + ": " + p.detail + " " + p.vnodes.to_string());
-}
-
-/// Records what an allgather engine completed (at the root's owner), delivered or found
-/// wrong.
-void record(processor_ptr self, const allgather_outbox& ao) {
-  auto& st = self->state;
-  if (!st.ledger || (ao.gathered.empty() && ao.deliveries.empty() && ao.problems.empty()))
-    return;
-  auto now = now_of(self);
-  std::lock_guard<std::mutex> guard{st.ledger->mtx};
-  for (auto& r : ao.gathered)
-    st.ledger->reduce_results[r.op].push_back({st.sup->self(), now, r});
-  for (auto& d : ao.deliveries) {
-    auto& per = st.ledger->allgathered[d.op];
-    d.vnodes.for_each([&](vnode_id v) { ++per[v]; });
-    st.ledger->allgather_last[d.op] = now;
-    auto values = st.ledger->allgather_values.find(d.op);
-    bool ok = values != st.ledger->allgather_values.end();
-    std::size_t at = 0;
-    d.all.for_each([&](vnode_id v) {
-      if (!ok)
-        return;
-      auto want = values->second(v);
-      ok = at + want.size() <= d.blocks.size() &&
-           std::equal(want.begin(), want.end(), d.blocks.data() + at);
-      at += want.size();
-    });
-    if (!ok || at != d.blocks.size())
-      ++st.ledger->bad_allgathers;
-  }
-  for (auto& p : ao.problems)
-    st.ledger->reduce_problems[p.op].push_back("processor " + std::to_string(st.sup->self()) +
-                                               ": " + p.detail + " " + p.vnodes.to_string());
-}
-
-/// Which recorder of carry_out_engine an engine takes: a property of its dynamic type,
-/// found once per type (the chain of dynamic_casts ran for every engine on every event).
-enum class recorder : std::uint8_t {
-  none, broadcast, reduce, sag, allreduce, mpich, allgather, ring, alltoall, pairwise
-};
-
-recorder recorder_of(collective_engine& e) {
-  static thread_local std::vector<std::pair<std::type_index, recorder>> known;
-  const std::type_index type{typeid(e)};
-  for (auto& [t, r] : known)
-    if (t == type)
-      return r;
-  recorder r = recorder::none;
-  if (dynamic_cast<broadcast_collective*>(&e))
-    r = recorder::broadcast;
-  else if (dynamic_cast<reduce_collective*>(&e))
-    r = recorder::reduce;
-  else if (dynamic_cast<scatter_allgather_collective*>(&e))
-    r = recorder::sag;
-  else if (dynamic_cast<allreduce_collective*>(&e))
-    r = recorder::allreduce;
-  else if (dynamic_cast<mpich_allreduce_collective*>(&e))
-    r = recorder::mpich;
-  else if (dynamic_cast<allgather_collective*>(&e))
-    r = recorder::allgather;
-  else if (dynamic_cast<ring_allgather_collective*>(&e))
-    r = recorder::ring;
-  else if (dynamic_cast<alltoall_collective*>(&e))
-    r = recorder::alltoall;
-  else if (dynamic_cast<pairwise_alltoall_collective*>(&e))
-    r = recorder::pairwise;
-  known.emplace_back(type, r);
-  return r;
-}
-
 /// Carries out what engine `e` produced: its frames to the network in one batch, its
 /// timers as delayed messages to this actor, its results to the ledger.
 void carry_out_engine(processor_ptr self, collective_engine& e) {
@@ -276,41 +128,8 @@ void carry_out_engine(processor_ptr self, collective_engine& e) {
   const auto kind = static_cast<std::uint8_t>(e.kind());
   for (auto& t : out.timers)
     self->delayed_send(self, t.after, engine_timer_atom::value, kind, t.token);
-  switch (recorder_of(e)) {
-  case recorder::none:
-    break;
-  case recorder::broadcast:
-    record(self, dynamic_cast<broadcast_collective&>(e).out());
-    break;
-  case recorder::reduce:
-    record(self, dynamic_cast<reduce_collective&>(e).out());
-    break;
-  case recorder::sag:
-    record(self, dynamic_cast<scatter_allgather_collective&>(e).out());
-    break;
-  case recorder::allreduce:
-    record(self, e.kind(), dynamic_cast<allreduce_collective&>(e).out());
-    break;
-  case recorder::mpich:
-    record(self, e.kind(), dynamic_cast<mpich_allreduce_collective&>(e).out());
-    break;
-  case recorder::allgather:
-    record(self, dynamic_cast<allgather_collective&>(e).out());
-    break;
-  case recorder::ring:
-    record(self, dynamic_cast<ring_allgather_collective&>(e).out());
-    break;
-  case recorder::alltoall:
-    if (st.ledger)
-      record_alltoall(*st.ledger, st.sup->self(), now_of(self),
-                      dynamic_cast<alltoall_collective&>(e).out());
-    break;
-  case recorder::pairwise:
-    if (st.ledger)
-      record_alltoall(*st.ledger, st.sup->self(), now_of(self),
-                      dynamic_cast<pairwise_alltoall_collective&>(e).out());
-    break;
-  }
+  if (st.ledger)
+    record_engine(*st.ledger, st.sup->self(), now_of(self), e);
   e.clear_outbox();
   // During a view change every engine is carried out in turn: the count of holding
   // processors is brought up to date once, after the last (carry_out).
