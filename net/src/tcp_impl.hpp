@@ -1,6 +1,7 @@
 #pragma once
-// Internals of tcp_transport, shared by tcp_transport.cpp (lifecycle, commands, peers,
-// shaping, reconnection) and tcp_connection.cpp (sockets, handshake, reading, writing).
+// Internals of tcp_transport, shared by tcp_transport.cpp (lifecycle, commands),
+// tcp_peers.cpp (peers, shaping, reconnection) and tcp_connection.cpp (sockets,
+// handshake, reading, writing).
 // Not installed.
 //
 // Threads. Everything below `loop thread only` is touched by the loop thread alone. The
@@ -289,7 +290,7 @@ public:
   bool post(std::function<void()> fn);
   bool busy_polling() const { return cfg_.busy_poll > duration::zero(); }
 
-  // --- loop thread only (tcp_transport.cpp) -------------------------------------------
+  // --- loop thread only (tcp_transport.cpp, tcp_peers.cpp) ------------------------------
   void on_async();
   /// The loop thread: runs the loop until it ends, polling for `busy_poll` after activity.
   void run_loop();
