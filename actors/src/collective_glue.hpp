@@ -219,11 +219,13 @@ struct allreduce_request {
 using allreduce_request_ptr = std::shared_ptr<const allreduce_request>;
 
 /// A static tree for every processor (emulation only): the tree, the number of the next
-/// static reduction (the static reduction engine starts there), and what reductions size
+/// static reduction (the static reduction engine starts there), whether that engine
+/// gathers blocks (core/gather.hpp) instead of combining arrays, and what reductions size
 /// their timeouts from.
 struct static_install {
   banyan::tree t;
   std::uint64_t first_reduce_op = static_reduction_base + 1;
+  bool blocks = false;
   duration max_root_distance = std::chrono::milliseconds(10);
   rate min_root_rate = infinite_rate;
 };

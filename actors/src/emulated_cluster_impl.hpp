@@ -212,10 +212,12 @@ struct emulated_cluster::impl {
   }
 
   /// Hands every running processor tree `t` for the static engines.
-  void install_static(const banyan::tree& t, std::uint64_t first_reduce_op) {
+  void install_static(const banyan::tree& t, std::uint64_t first_reduce_op,
+                      bool blocks = false) {
     auto inst = std::make_shared<static_install>();
     inst->t = t;
     inst->first_reduce_op = first_reduce_op;
+    inst->blocks = blocks;
     // What reductions size their timeouts from: the deepest path from the root along
     // t, and the slowest link on the way up.
     duration deepest{0};

@@ -544,6 +544,8 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       reduce_config rc;
       rc.first_op = inst->first_reduce_op;
       rc.kind = collective_kind::static_reduce;
+      if (inst->blocks) // a static gather: the engine in block mode, under the same kind
+        rc = gather_config(rc, collective_kind::static_reduce);
       st.host.add(std::make_unique<reduce_collective>(*st.static_view, st.ops, rc,
                                                       st.static_view->own_vnodes()),
                   false);

@@ -12,6 +12,8 @@
 
 #include "banyan/actors/emulated_cluster.hpp"
 #include "banyan/core/topology.hpp"
+#include "banyan/core/tree_builders.hpp"
+#include "bench.hpp"           // measure_broadcast
 #include "bench_bandwidth.hpp" // parse_size
 
 namespace banyan::cli {
@@ -23,8 +25,9 @@ using namespace std::chrono_literals;
 const char* const tag = "banyan bench blocks: ";
 const std::vector<std::string> default_sizes = {"8", "1K", "16K"};
 const std::vector<std::string> default_algorithms = {"gather", "scatter", "allgather", "ring"};
-const std::vector<std::string> all_algorithms = {"gather",   "scatter",  "allgather",
-                                                 "ring",     "alltoall", "pairwise"};
+const std::vector<std::string> all_algorithms = {
+  "gather", "scatter", "allgather", "ring", "alltoall", "pairwise", "magpie_gather",
+  "magpie_allgather"};
 
 /// Vnode v's all-to-all contribution: its block of `n` bytes for each of `vnodes` vnodes.
 std::vector<std::uint8_t> contribution_of(vnode_id v, vnode_id vnodes, std::size_t n,
@@ -87,7 +90,8 @@ int run_bench_blocks(const bench_blocks_options& bopt) {
   for (auto& a : algorithms)
     if (std::find(all_algorithms.begin(), all_algorithms.end(), a) == all_algorithms.end()) {
       std::cerr << tag << "unknown algorithm '" << a
-                << "' (gather, scatter, allgather, ring, alltoall, pairwise)\n";
+                << "' (gather, scatter, allgather, ring, alltoall, pairwise, magpie_gather, "
+                   "magpie_allgather)\n";
       return 2;
     }
   if (auto err = check(opt)) {
@@ -104,6 +108,8 @@ int run_bench_blocks(const bench_blocks_options& bopt) {
   auto& c = *run->cluster;
   const auto* topo = &run->topo;
   const auto n = static_cast<vnode_id>(c.vnode_count());
+  // MagPIe's cluster-aware tree, rooted at vnode 0's processor (founders: processor 0).
+  const auto magpie = magpie_tree(topo->proc_count(), 0, topo->cluster_of());
 
   std::vector<row> rows;
   int rc = 0;
@@ -117,7 +123,37 @@ int run_bench_blocks(const bench_blocks_options& bopt) {
       r.size = size;
       auto values = [size, salt](vnode_id v) { return block_of(v, size, salt); };
       std::string why;
-      if (algo == "gather") {
+      if (algo == "magpie_gather" || algo == "magpie_allgather") {
+        // MagPIe's gather over its cluster-aware tree; its allgather is that gather
+        // followed by the broadcast of the whole result down the same tree, one after
+        // the other (measured the same way, each on the quiet network, times added).
+        auto op = c.gather_static(magpie, 0, size, values);
+        if (op && c.run_until_reduced(*op, 600s)) {
+          auto rec = c.reduction(*op);
+          std::vector<std::uint8_t> want;
+          for (vnode_id v = 0; v < n; ++v) {
+            auto b = block_of(v, size, salt);
+            want.insert(want.end(), b.begin(), b.end());
+          }
+          if (rec.results.size() == 1 && rec.problems.empty() &&
+              once_each(rec.contributions, n) && rec.results[0].value == want) {
+            r.completion_ms = ms(rec.results[0].when - rec.started);
+            r.correct = true;
+          } else {
+            why = "the gather was not exact";
+          }
+          if (r.correct && algo == "magpie_allgather") {
+            auto down = measure_broadcast(
+              c, [&] { return c.broadcast_static(0, magpie, std::size_t{n} * size); }, 600s, 600s);
+            r.correct = down && down->complete;
+            r.completion_ms += down ? down->completion_ms : 0;
+            if (!r.correct)
+              why = "the broadcast did not reach every vnode once";
+          }
+        } else {
+          why = op ? "no result" : op.err().to_string();
+        }
+      } else if (algo == "gather") {
         auto op = c.gather(0, size, values);
         if (op && c.run_until_reduced(*op, 600s)) {
           auto rec = c.reduction(*op);
@@ -193,10 +229,16 @@ int run_bench_blocks(const bench_blocks_options& bopt) {
   std::printf("%-10s", "size");
   for (auto& a : algorithms)
     std::printf(" %14s", (a + "_ms").c_str());
-  const bool ratio = std::count(algorithms.begin(), algorithms.end(), "allgather") &&
-                     std::count(algorithms.begin(), algorithms.end(), "ring");
+  auto has = [&](const char* a) { return std::count(algorithms.begin(), algorithms.end(), a) > 0; };
+  const bool ratio = has("allgather") && has("ring");
   if (ratio)
     std::printf(" %16s", "allgather/ring");
+  const bool gather_ratio = has("gather") && has("magpie_gather");
+  if (gather_ratio)
+    std::printf(" %14s", "gather/magpie");
+  const bool allgather_ratio = has("allgather") && has("magpie_allgather");
+  if (allgather_ratio)
+    std::printf(" %17s", "allgather/magpie");
   const bool a2a_ratio = std::count(algorithms.begin(), algorithms.end(), "alltoall") &&
                          std::count(algorithms.begin(), algorithms.end(), "pairwise");
   if (a2a_ratio)
@@ -219,6 +261,18 @@ int run_bench_blocks(const bench_blocks_options& bopt) {
       auto& g = by[{"ring", size}];
       std::printf(" %16.2f", g.completion_ms > 0 ? d.completion_ms / g.completion_ms : 0.0);
     }
+    auto ratio_of = [&](const char* x, const char* y, int width) {
+      auto& a = by[{x, size}];
+      auto& b = by[{y, size}];
+      if (a.correct && b.correct && b.completion_ms > 0)
+        std::printf(" %*.2f", width, a.completion_ms / b.completion_ms);
+      else
+        std::printf(" %*s", width, "-");
+    };
+    if (gather_ratio)
+      ratio_of("gather", "magpie_gather", 14);
+    if (allgather_ratio)
+      ratio_of("allgather", "magpie_allgather", 17);
     if (a2a_ratio) {
       auto& t = by[{"alltoall", size}];
       auto& p = by[{"pairwise", size}];
@@ -256,7 +310,8 @@ void add_bench_blocks_command(CLI::App& bench, std::function<int()>& action) {
   cmd->add_option("--sizes", opt->sizes,
                   "bytes per vnode (e.g. 8,1K,16K); all-to-all: per vnode pair")->delimiter(',');
   cmd->add_option("--algorithms", opt->algorithms,
-                  "gather, scatter, allgather, ring (the default), alltoall, pairwise")
+                  "gather, scatter, allgather, ring (the default), alltoall, pairwise, "
+                  "magpie_gather, magpie_allgather")
     ->delimiter(',');
   cmd->callback([opt, &action] { action = [opt] { return run_bench_blocks(*opt); }; });
 }

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "banyan/actors/emulated_cluster.hpp"
+#include "banyan/core/tree_builders.hpp"
 #include "actors/require_topology.hpp"
 
 using namespace banyan;
@@ -104,6 +105,38 @@ BOOST_AUTO_TEST_CASE(gather_and_scatter_on_formed_trees) {
   BOOST_TEST(!c.gather(0, 0, [](vnode_id) { return std::vector<std::uint8_t>(); }).has_value());
   BOOST_TEST(!c.scatter(n, 4).has_value());
   BOOST_TEST(!c.scatter(0, 0).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(gathers_over_static_trees_bring_every_block_once) {
+  // MagPIe's cluster-aware gather (and a binomial one) on the same runtime: the gather
+  // engine in block mode over a fixed tree, rooted at the root vnode's owner.
+  cluster_config cfg;
+  cfg.topo = require_topology("tiny-2c8");
+  cfg.seed = 4;
+  cfg.vnodes_per_proc = 3;
+  emulated_cluster c{cfg};
+  c.start();
+  BOOST_REQUIRE(c.run_until_quiet(600s));
+  const auto procs = c.topo().proc_count();
+  for (std::size_t block : {std::size_t{8}, std::size_t{20000}}) {
+    for (bool magpie : {true, false}) {
+      BOOST_TEST_CONTEXT((magpie ? "magpie" : "binomial") << ", blocks of " << block) {
+        const std::uint64_t salt = block + (magpie ? 1 : 2);
+        // vnode 7 lives at processor 2 (three per processor, founders)
+        auto t = magpie ? magpie_tree(procs, 2, c.topo().cluster_of()) : binomial_tree(procs, 2);
+        auto op = c.gather_static(t, 7, block,
+                                  [block, salt](vnode_id v) { return block_of(v, block, salt); });
+        BOOST_REQUIRE(op.has_value());
+        BOOST_REQUIRE(c.run_until_reduced(*op, 60s));
+        check_gather(c, *op, block, salt);
+        BOOST_TEST(c.reduction(*op).results[0].at == 2u);
+      }
+    }
+  }
+  // Refused at once: a tree not rooted at the root vnode's owner, blocks of 0 bytes.
+  auto any = [](vnode_id) { return std::vector<std::uint8_t>(4); };
+  BOOST_TEST(!c.gather_static(binomial_tree(procs, 0), 7, 4, any).has_value());
+  BOOST_TEST(!c.gather_static(binomial_tree(procs, 2), 7, 0, any).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(gathers_and_scatters_exactly_once_under_churn) {

@@ -334,6 +334,12 @@ public:
   /// its vnodes in vnode order (core/vnode_blocks.hpp). Errors: a bad root, block 0,
   /// no `values`.
   expected<std::uint64_t> gather(vnode_id root, std::size_t block, contribution_fn values);
+  /// The same over a fixed tree `t` rooted at the processor owning `root` (EMULATION
+  /// ONLY, installed like `reduce_static`'s, numbered with the static reductions): the
+  /// blocks of a subtree side by side as they rise along `t`, stored and forwarded
+  /// whole, as MagPIe's cluster-aware gather does over `magpie_tree`.
+  expected<std::uint64_t> gather_static(const banyan::tree& t, vnode_id root,
+                                        std::size_t block, contribution_fn values);
   /// The owner of vnode `root` scatters one block of `block` bytes to every vnode over
   /// banyan's adaptive trees (core/scatter.hpp); byte i of vnode v's block is
   /// `(v * 131 + i * 7 + 3) mod 256`, checked at delivery (`bad_payloads`). Recorded
