@@ -146,4 +146,24 @@ std::optional<wire::collective_id> emulated_cluster::scatter(vnode_id root, std:
   return d.request(*owner, req);
 }
 
+std::optional<wire::collective_id>
+emulated_cluster::scatter_static(const banyan::tree& t, vnode_id root, std::size_t block) {
+  auto& d = *impl_;
+  if (block == 0 || root >= d.vnodes)
+    return std::nullopt;
+  reduction_args r{root, {reduce_kind::sum, element_type::int32, 0}, 1,
+                   [](vnode_id) { return std::vector<std::uint8_t>(4); }};
+  auto owner = d.check(r);
+  if (!owner || *owner >= d.procs.size() || !d.procs[*owner] || t.size() != d.procs.size() ||
+      t.root() != *owner)
+    return std::nullopt;
+  d.install_static(t, static_reduction_base + d.static_reductions + 1, true);
+  auto req = std::make_shared<bcast_request>();
+  req->bytes = block;
+  req->scatter = true;
+  req->use_static = true;
+  req->root = root;
+  return d.request(*owner, req);
+}
+
 } // namespace banyan::actors

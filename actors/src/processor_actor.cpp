@@ -540,6 +540,8 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       bc.message_kind = collective_kind::none;
       bc.first_seq = (std::uint64_t{st.incarnation} << 32) |
                      (std::uint64_t{++st.static_installs} << 20);
+      if (inst->blocks) // a static scatter: the engine in block mode, under the same kind
+        bc = scatter_config(bc, collective_kind::static_broadcast);
       st.host.add(std::make_unique<broadcast_collective>(*st.static_view, bc), false);
       reduce_config rc;
       rc.first_op = inst->first_reduce_op;
@@ -592,20 +594,24 @@ caf::behavior processor_actor(processor_ptr self, std::shared_ptr<supervisor> su
       collective_engine* eng = nullptr;
       expected<wire::collective_id> id = make_error(errc::stopped, "no engine");
       if (req->scatter) {
-        if (!st.left) {
-          st.view->refresh();
+        auto* s = req->use_static
+                    ? st.host.get<broadcast_collective>(collective_kind::static_broadcast)
+                    : st.scatter;
+        tree_view* view = req->use_static ? static_cast<tree_view*>(st.static_view.get())
+                                          : st.view.get();
+        if (s && view && !st.left) {
+          view->refresh();
           std::map<vnode_id, shared_bytes> blocks;
-          const auto all = st.view->all_vnodes();
+          const auto all = view->all_vnodes();
           all.for_each([&](vnode_id v) {
             std::vector<std::uint8_t> b(req->bytes);
             for (std::size_t i = 0; i < b.size(); ++i)
               b[i] = block_byte(v, i);
             blocks.emplace(v, shared_bytes(std::move(b)));
           });
-          eng = st.scatter;
-          auto bytes = scatter_payload(*st.view, req->root, blocks);
-          id = bytes ? st.scatter->broadcast(now, *bytes)
-                     : expected<wire::collective_id>(bytes.err());
+          eng = s;
+          auto bytes = scatter_payload(*view, req->root, blocks);
+          id = bytes ? s->broadcast(now, *bytes) : expected<wire::collective_id>(bytes.err());
         }
       } else if (req->scatter_allgather) {
         auto* sag = st.host.get<scatter_allgather_collective>(collective_kind::scatter_allgather);

@@ -27,7 +27,7 @@ const std::vector<std::string> default_sizes = {"8", "1K", "16K"};
 const std::vector<std::string> default_algorithms = {"gather", "scatter", "allgather", "ring"};
 const std::vector<std::string> all_algorithms = {
   "gather", "scatter", "allgather", "ring", "alltoall", "pairwise", "magpie_gather",
-  "magpie_allgather"};
+  "magpie_scatter", "magpie_allgather"};
 
 /// Vnode v's all-to-all contribution: its block of `n` bytes for each of `vnodes` vnodes.
 std::vector<std::uint8_t> contribution_of(vnode_id v, vnode_id vnodes, std::size_t n,
@@ -91,7 +91,7 @@ int run_bench_blocks(const bench_blocks_options& bopt) {
     if (std::find(all_algorithms.begin(), all_algorithms.end(), a) == all_algorithms.end()) {
       std::cerr << tag << "unknown algorithm '" << a
                 << "' (gather, scatter, allgather, ring, alltoall, pairwise, magpie_gather, "
-                   "magpie_allgather)\n";
+                   "magpie_scatter, magpie_allgather)\n";
       return 2;
     }
   if (auto err = check(opt)) {
@@ -170,9 +170,9 @@ int run_bench_blocks(const bench_blocks_options& bopt) {
         } else {
           why = op ? "no result" : op.err().to_string();
         }
-      } else if (algo == "scatter") {
+      } else if (algo == "scatter" || algo == "magpie_scatter") {
         const auto bad_before = c.bad_payloads();
-        auto id = c.scatter(0, size);
+        auto id = algo == "scatter" ? c.scatter(0, size) : c.scatter_static(magpie, 0, size);
         if (id && c.run_until_delivered(*id, 600s)) {
           auto rec = c.deliveries(*id);
           duration last{0};
@@ -236,6 +236,9 @@ int run_bench_blocks(const bench_blocks_options& bopt) {
   const bool gather_ratio = has("gather") && has("magpie_gather");
   if (gather_ratio)
     std::printf(" %14s", "gather/magpie");
+  const bool scatter_ratio = has("scatter") && has("magpie_scatter");
+  if (scatter_ratio)
+    std::printf(" %15s", "scatter/magpie");
   const bool allgather_ratio = has("allgather") && has("magpie_allgather");
   if (allgather_ratio)
     std::printf(" %17s", "allgather/magpie");
@@ -271,6 +274,8 @@ int run_bench_blocks(const bench_blocks_options& bopt) {
     };
     if (gather_ratio)
       ratio_of("gather", "magpie_gather", 14);
+    if (scatter_ratio)
+      ratio_of("scatter", "magpie_scatter", 15);
     if (allgather_ratio)
       ratio_of("allgather", "magpie_allgather", 17);
     if (a2a_ratio) {
@@ -311,7 +316,7 @@ void add_bench_blocks_command(CLI::App& bench, std::function<int()>& action) {
                   "bytes per vnode (e.g. 8,1K,16K); all-to-all: per vnode pair")->delimiter(',');
   cmd->add_option("--algorithms", opt->algorithms,
                   "gather, scatter, allgather, ring (the default), alltoall, pairwise, "
-                  "magpie_gather, magpie_allgather")
+                  "magpie_gather, magpie_scatter, magpie_allgather")
     ->delimiter(',');
   cmd->callback([opt, &action] { action = [opt] { return run_bench_blocks(*opt); }; });
 }

@@ -107,9 +107,10 @@ BOOST_AUTO_TEST_CASE(gather_and_scatter_on_formed_trees) {
   BOOST_TEST(!c.scatter(0, 0).has_value());
 }
 
-BOOST_AUTO_TEST_CASE(gathers_over_static_trees_bring_every_block_once) {
-  // MagPIe's cluster-aware gather (and a binomial one) on the same runtime: the gather
-  // engine in block mode over a fixed tree, rooted at the root vnode's owner.
+BOOST_AUTO_TEST_CASE(gathers_and_scatters_over_static_trees_move_every_block_once) {
+  // MagPIe's cluster-aware gather and scatter (and binomial ones) on the same runtime:
+  // the gather and scatter engines in block mode over a fixed tree, rooted at the root
+  // vnode's owner.
   cluster_config cfg;
   cfg.topo = require_topology("tiny-2c8");
   cfg.seed = 4;
@@ -130,6 +131,14 @@ BOOST_AUTO_TEST_CASE(gathers_over_static_trees_bring_every_block_once) {
         BOOST_REQUIRE(c.run_until_reduced(*op, 60s));
         check_gather(c, *op, block, salt);
         BOOST_TEST(c.reduction(*op).results[0].at == 2u);
+        // and back down: every vnode its own block once (checked at delivery)
+        auto s = c.scatter_static(t, 7, block);
+        BOOST_REQUIRE(s.has_value());
+        BOOST_REQUIRE(c.run_until_delivered(*s, 60s));
+        auto d = c.deliveries(*s);
+        BOOST_TEST(d.delivered.size() == c.vnode_count());
+        for (auto& [v, times] : d.delivered)
+          BOOST_TEST(times.size() == 1u, "vnode " << v);
       }
     }
   }
@@ -137,6 +146,8 @@ BOOST_AUTO_TEST_CASE(gathers_over_static_trees_bring_every_block_once) {
   auto any = [](vnode_id) { return std::vector<std::uint8_t>(4); };
   BOOST_TEST(!c.gather_static(binomial_tree(procs, 0), 7, 4, any).has_value());
   BOOST_TEST(!c.gather_static(binomial_tree(procs, 2), 7, 0, any).has_value());
+  BOOST_TEST(!c.scatter_static(binomial_tree(procs, 0), 7, 4).has_value());
+  BOOST_TEST(c.bad_payloads() == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(gathers_and_scatters_exactly_once_under_churn) {

@@ -346,6 +346,13 @@ public:
   /// like a broadcast (`deliveries`, `run_until_delivered`). Nothing when the root does
   /// not exist, no running processor owns it, or `block` is 0.
   std::optional<wire::collective_id> scatter(vnode_id root, std::size_t block);
+  /// The same down a fixed tree `t` rooted at the processor owning `root` (EMULATION
+  /// ONLY, installed like `broadcast_static`'s): every child gets the blocks of its
+  /// subtree along `t`, as MagPIe's cluster-aware scatter does over `magpie_tree`.
+  /// Nothing when `scatter` would give nothing, or `t` is not rooted at that processor
+  /// or does not span the topology.
+  std::optional<wire::collective_id> scatter_static(const banyan::tree& t, vnode_id root,
+                                                    std::size_t block);
   /// Every vnode gets every vnode's block of `block` bytes (`values(v)`), over banyan's
   /// adaptive trees (core/allgather.hpp: a gather to vnode `root`, then a broadcast of
   /// the blocks from its owner). Started at every running processor like `reduce`,
