@@ -102,8 +102,7 @@ struct reply_sizes {
                          : b[std::min(b.size() - 1, static_cast<std::size_t>(q * static_cast<double>(b.size())))];
       };
       std::printf("  probe replies (%s): %zu (view left out %zu, buckets %zu, whole %zu); "
-                  "bytes without padding median %zu p99 %zu max %zu
-",
+                  "bytes without padding median %zu p99 %zu max %zu\n",
                   p.name.c_str(), b.size(), p.omitted, p.partial, p.whole, at(0.5), at(0.99),
                   b.empty() ? std::size_t{0} : b.back());
       out.push_back({{"phase", p.name}, {"replies", b.size()}, {"view_omitted", p.omitted},

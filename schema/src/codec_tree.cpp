@@ -23,9 +23,9 @@ void write(const wire::bw_request& m, body_builder b) {
   r.setSeq(m.seq);
   r.setViewDigest(m.view);
   if (!m.buckets.empty()) {
-    auto b = r.initViewBuckets(list_size(m.buckets.size()));
-    for (unsigned i = 0; i < b.size(); ++i)
-      b.set(i, m.buckets[i]);
+    auto digests = r.initViewBuckets(list_size(m.buckets.size()));
+    for (unsigned i = 0; i < digests.size(); ++i)
+      digests.set(i, m.buckets[i]);
   }
 }
 
@@ -41,9 +41,9 @@ void write(const wire::bw_reply& m, body_builder b) {
   r.setViewOmitted(m.view_omitted);
   write_list(m.open_roots, [&](unsigned n) { return r.initOpenRoots(n); });
   if (!m.view_buckets.empty()) {
-    auto b = r.initViewBuckets(list_size(m.view_buckets.size()));
-    for (unsigned i = 0; i < b.size(); ++i)
-      b.set(i, m.view_buckets[i]);
+    auto named = r.initViewBuckets(list_size(m.view_buckets.size()));
+    for (unsigned i = 0; i < named.size(); ++i)
+      named.set(i, m.view_buckets[i]);
   }
 }
 
