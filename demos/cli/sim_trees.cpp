@@ -25,8 +25,12 @@ std::vector<proc_id> leave_some(actors::emulated_cluster& c, std::size_t count) 
   std::vector<proc_id> leaving;
   auto running = c.running_procs();
   count = std::min(count, running.size() > 0 ? running.size() - 1 : 0);
-  for (std::size_t i = 0; i < count; ++i) // every (running / count)-th, from the second
-    leaving.push_back(running[1 + i * (running.size() - 1) / count]);
+  // The middles of `count` equal stretches of the running list: not the roots that
+  // --open-roots spreads over the ids from 0.
+  for (std::size_t i = 0; i < count; ++i) {
+    auto at = (2 * i + 1) * running.size() / (2 * count);
+    leaving.push_back(running[std::max<std::size_t>(at, 1)]);
+  }
   for (auto p : leaving)
     c.leave(p);
   return leaving;
