@@ -13,12 +13,16 @@ namespace {
 std::uint64_t view_of(const parts& s) {
   return view_digest(s.members.all_info(), s.members.tombstones(), s.owners.routes());
 }
-/// Our view's bucket digests (view_buckets.hpp), `n` of them.
-std::vector<std::uint32_t> buckets_of(const parts& s, std::size_t n) {
-  return view_bucket_digests(s.members.all_info(), s.members.tombstones(),
-                             s.owners.routes(), n);
-}
 } // namespace
+
+const std::vector<std::uint32_t>& prober::bucket_digests(std::uint64_t view, std::size_t n) {
+  if (view != buckets_view_ || buckets_.size() != n) { // equal digests: the same view
+    buckets_ = view_bucket_digests(s_.members.all_info(), s_.members.tombstones(),
+                                   s_.owners.routes(), n);
+    buckets_view_ = view;
+  }
+  return buckets_;
+}
 
 std::string prober::describe() const {
   static const char* phases[] = {"pause", "ping", "download", "adopt"};
@@ -198,7 +202,7 @@ void prober::on(timestamp now, proc_id from, const wire::pong& m, outbox& out) {
   probe_->mark.reset();
   wire::bw_request req{m.seq, view_of(s_)};
   if (auto n = std::min(s_.cfg.view_buckets, max_view_buckets); n > 0)
-    req.buckets = buckets_of(s_, n);
+    req.buckets = bucket_digests(req.view, n);
   s_.send(out, from, std::move(req));
 }
 
@@ -209,7 +213,8 @@ void prober::on(timestamp, proc_id from, const wire::bw_request& m, outbox& out)
   for (auto& t : s_.trees.all())
     if (t)
       reply.trees.push_back(t->info());
-  if (m.view != 0 && m.view == view_of(s_)) {
+  const auto view = view_of(s_);
+  if (m.view != 0 && m.view == view) {
     reply.view_omitted = true; // the prober holds this very view
   } else {
     // Only the buckets that differ, when the prober sent their digests and they differ
@@ -219,7 +224,7 @@ void prober::on(timestamp, proc_id from, const wire::bw_request& m, outbox& out)
                                                                         : std::size_t{0};
     std::vector<std::uint16_t> differ;
     if (n > 0) {
-      differ = differing_buckets(buckets_of(s_, n), m.buckets);
+      differ = differing_buckets(bucket_digests(view, n), m.buckets);
       if (2 * differ.size() > n)
         differ.clear();
     }

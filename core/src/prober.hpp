@@ -106,6 +106,9 @@ private:
   void start_probe(timestamp now, outbox& out);
   /// Anti-entropy: takes in the members, departures and routes candidate `from` knows.
   void merge_view(timestamp now, proc_id from, const wire::bw_reply& m, outbox& out);
+  /// Our view's digest and its `n` bucket digests (view_buckets.hpp), the latter
+  /// computed again only when the view's digest or `n` changed.
+  const std::vector<std::uint32_t>& bucket_digests(std::uint64_t view, std::size_t n);
 
   parts& s_;
   measurement_schedule schedule_;
@@ -120,6 +123,8 @@ private:
   bool repair_round_ = false; ///< repaired by step-parents in this round
   std::uint64_t completed_ = 0;
   std::uint64_t abandoned_ = 0;
+  std::uint64_t buckets_view_ = 0; ///< the view digest `buckets_` were computed for
+  std::vector<std::uint32_t> buckets_;
 };
 
 } // namespace banyan::sup

@@ -72,7 +72,8 @@ void print_kind(const char* name, const kind_stats& s) {
 struct reply_sizes {
   struct phase {
     std::string name;
-    std::vector<std::size_t> bytes; // every reply that carried a view or part of one
+    std::vector<std::size_t> bytes; // every reply
+    std::vector<std::size_t> view;  // of those that carried a view or part of one: its bytes
     std::size_t omitted = 0, partial = 0, whole = 0;
   };
   std::mutex m;
@@ -80,39 +81,49 @@ struct reply_sizes {
 
   void start(std::string name) {
     std::lock_guard lock(m);
-    phases.push_back({std::move(name), {}, 0, 0, 0});
+    phases.push_back({std::move(name), {}, {}, 0, 0, 0});
   }
   void note(const wire::bw_reply& r) {
     std::lock_guard lock(m);
     if (phases.empty())
       return;
     auto& p = phases.back();
-    p.bytes.push_back(wire::wire_size(r) - r.padding);
-    if (r.view_omitted)
+    const auto bytes = wire::wire_size(r) - r.padding;
+    p.bytes.push_back(bytes);
+    if (r.view_omitted) {
       ++p.omitted;
-    else if (!r.view_buckets.empty())
-      ++p.partial;
-    else
-      ++p.whole;
+      return;
+    }
+    ++(r.view_buckets.empty() ? p.whole : p.partial);
+    auto bare = r;
+    bare.members.clear();
+    bare.departed.clear();
+    bare.routes.clear();
+    bare.view_buckets.clear();
+    p.view.push_back(bytes - (wire::wire_size(bare) - bare.padding));
   }
   nlohmann::json report() {
     std::lock_guard lock(m);
     nlohmann::json out = nlohmann::json::array();
+    auto quantile = [](std::vector<std::size_t>& b, double q) {
+      return b.empty() ? std::size_t{0}
+                       : b[std::min(b.size() - 1, static_cast<std::size_t>(q * static_cast<double>(b.size())))];
+    };
     for (auto& p : phases) {
-      auto b = p.bytes;
+      auto b = p.bytes, v = p.view;
       std::sort(b.begin(), b.end());
-      auto at = [&](double q) {
-        return b.empty() ? std::size_t{0}
-                         : b[std::min(b.size() - 1, static_cast<std::size_t>(q * static_cast<double>(b.size())))];
-      };
+      std::sort(v.begin(), v.end());
       std::printf("  probe replies (%s): %zu (view left out %zu, buckets %zu, whole %zu); "
-                  "bytes without padding median %zu p99 %zu max %zu\n",
-                  p.name.c_str(), b.size(), p.omitted, p.partial, p.whole, at(0.5), at(0.99),
-                  b.empty() ? std::size_t{0} : b.back());
+                  "bytes without padding median %zu p99 %zu max %zu; of the view in those "
+                  "that carry one, median %zu p99 %zu max %zu\n",
+                  p.name.c_str(), b.size(), p.omitted, p.partial, p.whole, quantile(b, 0.5),
+                  quantile(b, 0.99), quantile(b, 1.0), quantile(v, 0.5), quantile(v, 0.99),
+                  quantile(v, 1.0));
       out.push_back({{"phase", p.name}, {"replies", b.size()}, {"view_omitted", p.omitted},
                      {"view_buckets", p.partial}, {"whole_view", p.whole},
-                     {"median_bytes", at(0.5)}, {"p99_bytes", at(0.99)},
-                     {"max_bytes", b.empty() ? std::size_t{0} : b.back()}});
+                     {"median_bytes", quantile(b, 0.5)}, {"p99_bytes", quantile(b, 0.99)},
+                     {"max_bytes", quantile(b, 1.0)}, {"view_median_bytes", quantile(v, 0.5)},
+                     {"view_p99_bytes", quantile(v, 0.99)}, {"view_max_bytes", quantile(v, 1.0)}});
     }
     return out;
   }
