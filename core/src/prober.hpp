@@ -5,10 +5,12 @@
 //   prober p                         candidate c
 //     | ping (1 byte)  ------------------> |
 //     | <------------------------------ pong     RTT(p,c)
-//     | bw_request (p's view digest) ----> |
+//     | bw_request (p's view digest,  ---> |
+//     |   and its bucket digests)          |
 //     | <------------------------ pong     the mark, right before the reply
 //     | <------------- bw_reply (128 KiB: c's tree_info for every tree, and c's view
-//     |                          unless it has p's digest: view_digest.hpp)
+//     |                          unless it has p's digest: view_digest.hpp; only
+//     |                          the buckets that differ: view_buckets.hpp)
 //     |    bw(p,c) = bytes / (reply - mark); the rules decide per tree
 //     | adopt_request(trees, subtrees) --> |
 //     | <------------------- adopt_reply   |
