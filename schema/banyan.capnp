@@ -116,6 +116,9 @@ struct BwRequest {
   # Bandwidth probe: the prober asks the candidate for a BwReply of about 128 KiB.
   seq @0 :UInt64;
   viewDigest @1 :UInt64;  # digest of the prober's view (0: none); see BwReply.viewOmitted
+  viewBuckets @2 :List(UInt32);
+  # The digests of the prober's view cut into buckets by processor id (their count is
+  # the list's length; empty: none); see BwReply.viewBuckets.
 }
 
 struct BwReply {
@@ -134,6 +137,10 @@ struct BwReply {
   openRoots @7 :List(OpenRoot);
   # Trees on demand: the roots whose trees the candidate knows open or closed, merged by
   # the prober (anti-entropy for TreesOpen). Empty when every member is a root.
+  viewBuckets @8 :List(UInt16);
+  # The buckets of the request's viewBuckets whose digests differ from the candidate's:
+  # members, departed and routes hold only the candidate's entries in these buckets.
+  # Empty: the whole view (or none, with viewOmitted).
 }
 
 # --- tree maintenance --------------------------------------------------------

@@ -61,8 +61,8 @@ constexpr shape route_entry_shape{2, 1};
 constexpr shape member_shape{2, 1};
 constexpr shape ping_shape{1, 0};
 constexpr shape pong_shape{1, 0};
-constexpr shape bw_request_shape{2, 0};
-constexpr shape bw_reply_shape{2, 6};
+constexpr shape bw_request_shape{2, 1};
+constexpr shape bw_reply_shape{2, 7};
 constexpr shape adopt_request_shape{1, 1};
 constexpr shape adopt_verdict_shape{2, 1};
 constexpr shape adopt_reply_shape{1, 1};
@@ -139,12 +139,14 @@ std::size_t list_words(const std::vector<T>& xs, shape s) {
 // Message bodies: the body struct plus its content.
 std::size_t body_words(const ping&) { return ping_shape.words(); }
 std::size_t body_words(const pong&) { return pong_shape.words(); }
-std::size_t body_words(const bw_request&) { return bw_request_shape.words(); }
+std::size_t body_words(const bw_request& m) {
+  return bw_request_shape.words() + u32_list_words(m.buckets.size());
+}
 std::size_t body_words(const bw_reply& m) {
   return bw_reply_shape.words() + list_words(m.trees, tree_info_shape) +
          bytes_to_words(m.padding) + list_words(m.members, member_shape) +
          list_words(m.departed, member_shape) + list_words(m.routes, route_entry_shape) +
-         list_words(m.open_roots, open_root_shape);
+         list_words(m.open_roots, open_root_shape) + bytes_to_words(2 * m.view_buckets.size());
 }
 std::size_t body_words(const adopt_request& m) {
   return adopt_request_shape.words() + list_words(m.trees, subtree_entry_shape);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "supervisor_parts.hpp"
+#include "view_buckets.hpp"
 #include "view_digest.hpp"
 
 namespace banyan::sup {
@@ -13,6 +14,15 @@ std::uint64_t view_of(const parts& s) {
   return view_digest(s.members.all_info(), s.members.tombstones(), s.owners.routes());
 }
 } // namespace
+
+const std::vector<std::uint32_t>& prober::bucket_digests(std::uint64_t view, std::size_t n) {
+  if (view != buckets_view_ || buckets_.size() != n) { // equal digests: the same view
+    buckets_ = view_bucket_digests(s_.members.all_info(), s_.members.tombstones(),
+                                   s_.owners.routes(), n);
+    buckets_view_ = view;
+  }
+  return buckets_;
+}
 
 std::string prober::describe() const {
   static const char* phases[] = {"pause", "ping", "download", "adopt"};
@@ -190,7 +200,10 @@ void prober::on(timestamp now, proc_id from, const wire::pong& m, outbox& out) {
   probe_->at = probe::phase::download;
   probe_->sent = now;
   probe_->mark.reset();
-  s_.send(out, from, wire::bw_request{m.seq, view_of(s_)});
+  wire::bw_request req{m.seq, view_of(s_)};
+  if (auto n = std::min(s_.cfg.view_buckets, max_view_buckets); n > 0)
+    req.buckets = bucket_digests(req.view, n);
+  s_.send(out, from, std::move(req));
 }
 
 void prober::on(timestamp, proc_id from, const wire::bw_request& m, outbox& out) {
@@ -200,17 +213,23 @@ void prober::on(timestamp, proc_id from, const wire::bw_request& m, outbox& out)
   for (auto& t : s_.trees.all())
     if (t)
       reply.trees.push_back(t->info());
-  if (m.view != 0 && m.view == view_of(s_)) {
+  const auto view = view_of(s_);
+  if (m.view != 0 && m.view == view) {
     reply.view_omitted = true; // the prober holds this very view
   } else {
-    const auto& info = s_.members.all_info();
-    reply.members.reserve(info.size());
-    for (auto& [p, i] : info)
-      reply.members.push_back(i);
-    for (auto& [p, incs] : s_.members.tombstones())
-      for (auto inc : incs)
-        reply.departed.push_back({p, {}, inc});
-    reply.routes = s_.owners.routes().snapshot();
+    // Only the buckets that differ, when the prober sent their digests and they differ
+    // in at most half (else the whole view is about as large, and simpler); the whole
+    // view when no bucket differs although the views do (a collision of bucket digests).
+    const auto n = m.view != 0 && m.buckets.size() <= max_view_buckets ? m.buckets.size()
+                                                                        : std::size_t{0};
+    std::vector<std::uint16_t> differ;
+    if (n > 0) {
+      differ = differing_buckets(bucket_digests(view, n), m.buckets);
+      if (2 * differ.size() > n)
+        differ.clear();
+    }
+    put_view(reply, s_.members.all_info(), s_.members.tombstones(), s_.owners.routes(), n,
+             differ);
   }
   if (s_.roots.on_demand())
     reply.open_roots = s_.roots.snapshot();
@@ -318,6 +337,8 @@ void prober::on(timestamp now, proc_id from, const wire::bw_reply& m, outbox& ou
 void prober::merge_view(timestamp now, proc_id from, const wire::bw_reply& m, outbox& out) {
   if (m.view_omitted)
     return; // the candidate's view is ours (view_digest.hpp): merging it changes nothing
+  // With `view_buckets`, the reply holds only the candidate's buckets that differ from
+  // ours (view_buckets.hpp): merged like the whole view, they teach us the same.
   for (auto& d : m.departed) {
     if (d.id == s_.self && d.incarnation == s_.members.me().incarnation
         && s_.status == supervisor::status::member) {

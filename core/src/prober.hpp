@@ -5,10 +5,12 @@
 //   prober p                         candidate c
 //     | ping (1 byte)  ------------------> |
 //     | <------------------------------ pong     RTT(p,c)
-//     | bw_request (p's view digest) ----> |
+//     | bw_request (p's view digest,  ---> |
+//     |   and its bucket digests)          |
 //     | <------------------------ pong     the mark, right before the reply
 //     | <------------- bw_reply (128 KiB: c's tree_info for every tree, and c's view
-//     |                          unless it has p's digest: view_digest.hpp)
+//     |                          unless it has p's digest: view_digest.hpp; only
+//     |                          the buckets that differ: view_buckets.hpp)
 //     |    bw(p,c) = bytes / (reply - mark); the rules decide per tree
 //     | adopt_request(trees, subtrees) --> |
 //     | <------------------- adopt_reply   |
@@ -106,6 +108,9 @@ private:
   void start_probe(timestamp now, outbox& out);
   /// Anti-entropy: takes in the members, departures and routes candidate `from` knows.
   void merge_view(timestamp now, proc_id from, const wire::bw_reply& m, outbox& out);
+  /// Our view's digest and its `n` bucket digests (view_buckets.hpp), the latter
+  /// computed again only when the view's digest or `n` changed.
+  const std::vector<std::uint32_t>& bucket_digests(std::uint64_t view, std::size_t n);
 
   parts& s_;
   measurement_schedule schedule_;
@@ -120,6 +125,8 @@ private:
   bool repair_round_ = false; ///< repaired by step-parents in this round
   std::uint64_t completed_ = 0;
   std::uint64_t abandoned_ = 0;
+  std::uint64_t buckets_view_ = 0; ///< the view digest `buckets_` were computed for
+  std::vector<std::uint32_t> buckets_;
 };
 
 } // namespace banyan::sup

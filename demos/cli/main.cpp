@@ -129,6 +129,15 @@ int main(int argc, char** argv) {
   trees->add_option("--changes-log", st.changes_log,
                     "with --observe: write each parent change observed to FILE (time in s, "
                     "processor, tree kind, root, old parent, new parent)");
+  trees->add_option("--leave-count", st.leave_count,
+                    "with --leave-half-at: only K processors leave, spread over the ids")
+    ->type_name("K");
+  trees->add_option("--view-buckets", st.view_buckets,
+                    "probe requests carry digests of the view in N buckets; replies carry "
+                    "only the buckets that differ (128; 0: the whole view when it differs)")
+    ->type_name("N");
+  trees->add_flag("--reply-sizes", st.reply_sizes,
+                  "report probe reply sizes without padding (median, p99, max) per phase");
   bool quiet_flag = false;
   trees->add_flag("-q,--quiet", quiet_flag, "no progress lines");
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 
 #include "tree_report.hpp"
@@ -15,6 +16,21 @@ std::vector<proc_id> leave_half(actors::emulated_cluster& c) {
   auto running = c.running_procs();
   for (std::size_t i = 1; i < running.size(); i += 2)
     leaving.push_back(running[i]);
+  for (auto p : leaving)
+    c.leave(p);
+  return leaving;
+}
+
+std::vector<proc_id> leave_some(actors::emulated_cluster& c, std::size_t count) {
+  std::vector<proc_id> leaving;
+  auto running = c.running_procs();
+  count = std::min(count, running.size() > 0 ? running.size() - 1 : 0);
+  // The middles of `count` equal stretches of the running list: not the roots that
+  // --open-roots spreads over the ids from 0.
+  for (std::size_t i = 0; i < count; ++i) {
+    auto at = (2 * i + 1) * running.size() / (2 * count);
+    leaving.push_back(running[std::max<std::size_t>(at, 1)]);
+  }
   for (auto p : leaving)
     c.leave(p);
   return leaving;
@@ -51,6 +67,67 @@ void print_kind(const char* name, const kind_stats& s) {
   if (s.invalid > 0)
     std::printf("    first problem: %s\n", s.first_problem.c_str());
 }
+
+/// The probe replies' sizes without padding, per phase (`--reply-sizes`).
+struct reply_sizes {
+  struct phase {
+    std::string name;
+    std::vector<std::size_t> bytes; // every reply
+    std::vector<std::size_t> view;  // of those that carried a view or part of one: its bytes
+    std::size_t omitted = 0, partial = 0, whole = 0;
+  };
+  std::mutex m;
+  std::vector<phase> phases;
+
+  void start(std::string name) {
+    std::lock_guard lock(m);
+    phases.push_back({std::move(name), {}, {}, 0, 0, 0});
+  }
+  void note(const wire::bw_reply& r) {
+    std::lock_guard lock(m);
+    if (phases.empty())
+      return;
+    auto& p = phases.back();
+    const auto bytes = wire::wire_size(r) - r.padding;
+    p.bytes.push_back(bytes);
+    if (r.view_omitted) {
+      ++p.omitted;
+      return;
+    }
+    ++(r.view_buckets.empty() ? p.whole : p.partial);
+    auto bare = r;
+    bare.members.clear();
+    bare.departed.clear();
+    bare.routes.clear();
+    bare.view_buckets.clear();
+    p.view.push_back(bytes - (wire::wire_size(bare) - bare.padding));
+  }
+  nlohmann::json report() {
+    std::lock_guard lock(m);
+    nlohmann::json out = nlohmann::json::array();
+    auto quantile = [](std::vector<std::size_t>& b, double q) {
+      return b.empty() ? std::size_t{0}
+                       : b[std::min(b.size() - 1, static_cast<std::size_t>(q * static_cast<double>(b.size())))];
+    };
+    for (auto& p : phases) {
+      auto b = p.bytes, v = p.view;
+      std::sort(b.begin(), b.end());
+      std::sort(v.begin(), v.end());
+      std::printf("  probe replies (%s): %zu (view left out %zu, buckets %zu, whole %zu); "
+                  "bytes without padding median %zu p99 %zu max %zu; of the view in those "
+                  "that carry one, median %zu p99 %zu max %zu\n",
+                  p.name.c_str(), b.size(), p.omitted, p.partial, p.whole, quantile(b, 0.5),
+                  quantile(b, 0.99), quantile(b, 1.0), quantile(v, 0.5), quantile(v, 0.99),
+                  quantile(v, 1.0));
+      out.push_back({{"phase", p.name}, {"replies", b.size()}, {"view_omitted", p.omitted},
+                     {"view_buckets", p.partial}, {"whole_view", p.whole},
+                     {"median_bytes", quantile(b, 0.5)}, {"p99_bytes", quantile(b, 0.99)},
+                     {"max_bytes", quantile(b, 1.0)}, {"view_median_bytes", quantile(v, 0.5)},
+                     {"view_p99_bytes", quantile(v, 0.99)}, {"view_max_bytes", quantile(v, 1.0)}});
+    }
+    return out;
+  }
+};
 
 heal_event settle_after(actors::emulated_cluster& c, std::string what, std::size_t n,
                          const sim_trees_options& opt) {
@@ -138,8 +215,22 @@ int run_sim_trees(const sim_trees_options& opt) {
     roots.push_back(static_cast<proc_id>(i * topo->proc_count() / opt.open_roots));
   std::sort(roots.begin(), roots.end());
   roots.erase(std::unique(roots.begin(), roots.end()), roots.end());
+  if (opt.view_buckets > 4096) {
+    std::cerr << "banyan sim trees: --view-buckets must be at most 4096\n";
+    return 2;
+  }
   actors::cluster_config cfg;
   cfg.topo = *topo;
+  cfg.sup.view_buckets = opt.view_buckets;
+  reply_sizes replies;
+  if (opt.reply_sizes) {
+    cfg.on_frame = [&](const actors::frame_trace& f) {
+      if (f.what == actors::frame_trace::kind::sent)
+        if (auto* r = std::get_if<wire::bw_reply>(&f.frame->body))
+          replies.note(*r);
+    };
+    replies.start("formation");
+  }
   cfg.seed = opt.seed;
   cfg.clock = opt.clock == "real" ? actors::clock_mode::real_time
                                   : actors::clock_mode::virtual_time;
@@ -209,6 +300,7 @@ int run_sim_trees(const sim_trees_options& opt) {
   j["rules"] = opt.rules;
   j["extra_measurements"] = opt.extra;
   j["local_bias"] = opt.local_bias;
+  j["view_buckets"] = opt.view_buckets;
   j["converged_ms"] = converged_ms;
   j["settled"] = settled;
   j["probes_per_proc"] = static_cast<double>(probes_formation) /
@@ -229,12 +321,16 @@ int run_sim_trees(const sim_trees_options& opt) {
   bool ok = settled && lat.invalid == 0 && bw.invalid == 0;
   if (opt.leave_half_at_ms >= 0) {
     std::vector<heal_event> events;
+    replies.start("until the leave");
     c.run_until(from_ms(opt.leave_half_at_ms));
-    auto gone = leave_half(c);
+    auto gone = opt.leave_count > 0 ? leave_some(c, opt.leave_count) : leave_half(c);
+    replies.start("leave");
     events.push_back(settle_after(c, "leave", gone.size(), opt));
     if (opt.rejoin_at_ms >= 0) {
+      replies.start("until the rejoin");
       c.run_until(from_ms(opt.rejoin_at_ms));
       rejoin(c, gone);
+      replies.start("rejoin");
       events.push_back(settle_after(c, "rejoin", gone.size(), opt));
     }
     auto lat2 = summarize(c, tree_kind::latency, roots);
@@ -257,6 +353,7 @@ int run_sim_trees(const sim_trees_options& opt) {
   }
   if (opt.observe_s >= 0) {
     const auto from = c.elapsed();
+    replies.start("observed");
     observing = true;
     c.run_until(std::max(from, from_ms(opt.observe_s * 1000)));
     observing = false;
@@ -289,6 +386,8 @@ int run_sim_trees(const sim_trees_options& opt) {
         std::cerr << "banyan sim trees: cannot write " << opt.changes_log << "\n";
     }
   }
+  if (opt.reply_sizes)
+    j["probe_replies"] = replies.report();
   auto ns = c.net_stats();
   j["messages"] = ns.messages;
   j["bytes"] = ns.bytes;

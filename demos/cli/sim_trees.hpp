@@ -36,6 +36,13 @@ struct sim_trees_options {
   /// open_roots 0: every member roots trees, supervisor_config::tree_set all_roots).
   std::vector<proc_id> roots;
   std::size_t open_roots = 0; ///< on demand, K roots spread over the processor ids
+  /// With leave_half_at_ms: this many processors leave (spread over the ids) instead of
+  /// half (0: half).
+  std::size_t leave_count = 0;
+  std::size_t view_buckets = 128; ///< supervisor_config::view_buckets (0: whole views)
+  /// Record the size of every probe reply without its padding, per phase (formation,
+  /// each churn event, observation), and report median, p99 and max.
+  bool reply_sizes = false;
   bool verbose = true;
 };
 
@@ -51,6 +58,9 @@ struct heal_event {
 /// Half of the running processors (every other one, so each cluster loses half)
 /// hand their vnodes to their nearest member and leave.
 std::vector<proc_id> leave_half(actors::emulated_cluster& c);
+/// `count` of the running processors, spread over them, hand their vnodes to their
+/// nearest member and leave.
+std::vector<proc_id> leave_some(actors::emulated_cluster& c, std::size_t count);
 /// The given processors rejoin through a running processor of their own cluster and
 /// take back the vnodes they started with.
 void rejoin(actors::emulated_cluster& c, const std::vector<proc_id>& procs);

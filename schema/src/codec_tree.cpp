@@ -22,6 +22,11 @@ void write(const wire::bw_request& m, body_builder b) {
   auto r = b.initBwRequest();
   r.setSeq(m.seq);
   r.setViewDigest(m.view);
+  if (!m.buckets.empty()) {
+    auto digests = r.initViewBuckets(list_size(m.buckets.size()));
+    for (unsigned i = 0; i < digests.size(); ++i)
+      digests.set(i, m.buckets[i]);
+  }
 }
 
 void write(const wire::bw_reply& m, body_builder b) {
@@ -35,6 +40,11 @@ void write(const wire::bw_reply& m, body_builder b) {
   write_list(m.routes, [&](unsigned n) { return r.initRoutes(n); });
   r.setViewOmitted(m.view_omitted);
   write_list(m.open_roots, [&](unsigned n) { return r.initOpenRoots(n); });
+  if (!m.view_buckets.empty()) {
+    auto named = r.initViewBuckets(list_size(m.view_buckets.size()));
+    for (unsigned i = 0; i < named.size(); ++i)
+      named.set(i, m.view_buckets[i]);
+  }
 }
 
 void write(const wire::adopt_request& m, body_builder b) {
@@ -91,7 +101,12 @@ wire::ping_ack read(cs::PingAck::Reader r) {
   return wire::ping_ack{r.getSeq(), r.getTarget(), r.getReached()};
 }
 wire::bw_request read(cs::BwRequest::Reader r) {
-  return wire::bw_request{r.getSeq(), r.getViewDigest()};
+  wire::bw_request m{r.getSeq(), r.getViewDigest()};
+  auto b = r.getViewBuckets();
+  m.buckets.reserve(b.size());
+  for (auto x : b)
+    m.buckets.push_back(x);
+  return m;
 }
 
 wire::bw_reply read(cs::BwReply::Reader r) {
@@ -109,6 +124,15 @@ wire::bw_reply read(cs::BwReply::Reader r) {
   m.open_roots = read_list(r.getOpenRoots());
   if (m.view_omitted && (!m.members.empty() || !m.departed.empty() || !m.routes.empty()))
     reject("bw_reply omits its view but carries members, departures or routes");
+  auto b = r.getViewBuckets();
+  m.view_buckets.reserve(b.size());
+  for (auto x : b)
+    m.view_buckets.push_back(x);
+  if (m.view_omitted && !m.view_buckets.empty())
+    reject("bw_reply omits its view but names buckets of it");
+  for (std::size_t i = 1; i < m.view_buckets.size(); ++i)
+    if (m.view_buckets[i] <= m.view_buckets[i - 1])
+      reject("bw_reply's view buckets are not in increasing order");
   return m;
 }
 

@@ -352,6 +352,34 @@ BOOST_AUTO_TEST_CASE(a_probe_reply_that_omits_its_view_carries_none) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_probe_reply_names_the_buckets_of_its_view_once_each_in_order) {
+  wire::bw_request req{7, 42, {1, 2, 3, 0xffffffffu}};
+  const auto q = decode_frame(bs::encode({1, 2, req}));
+  BOOST_REQUIRE(q.has_value());
+  BOOST_TEST((std::get<wire::bw_request>(q->body) == req));
+
+  wire::bw_reply part{7, {}, 100, {{3, {}, 1}}, {}, {}};
+  part.view_buckets = {0, 5, 127};
+  const auto ok = decode_frame(bs::encode({1, 2, part}));
+  BOOST_REQUIRE(ok.has_value());
+  BOOST_TEST((std::get<wire::bw_reply>(ok->body) == part));
+
+  for (int which = 0; which < 3; ++which) {
+    wire::bw_reply bad{7, {}, 100, {}, {}, {}};
+    if (which == 0) { // omitted, yet naming buckets
+      bad.view_omitted = true;
+      bad.view_buckets = {4};
+    } else if (which == 1) {
+      bad.view_buckets = {4, 4};
+    } else {
+      bad.view_buckets = {9, 2};
+    }
+    const auto d = decode_frame(bs::encode({1, 2, bad}));
+    BOOST_REQUIRE(!d.has_value());
+    BOOST_TEST(d.err().code == errc::malformed_frame);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(unknown_tree_kind_is_malformed) {
   bytes body = raw_frame([](cs::Frame::Builder f) {
     auto k = f.getBody().initRelease().initTrees(1)[0];

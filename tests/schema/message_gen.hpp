@@ -146,7 +146,12 @@ struct gen {
     switch (type) {
       case 0: return wire::ping{u64()};
       case 1: return wire::pong{u64()};
-      case 2: return wire::bw_request{u64(), coin() ? u64() : 0};
+      case 2: {
+        wire::bw_request q{u64(), coin() ? u64() : 0};
+        if (coin())
+          q.buckets = list([&] { return u32(); });
+        return q;
+      }
       case 3: {
         wire::bw_reply r{u64(), list([&] { return info(); }), static_cast<std::uint32_t>(upto(300)),
                          {}, {}, {}};
@@ -156,6 +161,9 @@ struct gen {
           r.members = list([&] { return member(); });
           r.departed = list([&] { return member(); });
           r.routes = list([&] { return route(); });
+          if (coin()) // only some buckets of it, named in increasing order
+            for (std::uint16_t b = 0, n = static_cast<std::uint16_t>(upto(max_list)); b < n; ++b)
+              r.view_buckets.push_back(static_cast<std::uint16_t>(b * 3 + 1));
         }
         if (coin())
           r.open_roots = list([&] { return open_root(); });

@@ -101,7 +101,13 @@ struct ping_ack {
 struct bw_request {
   std::uint64_t seq = 0;
   std::uint64_t view = 0;
-  friend bool operator==(bw_request a, bw_request b) { return a.seq == b.seq && a.view == b.view; }
+  /// The digests of the prober's view cut into buckets (core/src/view_buckets.hpp; their
+  /// count is the list's length): the reply carries only the buckets that differ. Empty:
+  /// the whole view whenever `view` differs.
+  std::vector<std::uint32_t> buckets{};
+  friend bool operator==(const bw_request& a, const bw_request& b) {
+    return a.seq == b.seq && a.view == b.view && a.buckets == b.buckets;
+  }
 };
 /// Whether a root's two trees are open (supervisor_config::tree_set on_demand), as of the
 /// root's `seq`-th opening or closing of them in incarnation `incarnation`: a later seq
@@ -133,10 +139,15 @@ struct bw_reply {
   /// On demand: the roots whose trees the candidate knows open or closed (anti-entropy
   /// for `trees_open`); empty in all-roots mode.
   std::vector<open_root> open_roots{};
+  /// The buckets of the request's `buckets` whose digests differed from the candidate's:
+  /// members, departed and routes are the candidate's entries in these buckets only.
+  /// Empty: the whole view (or none, with `view_omitted`).
+  std::vector<std::uint16_t> view_buckets{};
   friend bool operator==(const bw_reply& a, const bw_reply& b) {
     return a.seq == b.seq && a.trees == b.trees && a.padding == b.padding &&
            a.members == b.members && a.departed == b.departed && a.routes == b.routes &&
-           a.view_omitted == b.view_omitted && a.open_roots == b.open_roots;
+           a.view_omitted == b.view_omitted && a.open_roots == b.open_roots &&
+           a.view_buckets == b.view_buckets;
   }
 };
 

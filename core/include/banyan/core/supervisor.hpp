@@ -176,6 +176,11 @@ struct supervisor_config {
   /// a collective started meanwhile reopens them, and runs without trees until they
   /// form. Default 60 s.
   duration retire_after = std::chrono::seconds(60);
+  /// A probe request carries the digests of the prober's view cut into this many
+  /// buckets by processor id, and the reply carries only the candidate's buckets whose
+  /// digests differ (core/src/view_buckets.hpp); 0: only the whole view's digest, and
+  /// the whole view whenever it differs. At most 4096. Default 128.
+  std::size_t view_buckets = 128;
 };
 
 /// Something worth reporting to a monitor.

@@ -1,0 +1,108 @@
+#include "view_buckets.hpp"
+
+namespace banyan::sup {
+namespace {
+
+struct fnv1a {
+  std::uint64_t h = 14695981039346656037ull;
+  void byte(unsigned char b) {
+    h ^= b;
+    h *= 1099511628211ull;
+  }
+  void u64(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i)
+      byte(static_cast<unsigned char>(v >> (8 * i)));
+  }
+  void text(const std::string& s) {
+    u64(s.size());
+    for (unsigned char c : s)
+      byte(c);
+  }
+};
+
+// Every entry starts with its tag and has fields of fixed length or led by their
+// length, so no two buckets' contents run together into one stream.
+enum tag : std::uint64_t { member_tag = 1, departed_tag = 2, run_tag = 3 };
+
+} // namespace
+
+std::size_t view_bucket(proc_id id, std::size_t n) {
+  std::uint64_t x = static_cast<std::uint64_t>(id) + 0x9e3779b97f4a7c15ull; // splitmix64
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return static_cast<std::size_t>(x % n);
+}
+
+std::vector<std::uint32_t> view_bucket_digests(
+  const std::map<proc_id, wire::member>& members,
+  const std::map<proc_id, std::set<std::uint64_t>>& departed, const routing_table& routes,
+  std::size_t n) {
+  std::vector<fnv1a> f(n);
+  for (auto& [id, m] : members) { // ordered by id: within a bucket too
+    auto& b = f[view_bucket(id, n)];
+    b.u64(member_tag);
+    b.u64(id);
+    b.u64(m.incarnation);
+    b.text(m.address);
+  }
+  for (auto& [id, incs] : departed) {
+    auto& b = f[view_bucket(id, n)];
+    b.u64(departed_tag);
+    b.u64(id);
+    b.u64(incs.size());
+    for (auto inc : incs) // ordered
+      b.u64(inc);
+  }
+  for (auto& r : routes.runs()) { // canonical: equal tables have equal runs
+    auto& b = f[view_bucket(r.owner, n)];
+    b.u64(run_tag);
+    b.u64(r.lo);
+    b.u64(r.hi);
+    b.u64(r.owner);
+    b.u64(r.epoch);
+  }
+  std::vector<std::uint32_t> out(n);
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = static_cast<std::uint32_t>(f[i].h ^ (f[i].h >> 32));
+  return out;
+}
+
+std::vector<std::uint16_t> differing_buckets(const std::vector<std::uint32_t>& mine,
+                                             const std::vector<std::uint32_t>& theirs) {
+  std::vector<std::uint16_t> out;
+  for (std::size_t i = 0; i < mine.size() && i < theirs.size(); ++i)
+    if (mine[i] != theirs[i])
+      out.push_back(static_cast<std::uint16_t>(i));
+  return out;
+}
+
+void put_view(wire::bw_reply& reply, const std::map<proc_id, wire::member>& members,
+              const std::map<proc_id, std::set<std::uint64_t>>& departed,
+              const routing_table& routes, std::size_t n,
+              const std::vector<std::uint16_t>& buckets) {
+  std::vector<bool> wanted(buckets.empty() ? 0 : n, false);
+  for (auto b : buckets)
+    if (b < n)
+      wanted[b] = true;
+  auto in = [&](proc_id p) { return buckets.empty() || wanted[view_bucket(p, n)]; };
+  if (buckets.empty())
+    reply.members.reserve(members.size());
+  for (auto& [p, i] : members)
+    if (in(p))
+      reply.members.push_back(i);
+  for (auto& [p, incs] : departed)
+    if (in(p))
+      for (auto inc : incs)
+        reply.departed.push_back({p, {}, inc});
+  if (buckets.empty()) {
+    reply.routes = routes.snapshot();
+  } else {
+    for (auto& r : routes.snapshot())
+      if (in(r.owner))
+        reply.routes.push_back(std::move(r));
+  }
+  reply.view_buckets = buckets;
+}
+
+} // namespace banyan::sup
