@@ -741,18 +741,27 @@ void broadcast_engine::check_pending(timestamp now, broadcast_outbox& out) {
         // the bytes and they come back here and go to the new owner
         // (`on_undeliverable`). So the new owner delivers only what the old one did
         // not. The bytes, not an offer: an offer refused falls back to the new owner.
-        // One that never answers nor refuses (stopped for good) keeps the vnode
-        // uncovered, and the broadcast fails at `complete_within`, naming it.
+        // A past owner that has not answered within `past_owner_wait` (stopped, say) is
+        // passed over, and the vnodes go to their owner of the moment, as before: a
+        // stopped processor's runtime fences its deliveries when it runs again
+        // (`fence`). So what is assumed is that a processor taken for crashed either
+        // answers within `past_owner_wait` or finds its stall and fences.
         auto rest = missing;
+        const bool waited = p.past_since != timestamp::max() &&
+                            now - p.past_since >= cfg_.past_owner_wait;
         for (auto& [was, vs] : p.first_owners) {
           if (was == view_.self() || was == no_proc || unusable(now, was))
             continue;
           auto part = vs & rest;
+          if (waited)
+            part -= p.past_tried;
           if (auto same = p.owners.find(was); same != p.owners.end())
             part -= same->second;
           if (part.empty())
             continue;
           rest -= part;
+          p.past_tried |= part;
+          p.past_since = std::min(p.past_since, now);
           stats_.past_owner_resends += part.size();
           forward f{was, part, true, next_tag_++, false};
           for (std::uint32_t k = 0; k < p.msg.head.count; ++k) {

@@ -176,6 +176,10 @@ struct broadcast_config {
   duration resend_grace = std::chrono::milliseconds(200);
   duration resend_after = std::chrono::seconds(10);
   duration complete_within = std::chrono::seconds(60);
+  /// How long a vnode's owner at a broadcast's start, no longer its owner, gets to answer
+  /// for it (resends go to it, which acknowledges what it delivered) before resends go to
+  /// the vnode's owner of the moment (docs/collectives.md, "Past owners first").
+  duration past_owner_wait = std::chrono::seconds(20);
   duration stale_stream = std::chrono::seconds(5);
   std::size_t history_count = 1024;
   duration history_for = std::chrono::seconds(120);
@@ -477,6 +481,10 @@ private:
     /// Of every vnode, its owner when the broadcast started: the processor that may
     /// have delivered it without our hearing so (its acknowledgement late or lost).
     std::map<proc_id, vnode_set> first_owners;
+    /// Vnodes sent again to their owner of the start once already: the next resend
+    /// goes to their owner of the moment.
+    vnode_set past_tried;
+    timestamp past_since = timestamp::max(); ///< when the first went to a past owner
     timestamp progress{0};               ///< when something was last covered (or sent)
     timestamp resend_at = timestamp::max();
     timestamp deadline{0};
