@@ -106,7 +106,10 @@ void on_deliver(node_ptr self, const wire::envelope& e) {
   auto& st = self->state;
   check_stall(self, false);
   if (wire::kind_of(e.body) != collective_kind::none) {
-    if (st.sup->buried(e.from) && st.sup->state() == supervisor::status::member) {
+    // An acknowledgement is taken even so: it tells of a delivery made, and an origin
+    // that dropped it would send the vnodes to their adopter, a second delivery.
+    if (st.sup->buried(e.from) && st.sup->state() == supervisor::status::member &&
+        !std::holds_alternative<wire::bcast_ack>(e.body)) {
       // From a processor taken for crashed (the supervisor's verdict, or a crash notice
       // it took; never a graceful leaver, which drains its streams), sent before it
       // learnt it (a stalled connection delivers it when a partition heals): its side

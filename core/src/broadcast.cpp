@@ -401,6 +401,10 @@ void broadcast_engine::plan(timestamp now, stream& s, broadcast_outbox& out) {
     rest -= s.deliver;
   }
   s.out_hops = s.fresh ? 0 : s.hops + 1;
+  // Vnodes delivered here while they were ours (a copy reaching their past owner, such
+  // as an origin's resend after we were taken for crashed): acknowledged, not sent on.
+  if (!rest.empty() && !s.fresh)
+    rest -= answer_for_past(now, std::get<0>(s.key), rest, out);
   if (rest.empty())
     return;
   auto hold = [&](const vnode_set& part) {
@@ -539,8 +543,11 @@ void broadcast_engine::settle(timestamp now, const whole& msg, const shared_byte
       }
     }
   }
-  if (!moved.empty())
-    hand_on(now, msg, moved, hops, cfg_.offer_handoff, out);
+  if (!moved.empty()) {
+    const auto rest = moved - answer_for_past(now, msg.head.op, moved, out);
+    if (!rest.empty())
+      hand_on(now, msg, rest, hops, cfg_.offer_handoff, out);
+  }
 }
 
 void broadcast_engine::hand_on(timestamp now, const whole& msg, const vnode_set& vnodes,
@@ -670,6 +677,7 @@ void broadcast_engine::track(timestamp now, const wire::collective_id& id,
   p.msg.header = to;
   p.to = to;
   p.owners = view_.owners(to);
+  p.first_owners = p.owners;
   p.progress = now;
   p.deadline = now + cfg_.complete_within;
   pending_[id] = std::move(p);
@@ -725,7 +733,47 @@ void broadcast_engine::check_pending(timestamp now, broadcast_outbox& out) {
         p.owners = view_.owners(missing);
         ++p.resends;
         ++stats_.resends;
-        hand_on(now, p.msg, missing, 0, cfg_.offer_handoff, out);
+        // A vnode whose owner changed since the start goes to its owner of then, if
+        // that processor has not refused us lately: it may be alive and have delivered
+        // it (taken for crashed while only slow, its acknowledgement late or dropped as
+        // a buried processor's). It acknowledges what it delivered and sends the rest
+        // on to the owner of the moment (`plan`, `settle`); one that is gone refuses
+        // the bytes and they come back here and go to the new owner
+        // (`on_undeliverable`). So the new owner delivers only what the old one did
+        // not. The bytes, not an offer: an offer refused falls back to the new owner.
+        // A past owner that has not answered within `past_owner_wait` (stopped, say) is
+        // passed over, and the vnodes go to their owner of the moment, as before: a
+        // stopped processor's runtime fences its deliveries when it runs again
+        // (`fence`). So what is assumed is that a processor taken for crashed either
+        // answers within `past_owner_wait` or finds its stall and fences.
+        auto rest = missing;
+        const bool waited = p.past_since != timestamp::max() &&
+                            now - p.past_since >= cfg_.past_owner_wait;
+        for (auto& [was, vs] : p.first_owners) {
+          if (was == view_.self() || was == no_proc || unusable(now, was))
+            continue;
+          auto part = vs & rest;
+          if (waited)
+            part -= p.past_tried;
+          if (auto same = p.owners.find(was); same != p.owners.end())
+            part -= same->second;
+          if (part.empty())
+            continue;
+          rest -= part;
+          p.past_tried |= part;
+          p.past_since = std::min(p.past_since, now);
+          stats_.past_owner_resends += part.size();
+          forward f{was, part, true, next_tag_++, false};
+          for (std::uint32_t k = 0; k < p.msg.head.count; ++k) {
+            auto head = p.msg.head;
+            const auto seg = part_of(p.msg.segments[k], p.msg.header, part);
+            if (cfg_.blocks)
+              head.total = seg.size();
+            send_segment(now, 0, f, head, k, seg, out);
+          }
+        }
+        if (!rest.empty())
+          hand_on(now, p.msg, rest, 0, cfg_.offer_handoff, out);
       }
     }
     next = std::min({next, p.deadline, p.resend_at, p.progress + cfg_.resend_after});
@@ -784,6 +832,33 @@ vnode_set broadcast_engine::repeats(timestamp now, const wire::collective_id& op
     }
   }
   return again;
+}
+
+vnode_set broadcast_engine::delivered_here(const wire::collective_id& op,
+                                          const vnode_set& vnodes) const {
+  auto h = history_.find(op);
+  return h == history_.end() ? vnode_set{} : vnodes & h->second.first;
+}
+
+vnode_set broadcast_engine::answer_for_past(timestamp now, const wire::collective_id& op,
+                                            const vnode_set& vnodes, broadcast_outbox& out) {
+  if (!acks_for(op))
+    return {};
+  auto done = delivered_here(op, vnodes);
+  if (view_.participating())
+    done -= view_.own_vnodes(); // ours: `settle` acknowledges them
+  if (done.empty())
+    return done;
+  stats_.delivered_before += done.size();
+  if (op.origin == view_.self()) {
+    acknowledged(now, op, done, out);
+  } else {
+    out.sends.push_back({view_.self(), op.origin, wire::bcast_ack{op, done}});
+    ++stats_.acks_sent;
+    ++frames_sent_;
+    last_send_ = now;
+  }
+  return done;
 }
 
 std::string broadcast_engine::describe() const {

@@ -176,6 +176,10 @@ struct broadcast_config {
   duration resend_grace = std::chrono::milliseconds(200);
   duration resend_after = std::chrono::seconds(10);
   duration complete_within = std::chrono::seconds(60);
+  /// How long a vnode's owner at a broadcast's start, no longer its owner, gets to answer
+  /// for it (resends go to it, which acknowledges what it delivered) before resends go to
+  /// the vnode's owner of the moment (docs/collectives.md, "Past owners first").
+  duration past_owner_wait = std::chrono::seconds(20);
   duration stale_stream = std::chrono::seconds(5);
   std::size_t history_count = 1024;
   duration history_for = std::chrono::seconds(120);
@@ -245,6 +249,12 @@ struct broadcast_stats {
   std::uint64_t failed = 0;        ///< broadcasts started here given up (`complete_within`)
   std::uint64_t stale_dropped = 0; ///< incomplete streams dropped after `stale_stream`
   std::uint64_t fenced = 0;        ///< deliveries deferred by a fence
+  /// Vnodes an origin sent again to their owner at the broadcast's start, no longer
+  /// their owner (taken for crashed, or a handover), rather than to their new owner.
+  std::uint64_t past_owner_resends = 0;
+  /// Vnodes no longer owned here, of a copy that came here, acknowledged rather than
+  /// sent on: delivered here while they were ours.
+  std::uint64_t delivered_before = 0;
 };
 
 class broadcast_engine {
@@ -468,6 +478,13 @@ private:
     vnode_set to; ///< the vnodes it is for
     vnode_set covered;
     std::map<proc_id, vnode_set> owners; ///< of the uncovered vnodes, when last sent
+    /// Of every vnode, its owner when the broadcast started: the processor that may
+    /// have delivered it without our hearing so (its acknowledgement late or lost).
+    std::map<proc_id, vnode_set> first_owners;
+    /// Vnodes sent again to their owner of the start once already: the next resend
+    /// goes to their owner of the moment.
+    vnode_set past_tried;
+    timestamp past_since = timestamp::max(); ///< when the first went to a past owner
     timestamp progress{0};               ///< when something was last covered (or sent)
     timestamp resend_at = timestamp::max();
     timestamp deadline{0};
@@ -492,6 +509,12 @@ private:
   void arm(timestamp now, timestamp at, broadcast_outbox& out);
   /// Of `vnodes` of `op`, those delivered here before (and records the rest as delivered).
   vnode_set repeats(timestamp now, const wire::collective_id& op, const vnode_set& vnodes);
+  /// Of `vnodes` of `op`, those delivered here before (nothing recorded).
+  vnode_set delivered_here(const wire::collective_id& op, const vnode_set& vnodes) const;
+  /// `vnodes` of `op`, no longer owned here but delivered here before: acknowledged to
+  /// the origin again. Returns them (empty without acknowledgements).
+  vnode_set answer_for_past(timestamp now, const wire::collective_id& op,
+                            const vnode_set& vnodes, broadcast_outbox& out);
 
   tree_view& view_;
   broadcast_config cfg_;
