@@ -36,6 +36,7 @@ struct sim_trees_options {
   /// open_roots 0: every member roots trees, supervisor_config::tree_set all_roots).
   std::vector<proc_id> roots;
   std::size_t open_roots = 0; ///< on demand, K roots spread over the processor ids
+  bool no_lan_search = false; ///< on demand: supervisor_config::lan_search off
   bool verbose = true;
 };
 

@@ -176,6 +176,11 @@ struct supervisor_config {
   /// a collective started meanwhile reopens them, and runs without trees until they
   /// form. Default 60 s.
   duration retire_after = std::chrono::seconds(60);
+  /// On demand: a round of measuring counts its extra probes only once the processor
+  /// has searched for its LAN (lan_search.hpp: about (N - 1) / L distinct members
+  /// measured, L the LAN's size estimated from the local peers met). false: the extra
+  /// probes count from the start, as in all-roots mode. Default true.
+  bool lan_search = true;
 };
 
 /// Something worth reporting to a monitor.
