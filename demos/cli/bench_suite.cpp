@@ -496,7 +496,9 @@ int run_bench_suite(const suite_options& opt) {
                 r.formed_ms, r.probes_per_proc, r.lat.entry_minimal, r.bw.entry_minimal);
     for (const auto& m : r.metrics)
       std::printf(" %13s", (ratio_text(m.vs_static()) + "/" + ratio_text(m.vs_oracle())).c_str());
-    auto back = [](const std::optional<double>& v) {
+    auto back = [&](const std::optional<double>& v) {
+      if (w.on_demand)
+        return std::string("-"); // churn not measured
       return v ? std::to_string(static_cast<long>(*v)) : std::string("not back");
     };
     std::printf(" %9s %9s\n", back(r.leave_ms).c_str(), back(r.rejoin_ms).c_str());
