@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "banyan/core/lan_search.hpp"
 #include "supervisor_parts.hpp"
 #include "view_buckets.hpp"
 #include "view_digest.hpp"
@@ -87,7 +88,11 @@ void prober::maybe_probe(timestamp now, outbox& out) {
     return !t || t->connected() || s_.seeding.waiting(t->key().root);
   });
   const bool was_active = schedule_.active();
-  if (!(s_.members.size() >= 2 && schedule_.next(parented))) {
+  // On demand, a round searches for the LAN before its extra probes count (not in a
+  // joiner's or a repaired processor's round: those stay in the LAN they were placed in).
+  const bool searched = !s_.cfg.lan_search || !s_.roots.on_demand() || settling_
+                        || repair_round_ || lan_searched();
+  if (!(s_.members.size() >= 2 && schedule_.next(parented && searched))) {
     if (was_active) {
       settling_ = repair_round_ = false;
       s_.drift.round_ended();
@@ -126,6 +131,17 @@ void prober::maybe_probe(timestamp now, outbox& out) {
   } else {
     s_.start_timer(out, pause, timer_token::probe_start(probe_->seq));
   }
+}
+
+bool prober::lan_searched() const {
+  const auto ctx = s_.paths.context();
+  std::size_t measured = 0, local = 0;
+  for (auto& [peer, fig] : s_.paths.figures())
+    if (peer != s_.self && fig.rtt != duration::max() && s_.members.is_member(peer)) {
+      ++measured;
+      local += ctx.local(fig.rtt) ? 1 : 0;
+    }
+  return lan_search_done(s_.members.size(), measured, local);
 }
 
 proc_id prober::pick_candidate(bool local_only) {

@@ -105,6 +105,8 @@ public:
 private:
   /// A member to probe: with `local_only`, one known to be in this LAN (if any).
   proc_id pick_candidate(bool local_only);
+  /// On demand: this processor has searched long enough for its LAN (lan_search.hpp).
+  bool lan_searched() const;
   void start_probe(timestamp now, outbox& out);
   /// Anti-entropy: takes in the members, departures and routes candidate `from` knows.
   void merge_view(timestamp now, proc_id from, const wire::bw_reply& m, outbox& out);

@@ -49,6 +49,8 @@ struct workload {
   duration formation_limit = std::chrono::seconds(120); ///< emulated time for trees to form
   bool formation_only = false;
   double background_s = 0; ///< background measurement period (0: off)
+  bool on_demand = false;  ///< trees on demand: those of the roots measured only
+  bool lan_search = true;
 };
 
 workload workload_of(bool quick) {
@@ -152,8 +154,19 @@ row measure(const entry& e, const workload& w, const std::function<void(const st
   cfg.seed = 1;
   cfg.clock = actors::clock_mode::virtual_time;
   cfg.sup.background_period = from_ms(w.background_s * 1000);
+  std::vector<proc_id> open; // on demand: the roots measured, opened at the start
+  if (w.on_demand) {
+    cfg.sup.tree_set = tree_set_mode::on_demand;
+    cfg.sup.retire_after = duration{0};
+    cfg.sup.lan_search = w.lan_search;
+    open = {roots[0], roots[1]};
+    std::sort(open.begin(), open.end());
+    open.erase(std::unique(open.begin(), open.end()), open.end());
+  }
   actors::emulated_cluster c(cfg);
   c.start();
+  for (auto root : open)
+    c.prepare(root);
   // Whole seconds of emulated time until quiet or past the limit (at most a second over).
   for (const auto deadline = c.elapsed() + w.formation_limit;;) {
     r.settled = c.run_until_quiet(1s);
@@ -162,8 +175,8 @@ row measure(const entry& e, const workload& w, const std::function<void(const st
   }
   r.formed_ms = to_ms(c.last_change());
   r.probes_per_proc = static_cast<double>(c.probes()) / static_cast<double>(n);
-  r.lat = summarize(c, tree_kind::latency);
-  r.bw = summarize(c, tree_kind::bandwidth);
+  r.lat = summarize(c, tree_kind::latency, open);
+  r.bw = summarize(c, tree_kind::bandwidth, open);
   if (r.lat.invalid + r.bw.invalid > 0)
     r.problems.push_back("invalid trees after formation: " +
                          (r.lat.invalid ? r.lat.first_problem : r.bw.first_problem));
@@ -294,7 +307,11 @@ row measure(const entry& e, const workload& w, const std::function<void(const st
     r.metrics.push_back(m);
   }
 
-  {
+  if (w.on_demand) {
+    metric m; // churn runs a cluster of its own, every root's trees: not measured here
+    m.name = metric_names[4];
+    r.metrics.push_back(m);
+  } else {
     metric m;
     m.name = metric_names[4];
     say("churn");
@@ -395,6 +412,8 @@ int run_bench_suite(const suite_options& opt) {
     std::chrono::duration<double>(opt.formation_limit_s));
   w.formation_only = opt.formation_only;
   w.background_s = opt.background_s;
+  w.on_demand = opt.on_demand;
+  w.lan_search = opt.lan_search;
   std::vector<entry> entries;
   auto names = opt.topologies;
   if (names.empty() && !opt.quick)
@@ -477,7 +496,9 @@ int run_bench_suite(const suite_options& opt) {
                 r.formed_ms, r.probes_per_proc, r.lat.entry_minimal, r.bw.entry_minimal);
     for (const auto& m : r.metrics)
       std::printf(" %13s", (ratio_text(m.vs_static()) + "/" + ratio_text(m.vs_oracle())).c_str());
-    auto back = [](const std::optional<double>& v) {
+    auto back = [&](const std::optional<double>& v) {
+      if (w.on_demand)
+        return std::string("-"); // churn not measured
       return v ? std::to_string(static_cast<long>(*v)) : std::string("not back");
     };
     std::printf(" %9s %9s\n", back(r.leave_ms).c_str(), back(r.rejoin_ms).c_str());
@@ -547,6 +568,9 @@ int run_bench_suite(const suite_options& opt) {
     j["quick"] = opt.quick;
     j["seed"] = opt.seed;
     j["generated"] = opt.generated;
+    j["tree_set"] = opt.on_demand ? "on-demand" : "all-roots";
+    if (opt.on_demand)
+      j["lan_search"] = opt.lan_search;
     j["sizes"] = {{"long_bcast", w.long_bcast}, {"reduce", w.reduce}, {"churn", w.churn_bytes}};
     auto arr = nlohmann::json::array();
     for (const auto& r : rows) {
@@ -646,6 +670,16 @@ void add_bench_suite_command(CLI::App& bench, std::function<int()>& action) {
                   "background measurement period of banyan's trees once stable, churn "
                   "included (0: off)")
     ->type_name("SECONDS");
+  cmd->add_option_function<std::string>(
+       "--tree-set",
+       [opt](const std::string& v) { opt->on_demand = v == "on-demand"; },
+       "all-roots (default) or on-demand: only the roots measured have trees, opened at "
+       "the start (churn not measured)")
+    ->check(CLI::IsMember({"all-roots", "on-demand"}));
+  cmd->add_flag_function(
+    "--no-lan-search", [opt](std::int64_t) { opt->lan_search = false; },
+    "with --tree-set on-demand: extra measurements count from the start "
+    "(supervisor_config::lan_search off)");
   cmd->add_option("--json", opt->json_path, "write the results as JSON");
   cmd->add_option("--plot", opt->plot_path, "a dot per topology and metric, as SVG");
   cmd->add_flag_function(

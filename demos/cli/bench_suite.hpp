@@ -62,6 +62,10 @@ struct suite_options {
   /// Background measurement period in seconds for banyan's trees, churn included
   /// (supervisor_config::background_period; 0: off).
   double background_s = 0;
+  /// Trees on demand (supervisor_config::tree_set): only the measured roots (0 and the
+  /// one in the smallest cluster) have trees, opened at the start; churn not measured.
+  bool on_demand = false;
+  bool lan_search = true; ///< on demand: supervisor_config::lan_search
   std::string json_path;
   std::string plot_path;
   bool verbose = true;

@@ -126,6 +126,9 @@ int main(int argc, char** argv) {
   trees->add_option("--open-roots", st.open_roots,
                     "trees on demand with K roots spread over the processor ids")
     ->type_name("K");
+  trees->add_flag("--no-lan-search", st.no_lan_search,
+                  "trees on demand: extra measurements count from the start, without the "
+                  "search for the LAN (supervisor_config::lan_search)");
   trees->add_option("--changes-log", st.changes_log,
                     "with --observe: write each parent change observed to FILE (time in s, "
                     "processor, tree kind, root, old parent, new parent)");

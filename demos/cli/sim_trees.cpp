@@ -241,6 +241,7 @@ int run_sim_trees(const sim_trees_options& opt) {
   if (!roots.empty()) {
     cfg.sup.tree_set = tree_set_mode::on_demand;
     cfg.sup.retire_after = duration{0}; // formed to be measured: they never retire here
+    cfg.sup.lan_search = !opt.no_lan_search;
   }
   std::uint64_t changes_seen = 0;
   bool observing = false;
@@ -307,8 +308,10 @@ int run_sim_trees(const sim_trees_options& opt) {
                          static_cast<double>(topo->proc_count());
   j["latency"] = to_json(lat);
   j["bandwidth"] = to_json(bw);
-  if (!roots.empty())
+  if (!roots.empty()) {
     j["open_roots"] = roots;
+    j["lan_search"] = !opt.no_lan_search;
+  }
 
   if (!opt.dot_dir.empty()) {
     std::filesystem::create_directories(opt.dot_dir);

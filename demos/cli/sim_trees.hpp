@@ -43,6 +43,7 @@ struct sim_trees_options {
   /// Record the size of every probe reply without its padding, per phase (formation,
   /// each churn event, observation), and report median, p99 and max.
   bool reply_sizes = false;
+  bool no_lan_search = false; ///< on demand: supervisor_config::lan_search off
   bool verbose = true;
 };
 

@@ -181,6 +181,11 @@ struct supervisor_config {
   /// digests differ (core/src/view_buckets.hpp); 0: only the whole view's digest, and
   /// the whole view whenever it differs. At most 4096. Default 128.
   std::size_t view_buckets = 128;
+  /// On demand: a round of measuring counts its extra probes only once the processor
+  /// has searched for its LAN (lan_search.hpp: about (N - 1) / L distinct members
+  /// measured, L the LAN's size estimated from the local peers met). false: the extra
+  /// probes count from the start, as in all-roots mode. Default true.
+  bool lan_search = true;
 };
 
 /// Something worth reporting to a monitor.
