@@ -121,8 +121,10 @@ void membership::remove(timestamp now, proc_id p, outbox& out) {
   for (auto& t : s_.trees.all()) {
     if (!t)
       continue;
-    if (t->remove_child(p))
+    if (t->remove_child(p)) {
       s_.updates.mark_subtree(*t);
+      s_.parents.fan_out_changed(*t);
+    }
     if (t->parent() == p) {
       s_.parents.lose_parent(now, *t, out);
       orphaned = true;

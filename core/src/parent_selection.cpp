@@ -78,8 +78,11 @@ wire::adopt_verdict parent_selection::judge(proc_id from, const wire::subtree_en
       v.redirect = ahead; // ask the last joiner placed here instead
       return v;
     }
+    const bool fresh = !t->has_child(from);
     t->set_child(from, e.vnodes);
     s_.updates.mark_subtree(*t);
+    if (fresh)
+      fan_out_changed(*t);
     v.accepted = true;
     v.info = t->info();
   } else if (t) {
@@ -146,8 +149,21 @@ void parent_selection::on(timestamp now, proc_id from, const wire::tree_update& 
 
 void parent_selection::on(timestamp, proc_id from, const wire::release& m, outbox&) {
   for (auto k : m.trees)
-    if (auto t = s_.trees.find(k); t && t->remove_child(from))
+    if (auto t = s_.trees.find(k); t && t->remove_child(from)) {
       s_.updates.mark_subtree(*t);
+      fan_out_changed(*t);
+    }
+}
+
+void parent_selection::fan_out_changed(const tree_state& t) {
+  // Assumes what the bandwidth estimate assumes (bandwidth_rule.hpp): a parent's sending
+  // capacity is split evenly among its children, so each child's est depends on how many
+  // there are. The children hear the new count (tree_update), as they hear any other
+  // change of our place: with the count they were adopted at, a child keeps an est that
+  // later siblings have shared out, and judges candidates against a figure it no longer
+  // gets. (Latency trees: dist does not depend on the count.)
+  if (t.key().kind == tree_kind::bandwidth && s_.decision.fan_out_updates)
+    s_.updates.mark_info(t);
 }
 
 void parent_selection::on(timestamp, proc_id from, const wire::subtree_update& m, outbox&) {

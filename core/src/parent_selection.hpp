@@ -54,6 +54,9 @@ public:
   void note_reattaching(timestamp now, tree_state& t, bool was) const;
   /// Releases every parent and orphans every child (after being taken for gone).
   void leave_all_trees(timestamp now, outbox& out);
+  /// Our number of children in t changed: its children hear it where their figures
+  /// depend on it (bandwidth trees).
+  void fan_out_changed(const tree_state& t);
   /// Bandwidth-rule moves to a remote candidate held (see reattach_hold).
   std::uint64_t held_moves() const noexcept { return held_moves_; }
 

@@ -453,6 +453,47 @@ BOOST_AUTO_TEST_CASE(a_processor_that_loses_its_parent_tells_its_children) {
   BOOST_TEST(!told(s, 2).back().reattaching);
 }
 
+// Processor 1 has a parent and child 2 in 0's bandwidth tree. A second child, 4, is
+// adopted: 2's est is 1's capacity shared between two now, and 1 tells it its new number
+// of children (tree_update), not only when its own place changes. 4 releases 1: 2 hears
+// it is alone again. (Without it, 2 keeps the est of an only child and judges every
+// candidate against a share it no longer gets.)
+BOOST_AUTO_TEST_CASE(a_parent_tells_its_children_its_new_fan_out) {
+  scripted_peers s{1, 5, supervisor_config{}, 7};
+  using std::chrono::milliseconds;
+  using std::chrono::microseconds;
+  s.peers[0] = {milliseconds(10), 2e6, {}};      // the root, behind a narrow link
+  s.peers[2] = {microseconds(200), 100e6, {}};   // the first child, in the LAN
+  s.peers[3] = {microseconds(300), 50e6, {}};    // a parent, in the LAN
+  s.peers[4] = {microseconds(250), 100e6, {}};   // the second child, in the LAN
+  s.default_trees(0, 0);
+  s.default_trees(2, 1e6);
+  s.default_trees(3, 40e6);
+  s.default_trees(4, 1e6);
+  s.peers[2].trees[bw_tree(0)] = bw_info(0, 1e6, {1, 3, 0});
+  s.peers[4].trees[bw_tree(0)] = bw_info(0, 1e6, {1, 3, 0});
+  s.start();
+  s.run();
+  BOOST_TEST_REQUIRE(s.sup.parent(bw_tree(0)) != no_proc);
+  s.deliver(2, wire::adopt_request{1000, {{bw_tree(0), vnode_set::range(2, 3)}}});
+  s.run();
+  BOOST_TEST_REQUIRE(s.sup.tree(bw_tree(0))->has_child(2));
+  const auto before = told(s, 2).size();
+  s.deliver(4, wire::adopt_request{1001, {{bw_tree(0), vnode_set::range(4, 5)}}});
+  BOOST_TEST_REQUIRE(s.sup.tree(bw_tree(0))->has_child(4));
+  s.run_until(s.now() + milliseconds(2)); // update_delay: 1 ms
+  auto to_2 = told(s, 2);
+  BOOST_TEST_REQUIRE(to_2.size() == before + 1);
+  BOOST_TEST(to_2.back().children == 2u);
+  BOOST_TEST(to_2.back().est == s.sup.tree(bw_tree(0))->est()); // our own est is unchanged
+  s.deliver(4, wire::release{{bw_tree(0)}});
+  BOOST_TEST_REQUIRE(!s.sup.tree(bw_tree(0))->has_child(4));
+  s.run_until(s.now() + milliseconds(2));
+  to_2 = told(s, 2);
+  BOOST_TEST_REQUIRE(to_2.size() == before + 2);
+  BOOST_TEST(to_2.back().children == 1u);
+}
+
 // Processor 2's parent 1 (in its LAN) tells it of a narrow path (3 MB/s) and loses that
 // path right after; 2 then probes 3, across the wide-area link (12 MB/s, judged at 6 as a
 // second copy into the LAN). Against 1's last figure 3 would win; but 1's path is gone,

@@ -13,6 +13,7 @@ BOOST_AUTO_TEST_CASE(the_paper_variant_is_the_paper_throughout) {
   BOOST_TEST(d.local_bias == 0.0);
   BOOST_TEST(!d.extra_from_last_change);
   BOOST_TEST(!d.sender_capacity);
+  BOOST_TEST(!d.fan_out_updates);
 }
 
 // banyan's variant takes the configured bias and its locality terms.
@@ -22,4 +23,5 @@ BOOST_AUTO_TEST_CASE(the_banyan_variant_takes_the_configured_bias) {
   BOOST_TEST(d.local_bias == 0.25);
   BOOST_TEST(d.extra_from_last_change);
   BOOST_TEST(d.sender_capacity);
+  BOOST_TEST(d.fan_out_updates);
 }

@@ -2,10 +2,10 @@
 /// What a named rule variant implies for the supervisor, beyond the parent rules
 /// themselves (latency_rule.hpp, bandwidth_rule.hpp), decided in one function.
 ///
-///   variant | parent rules         | probe candidates       | extra measurements  | sender capacity | subtree summaries
-///   --------+----------------------+------------------------+---------------------+-----------------+------------------
-///   paper   | IV-B, IV-C exactly   | uniform                | from all parented   | none            | none
-///   banyan  | plus locality terms  | LAN with `local_bias`  | from the last move  | widest measured | sent up every tree
+///   variant | parent rules         | probe candidates       | extra measurements  | sender capacity | subtree summaries  | fan-out updates
+///   --------+----------------------+------------------------+---------------------+-----------------+--------------------+----------------
+///   paper   | IV-B, IV-C exactly   | uniform                | from all parented   | none            | none               | none
+///   banyan  | plus locality terms  | LAN with `local_bias`  | from the last move  | widest measured | sent up every tree | bandwidth trees
 
 #include "banyan/core/rule_context.hpp"
 
@@ -26,6 +26,10 @@ struct variant_decision {
   /// changes (`wire::tree_summary`, subtree_summary.hpp), for the root's choice of tree;
   /// false: nothing beyond the paper's messages.
   bool subtree_summaries = false;
+  /// A bandwidth-tree parent tells its children (tree_update) when its number of children
+  /// changes, since their est is its capacity shared among them; false: they hear it only
+  /// with other changes of its place, or when they probe it again.
+  bool fan_out_updates = false;
 };
 
 /// The decision for variant `v`; `local_bias` is the configured chance, which the paper
