@@ -116,19 +116,9 @@ std::optional<error> reduce_engine::start(timestamp now, const reduce_spec& spec
     owing |= d->second;
   // Their contributions, checked before anything changes: a wrong one refuses the start
   // and leaves the engine as it was (the application may start the same number again).
-  // Of them, the adopted ones whose old owner has not handed its history over: it may
-  // be alive (taken for crashed while only slow) and count them in this reduction too,
-  // not knowing yet that they are no longer its own. Contributed tentatively: the root's
-  // owner counts them only where nothing else covers them, so the old owner's partial,
-  // if one comes, is the one counted. One that never comes (a true crash) leaves the
-  // tentative one to complete the result.
-  const auto unconfirmed = owing & adopted_;
-  auto contribution = gather(spec, values, owing - unconfirmed);
+  auto contribution = gather(spec, values, owing);
   if (!contribution)
     return contribution.err();
-  auto tentative = gather(spec, values, unconfirmed);
-  if (!tentative)
-    return tentative.err();
   // Reductions before this one that reached this processor but were never started here
   // (the application skipped them): what children sent up for them goes on now.
   for (auto i = ops_.begin(); i != ops_.end() && i->first < spec.op;) {
@@ -157,14 +147,8 @@ std::optional<error> reduce_engine::start(timestamp now, const reduce_spec& spec
   if (!owing.empty())
     done_[spec.op] |= owing;
   stats_.contributed += owing.size();
-  if (!(owing - unconfirmed).empty())
-    take_in(now, st, owing - unconfirmed, shared_bytes(std::move(*contribution)), true, false,
-            0, out);
-  if (!unconfirmed.empty()) {
-    st.given |= unconfirmed;
-    ++stats_.adopted_tentative;
-    take_in(now, st, unconfirmed, shared_bytes(std::move(*tentative)), false, true, 0, out, true);
-  }
+  if (!owing.empty())
+    take_in(now, st, owing, shared_bytes(std::move(*contribution)), true, false, 0, out);
   auto expect = view_.max_root_distance();
   const auto slowest = view_.min_root_rate();
   auto bytes = static_cast<double>(spec.count * element_size(spec.fn.type));
