@@ -8,16 +8,11 @@ namespace banyan::actors {
 expected<std::uint64_t> emulated_cluster::gather(vnode_id root, std::size_t block,
                                                  contribution_fn values) {
   auto& d = *impl_;
-  if (block == 0)
-    return make_error(errc::invalid_argument, "gather: blocks of 0 bytes");
-  reduction_args r{root, {reduce_kind::sum, element_type::int32, 0}, 1, std::move(values)};
-  auto owner = d.check(r); // the root and the values; the operator is a stand-in
-  if (!owner)
-    return owner.err();
-  r.fn = gather_fn;
-  r.count = block;
+  auto a = d.gather_args("gather", root, block, std::move(values));
+  if (!a)
+    return a.err();
   const auto op = gather_base + ++d.gathers;
-  d.start_reduce(r, op, false, 1, 0, true);
+  d.start_reduce(a->first, op, false, 1, 0, true);
   return op;
 }
 
@@ -25,38 +20,29 @@ expected<std::uint64_t> emulated_cluster::gather_static(const banyan::tree& t, v
                                                         std::size_t block,
                                                         contribution_fn values) {
   auto& d = *impl_;
-  if (block == 0)
-    return make_error(errc::invalid_argument, "gather_static: blocks of 0 bytes");
-  reduction_args r{root, {reduce_kind::sum, element_type::int32, 0}, 1, std::move(values)};
-  auto owner = d.check(r); // the root and the values; the operator is a stand-in
-  if (!owner)
-    return owner.err();
-  if (t.size() != d.procs.size() || t.root() != *owner)
+  auto a = d.gather_args("gather_static", root, block, std::move(values));
+  if (!a)
+    return a.err();
+  const auto owner = a->second;
+  if (t.size() != d.procs.size() || t.root() != owner)
     return make_error(errc::invalid_argument,
                       "gather_static: the tree must span the topology's " +
                         std::to_string(d.procs.size()) + " processors and be rooted at " +
-                        std::to_string(*owner) + ", the owner of vnode " + std::to_string(root));
-  r.fn = gather_fn;
-  r.count = block;
+                        std::to_string(owner) + ", the owner of vnode " + std::to_string(root));
   const auto op = static_reduction_base + ++d.static_reductions;
   d.install_static(t, op, true);
-  d.start_reduce(r, op, true, 1, 0, true);
+  d.start_reduce(a->first, op, true, 1, 0, true);
   return op;
 }
 
 expected<std::uint64_t> emulated_cluster::allgather(vnode_id root, std::size_t block,
                                                     contribution_fn values) {
   auto& d = *impl_;
-  if (block == 0)
-    return make_error(errc::invalid_argument, "allgather: blocks of 0 bytes");
-  reduction_args r{root, {reduce_kind::sum, element_type::int32, 0}, 1, std::move(values)};
-  auto owner = d.check(r);
-  if (!owner)
-    return owner.err();
-  r.fn = gather_fn;
-  r.count = block;
+  auto a = d.gather_args("allgather", root, block, std::move(values));
+  if (!a)
+    return a.err();
   const auto op = allgather_base + ++d.allgathers;
-  d.start_reduce(r, op, false, 1, 0, false, true);
+  d.start_reduce(a->first, op, false, 1, 0, false, true);
   return op;
 }
 

@@ -263,6 +263,22 @@ struct emulated_cluster::impl {
     return make_error(errc::stopped, "reduce: no processor takes part");
   }
 
+  /// The arguments of a gather (or allgather) `what` of `block` bytes per vnode to
+  /// `root`, checked: the reduction to start and the root's owner, or the error.
+  expected<std::pair<reduction_args, proc_id>> gather_args(const char* what, vnode_id root,
+                                                           std::size_t block,
+                                                           contribution_fn values) {
+    if (block == 0)
+      return make_error(errc::invalid_argument, std::string(what) + ": blocks of 0 bytes");
+    reduction_args r{root, {reduce_kind::sum, element_type::int32, 0}, 1, std::move(values)};
+    auto owner = check(r); // the root and the values; the operator is a stand-in
+    if (!owner)
+      return owner.err();
+    r.fn = gather_fn;
+    r.count = block;
+    return std::make_pair(std::move(r), *owner);
+  }
+
   void start_reduce(const reduction_args& r, std::uint64_t op, bool use_static,
                     std::uint32_t segments = 1, std::size_t per = 0, bool gather = false,
                     bool allgather = false) {

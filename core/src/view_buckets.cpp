@@ -1,24 +1,9 @@
 #include "view_buckets.hpp"
 
+#include "fnv1a.hpp"
+
 namespace banyan::sup {
 namespace {
-
-struct fnv1a {
-  std::uint64_t h = 14695981039346656037ull;
-  void byte(unsigned char b) {
-    h ^= b;
-    h *= 1099511628211ull;
-  }
-  void u64(std::uint64_t v) {
-    for (int i = 0; i < 8; ++i)
-      byte(static_cast<unsigned char>(v >> (8 * i)));
-  }
-  void text(const std::string& s) {
-    u64(s.size());
-    for (unsigned char c : s)
-      byte(c);
-  }
-};
 
 // Every entry starts with its tag and has fields of fixed length or led by their
 // length, so no two buckets' contents run together into one stream.

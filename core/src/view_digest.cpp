@@ -1,26 +1,8 @@
 #include "view_digest.hpp"
 
+#include "fnv1a.hpp"
+
 namespace banyan::sup {
-namespace {
-
-struct fnv1a {
-  std::uint64_t h = 14695981039346656037ull;
-  void byte(unsigned char b) {
-    h ^= b;
-    h *= 1099511628211ull;
-  }
-  void u64(std::uint64_t v) {
-    for (int i = 0; i < 8; ++i)
-      byte(static_cast<unsigned char>(v >> (8 * i)));
-  }
-  void text(const std::string& s) {
-    u64(s.size());
-    for (unsigned char c : s)
-      byte(c);
-  }
-};
-
-} // namespace
 
 std::uint64_t view_digest(const std::map<proc_id, wire::member>& members,
                           const std::map<proc_id, std::set<std::uint64_t>>& departed,
