@@ -118,12 +118,8 @@ bool emulated_cluster::run_until_allgathered(std::uint64_t op, duration limit) {
 
 std::optional<wire::collective_id> emulated_cluster::scatter(vnode_id root, std::size_t block) {
   auto& d = *impl_;
-  if (block == 0 || root >= d.vnodes)
-    return std::nullopt;
-  reduction_args r{root, {reduce_kind::sum, element_type::int32, 0}, 1,
-                   [](vnode_id) { return std::vector<std::uint8_t>(4); }};
-  auto owner = d.check(r);
-  if (!owner || *owner >= d.procs.size() || !d.procs[*owner])
+  auto owner = d.scatter_owner(root, block);
+  if (!owner)
     return std::nullopt;
   auto req = std::make_shared<bcast_request>();
   req->bytes = block;
@@ -135,13 +131,8 @@ std::optional<wire::collective_id> emulated_cluster::scatter(vnode_id root, std:
 std::optional<wire::collective_id>
 emulated_cluster::scatter_static(const banyan::tree& t, vnode_id root, std::size_t block) {
   auto& d = *impl_;
-  if (block == 0 || root >= d.vnodes)
-    return std::nullopt;
-  reduction_args r{root, {reduce_kind::sum, element_type::int32, 0}, 1,
-                   [](vnode_id) { return std::vector<std::uint8_t>(4); }};
-  auto owner = d.check(r);
-  if (!owner || *owner >= d.procs.size() || !d.procs[*owner] || t.size() != d.procs.size() ||
-      t.root() != *owner)
+  auto owner = d.scatter_owner(root, block);
+  if (!owner || t.size() != d.procs.size() || t.root() != *owner)
     return std::nullopt;
   d.install_static(t, static_reduction_base + d.static_reductions + 1, true);
   auto req = std::make_shared<bcast_request>();

@@ -279,6 +279,19 @@ struct emulated_cluster::impl {
     return std::make_pair(std::move(r), *owner);
   }
 
+  /// The running processor that owns `root`, where a scatter of `block` bytes per vnode
+  /// from it starts; nothing for a block of 0 bytes or a root no running processor owns.
+  std::optional<proc_id> scatter_owner(vnode_id root, std::size_t block) {
+    if (block == 0 || root >= vnodes)
+      return std::nullopt;
+    reduction_args r{root, {reduce_kind::sum, element_type::int32, 0}, 1,
+                     [](vnode_id) { return std::vector<std::uint8_t>(4); }};
+    auto owner = check(r); // the root; the operator and values are stand-ins
+    if (!owner || *owner >= procs.size() || !procs[*owner])
+      return std::nullopt;
+    return *owner;
+  }
+
   void start_reduce(const reduction_args& r, std::uint64_t op, bool use_static,
                     std::uint32_t segments = 1, std::size_t per = 0, bool gather = false,
                     bool allgather = false) {
