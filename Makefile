@@ -31,9 +31,10 @@ asan:
 # The threaded parts (transport, banyan::node, real processes) under ThreadSanitizer.
 tsan: setup
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBANYAN_TSAN=ON >/dev/null
-	@cmake --build build-tsan -j $(JOBS) --target test_net_tcp_transport test_actors_node
+	@cmake --build build-tsan -j $(JOBS) --target test_net_tcp_transport test_actors_node \
+	  test_actors_node_collectives
 	@cd build-tsan && TSAN_OPTIONS="suppressions=$(CURDIR)/scripts/tsan.supp halt_on_error=1" \
-	  ctest --output-on-failure -R "net_tcp_transport|actors_node"
+	  ctest --output-on-failure -R "net_tcp_transport|actors_node$$|actors_node_collectives"
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan
