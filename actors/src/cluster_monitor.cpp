@@ -1,5 +1,7 @@
 #include "banyan/actors/cluster_monitor.hpp"
 
+#include <algorithm>
+
 namespace banyan::actors {
 
 cluster_monitor::cluster_monitor(std::size_t procs)
@@ -130,10 +132,12 @@ std::uint64_t cluster_monitor::join_failures() const {
   return join_failures_;
 }
 
-std::size_t cluster_monitor::complete_trees() const {
+std::size_t cluster_monitor::complete_trees(const std::vector<proc_id>& roots) const {
   std::lock_guard<std::mutex> guard{mtx_};
   std::size_t n = 0;
   for (auto& [key, ps] : parents_) {
+    if (!roots.empty() && std::find(roots.begin(), roots.end(), key.root) == roots.end())
+      continue;
     bool complete = true;
     for (std::size_t p = 0; p < procs_ && complete; ++p)
       if (live_[p] && p != key.root && ps[p] == no_proc)

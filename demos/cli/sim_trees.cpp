@@ -261,7 +261,7 @@ int run_sim_trees(const sim_trees_options& opt) {
   for (auto r : roots)
     c.prepare(r);
   auto limit = from_ms(opt.limit_s * 1000);
-  bool settled = run_with_progress(c, limit, from_ms(10), opt.verbose);
+  bool settled = run_with_progress(c, limit, from_ms(10), opt.verbose, roots);
   auto converged_ms = to_ms(c.last_change());
   auto probes_formation = c.probes();
   auto lat = summarize(c, tree_kind::latency, roots);

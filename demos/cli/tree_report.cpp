@@ -78,12 +78,12 @@ nlohmann::json to_json(const kind_stats& s) {
           {"entry_minimal", s.entry_minimal}, {"top_entry_minimal", s.top_entry_minimal}, {"excess_entries_mean", s.excess_entries_mean}};
 }
 
-std::string progress_line(const actors::emulated_cluster& c) {
+std::string progress_line(const actors::emulated_cluster& c, const std::vector<proc_id>& roots) {
   auto& m = c.monitor();
   char buf[200];
   std::snprintf(buf, sizeof buf,
                 "t=%8.1f ms  trees complete %4zu/%-4zu  measuring %4zu  parent changes %7llu",
-                to_ms(c.elapsed()), m.complete_trees(), m.roots().size() * 2, m.measuring(),
+                to_ms(c.elapsed()), m.complete_trees(roots), (roots.empty() ? m.roots().size() : roots.size()) * 2, m.measuring(),
                 static_cast<unsigned long long>(m.parent_changes()));
   return buf;
 }
@@ -116,7 +116,7 @@ std::vector<std::string> export_tree(const actors::emulated_cluster& c, tree_key
 }
 
 bool run_with_progress(actors::emulated_cluster& c, duration limit, duration step,
-                       bool verbose) {
+                       bool verbose, const std::vector<proc_id>& roots) {
   bool tty = isatty(fileno(stderr)) != 0;
   auto start = c.elapsed();
   auto next_line = start;
@@ -125,7 +125,7 @@ bool run_with_progress(actors::emulated_cluster& c, duration limit, duration ste
     c.run_until(t);
     bool quiet = c.quiet();
     if (verbose && (tty || c.elapsed() >= next_line || quiet)) {
-      std::cerr << (tty ? "\r" : "") << progress_line(c) << (tty ? "" : "\n") << std::flush;
+      std::cerr << (tty ? "\r" : "") << progress_line(c, roots) << (tty ? "" : "\n") << std::flush;
       // a terminal gets a live line; logs get one line per emulated second
       next_line = c.elapsed() + (tty ? step : std::chrono::duration_cast<duration>(std::chrono::seconds(1)));
     }

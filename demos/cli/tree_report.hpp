@@ -36,8 +36,9 @@ nlohmann::json to_json(const kind_stats& s);
 /// every entering edge as child<-parent with its RTT. Empty when it is entry-minimal.
 std::vector<std::string> explain_entries(const actors::emulated_cluster& c, tree_key k);
 
-/// One line of progress: time, complete trees, measuring processors, changes.
-std::string progress_line(const actors::emulated_cluster& c);
+/// One line of progress: time, complete trees, measuring processors, changes. With
+/// `roots` (trees on demand: the roots opened), only their trees are counted.
+std::string progress_line(const actors::emulated_cluster& c, const std::vector<proc_id>& roots = {});
 
 /// Writes the DOT of one tree; renders SVG next to it when graphviz is installed.
 /// Returns the files written.
@@ -47,6 +48,6 @@ std::vector<std::string> export_tree(const actors::emulated_cluster& c, tree_key
 /// Runs the cluster in emulated-time steps until it is quiet, printing progress.
 /// Returns false when `limit` passed first.
 bool run_with_progress(actors::emulated_cluster& c, duration limit, duration step,
-                       bool verbose);
+                       bool verbose, const std::vector<proc_id>& roots = {});
 
 } // namespace banyan::cli

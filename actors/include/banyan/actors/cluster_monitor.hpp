@@ -40,8 +40,9 @@ public:
   std::uint64_t cycles_broken() const;
   /// Joins given up because no contact answered.
   std::uint64_t join_failures() const;
-  /// Trees (of both kinds) in which every live processor has a parent.
-  std::size_t complete_trees() const;
+  /// Trees (of both kinds) in which every live processor has a parent; with `roots`,
+  /// only those roots' trees count (trees on demand: the roots in use).
+  std::size_t complete_trees(const std::vector<proc_id>& roots = {}) const;
 
 private:
   void take(proc_id who, const tree_event& e);
