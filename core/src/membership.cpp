@@ -1,10 +1,16 @@
 #include "membership.hpp"
 
 #include <algorithm>
+#include <atomic>
 
 #include "supervisor_parts.hpp"
 
 namespace banyan::sup {
+
+std::uint64_t membership::fresh_version() noexcept {
+  static std::atomic<std::uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 
 const wire::member* membership::info(proc_id p) const {
   auto i = member_info_.find(p);
@@ -18,6 +24,7 @@ bool membership::admit(timestamp now, const wire::member& m, outbox& out, bool h
   if (auto t = tombstones_.find(m.id); t != tombstones_.end() && t->second.count(m.incarnation))
     return false; // a late notice about an incarnation that has left
   if (is_member(m.id)) {
+    changed();
     auto known = member_info_[m.id].incarnation;
     if (known == m.incarnation)
       return false;
@@ -41,6 +48,7 @@ bool membership::depart(timestamp now, proc_id who, std::uint64_t inc, departure
                         outbox& out) {
   if (who == s_.self)
     return false;
+  changed();
   bool news = tombstones_[who].insert(inc).second;
   if (is_member(who) && member_info_[who].incarnation == inc) {
     s_.watch.note_orphans(now, who, out);
@@ -63,6 +71,7 @@ void membership::left_gracefully(proc_id p, std::uint64_t inc) {
 }
 
 void membership::exhume(timestamp now, proc_id p, std::uint64_t inc, outbox& out) {
+  changed();
   if (auto t = tombstones_.find(p); t != tombstones_.end()) {
     t->second.erase(inc);
     if (t->second.empty())
@@ -88,6 +97,7 @@ void membership::add(const wire::member& m) {
   auto p = m.id;
   if (p >= is_member_.size())
     is_member_.resize(p + 1, false);
+  changed();
   member_info_[p] = m;
   if (is_member_[p])
     return;
@@ -109,6 +119,7 @@ void membership::open_trees(proc_id p) {
 void membership::remove(timestamp now, proc_id p, outbox& out) {
   if (!is_member(p) || p == s_.self)
     return;
+  changed();
   is_member_[p] = false;
   members_.erase(std::lower_bound(members_.begin(), members_.end(), p));
   s_.paths.forget(p, member_info_[p].address);
@@ -219,6 +230,7 @@ void membership::on(timestamp now, proc_id from, const wire::member_left& m, out
 }
 
 void membership::reset() {
+  changed();
   members_.clear();
   is_member_.clear();
   member_info_.clear();

@@ -31,6 +31,11 @@ public:
   const std::map<proc_id, std::set<std::uint64_t>>& tombstones() const noexcept {
     return tombstones_;
   }
+  /// Changes whenever the members' information or the tombstones may have changed: each
+  /// change takes a number no membership in this process has had (from 1), so a digest
+  /// of the view computed at one version holds as long as the version does
+  /// (prober::view_digest_now).
+  std::uint64_t version() const noexcept { return version_; }
   /// Whether an incarnation of p ever left (p was a member before).
   bool has_left_before(proc_id p) const { return tombstones_.count(p) > 0; }
   /// No member, and its last incarnation we knew as a member departed by crash
@@ -94,6 +99,10 @@ private:
   std::vector<bool> is_member_;
   std::map<proc_id, wire::member> member_info_;
   std::map<proc_id, std::set<std::uint64_t>> tombstones_;
+  /// Renewed (`changed`) by every function that writes member_info_ or tombstones_.
+  std::uint64_t version_ = fresh_version();
+  static std::uint64_t fresh_version() noexcept;
+  void changed() noexcept { version_ = fresh_version(); }
   /// Departed by crash, and not back since: the incarnation buried.
   std::map<proc_id, std::uint64_t> buried_;
   wire::member me_;

@@ -9,12 +9,16 @@
 
 namespace banyan::sup {
 
-namespace {
-/// Our view's digest, sent with our bandwidth requests and compared with theirs.
-std::uint64_t view_of(const parts& s) {
-  return view_digest(s.members.all_info(), s.members.tombstones(), s.owners.routes());
+std::uint64_t prober::view_digest_now() {
+  const auto members = s_.members.version();
+  const auto routes = s_.owners.routes().version();
+  if (digest_ == 0 || members != digest_members_ || routes != digest_routes_) {
+    digest_ = view_digest(s_.members.all_info(), s_.members.tombstones(), s_.owners.routes());
+    digest_members_ = members;
+    digest_routes_ = routes;
+  }
+  return digest_;
 }
-} // namespace
 
 const std::vector<std::uint32_t>& prober::bucket_digests(std::uint64_t view, std::size_t n) {
   if (view != buckets_view_ || buckets_.size() != n) { // equal digests: the same view
@@ -216,7 +220,7 @@ void prober::on(timestamp now, proc_id from, const wire::pong& m, outbox& out) {
   probe_->at = probe::phase::download;
   probe_->sent = now;
   probe_->mark.reset();
-  wire::bw_request req{m.seq, view_of(s_)};
+  wire::bw_request req{m.seq, view_digest_now()};
   if (auto n = std::min(s_.cfg.view_buckets, max_view_buckets); n > 0)
     req.buckets = bucket_digests(req.view, n);
   s_.send(out, from, std::move(req));
@@ -229,7 +233,7 @@ void prober::on(timestamp, proc_id from, const wire::bw_request& m, outbox& out)
   for (auto& t : s_.trees.all())
     if (t)
       reply.trees.push_back(t->info());
-  const auto view = view_of(s_);
+  const auto view = view_digest_now();
   if (m.view != 0 && m.view == view) {
     reply.view_omitted = true; // the prober holds this very view
   } else {

@@ -110,6 +110,10 @@ private:
   void start_probe(timestamp now, outbox& out);
   /// Anti-entropy: takes in the members, departures and routes candidate `from` knows.
   void merge_view(timestamp now, proc_id from, const wire::bw_reply& m, outbox& out);
+  /// Our view's digest (view_digest.hpp), computed again only when the members'
+  /// information (membership::version) or the routing table (routing_table::version)
+  /// changed: a probe's request and its reply each need it, and it is O(N) to compute.
+  std::uint64_t view_digest_now();
   /// Our view's digest and its `n` bucket digests (view_buckets.hpp), the latter
   /// computed again only when the view's digest or `n` changed.
   const std::vector<std::uint32_t>& bucket_digests(std::uint64_t view, std::size_t n);
@@ -127,6 +131,11 @@ private:
   bool repair_round_ = false; ///< repaired by step-parents in this round
   std::uint64_t completed_ = 0;
   std::uint64_t abandoned_ = 0;
+  /// Our view's digest (`view_digest_now`) and the versions of the members' information
+  /// and of the routing table it was computed at.
+  std::uint64_t digest_ = 0;
+  std::uint64_t digest_members_ = 0;
+  std::uint64_t digest_routes_ = 0;
   std::uint64_t buckets_view_ = 0; ///< the view digest `buckets_` were computed for
   std::vector<std::uint32_t> buckets_;
 };

@@ -300,6 +300,7 @@ const std::vector<wire::route_entry>& supervisor::farewell_routes() const noexce
   return p_->owners.farewell();
 }
 const std::vector<proc_id>& supervisor::members() const noexcept { return p_->members.list(); }
+std::uint64_t supervisor::members_version() const noexcept { return p_->members.version(); }
 bool supervisor::is_member(proc_id p) const { return p_->members.is_member(p); }
 bool supervisor::buried(proc_id p) const { return p_->members.buried(p); }
 const wire::member* supervisor::member_info(proc_id p) const { return p_->members.info(p); }

@@ -151,9 +151,13 @@ void supervisor_view::refresh() {
   }
   if (routes_.version() != sup_.routes().version()) // O(1): a copy keeps the version
     routes_ = sup_.routes();
-  if (members_ != sup_.members()) {
-    members_ = sup_.members();
-    peers_ = rank_peers(sup_);
+  // O(1) while the member list is unchanged; else the lists themselves are compared.
+  if (members_version_ != sup_.members_version()) {
+    members_version_ = sup_.members_version();
+    if (members_ != sup_.members()) {
+      members_ = sup_.members();
+      peers_ = rank_peers(sup_);
+    }
   }
 }
 

@@ -340,6 +340,10 @@ public:
   /// those vnodes, and must send them to their new owner, not to a guess.
   const std::vector<wire::route_entry>& farewell_routes() const noexcept;
   const std::vector<proc_id>& members() const noexcept;
+  /// Changes whenever the member list (or what is known of the members) may have
+  /// changed; equal versions of one supervisor: the same `members()`. Lets a holder of
+  /// a copy of the list see in O(1) that it is still current (`supervisor_view::refresh`).
+  std::uint64_t members_version() const noexcept;
   bool is_member(proc_id p) const;
   /// `p` is no member and its last incarnation we knew as a member departed by crash:
   /// we took it for crashed, or a member's crash notice told us (`member_left` with

@@ -61,6 +61,9 @@ private:
   const supervisor& sup_;
   routing_table routes_;       // snapshot, for after the supervisor has left
   std::vector<proc_id> members_; // snapshot of the member list the peers were ranked from
+  /// The supervisor's members_version() when members_ was last compared with its list
+  /// (0: never; versions start at 1).
+  std::uint64_t members_version_ = 0;
   std::vector<proc_id> peers_;   // snapshot, ranked
 };
 
