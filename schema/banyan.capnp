@@ -119,6 +119,10 @@ struct BwRequest {
   viewBuckets @2 :List(UInt32);
   # The digests of the prober's view cut into buckets by processor id (their count is
   # the list's length; empty: none); see BwReply.viewBuckets.
+  bucketsFrom @3 :UInt16;
+  # Where the candidate starts among the buckets that differ when not all of them fit
+  # in its reply: the first at or after this one, then on in cyclic order; see
+  # BwReply.viewBucketsLeft. Ignored unless less than viewBuckets' length.
 }
 
 struct BwReply {
@@ -141,6 +145,13 @@ struct BwReply {
   # The buckets of the request's viewBuckets whose digests differ from the candidate's:
   # members, departed and routes hold only the candidate's entries in these buckets.
   # Empty: the whole view (or none, with viewOmitted).
+  viewBucketsLeft @9 :UInt16;
+  # How many more of the request's buckets differ but were left out to keep the reply
+  # within the candidate's byte budget: the prober's view is still stale in them. The
+  # buckets carried are those that differ from the request's bucketsFrom on, in cyclic
+  # order; the prober's next request starts after the last of them.
+  # In a BwReply, each TreeInfo's path is cut to what the prober's loop check needs:
+  # the prober's own id when it is on the candidate's path to the root, else empty.
 }
 
 # --- tree maintenance --------------------------------------------------------

@@ -61,7 +61,7 @@ constexpr shape route_entry_shape{2, 1};
 constexpr shape member_shape{2, 1};
 constexpr shape ping_shape{1, 0};
 constexpr shape pong_shape{1, 0};
-constexpr shape bw_request_shape{2, 1};
+constexpr shape bw_request_shape{3, 1};
 constexpr shape bw_reply_shape{2, 7};
 constexpr shape adopt_request_shape{1, 1};
 constexpr shape adopt_verdict_shape{2, 1};

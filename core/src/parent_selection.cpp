@@ -34,7 +34,11 @@ parent_selection::judge_candidate(timestamp now, proc_id from, duration rtt, rat
     if (v == verdict::refresh) {
       auto before = t->info();
       t->refresh_measurement(rtt, bw);
-      t->set_parent_info(info);
+      // A probe reply's path is cut to the loop check (prober.cpp): our parent's path
+      // stays the one its tree_update or adoption told us.
+      auto told = info;
+      told.path = t->parent_info().path;
+      t->set_parent_info(std::move(told));
       note_reattaching(now, *t, before.reattaching);
       if (!(t->info() == before))
         s_.updates.mark_info(*t);

@@ -221,8 +221,10 @@ void prober::on(timestamp now, proc_id from, const wire::pong& m, outbox& out) {
   probe_->sent = now;
   probe_->mark.reset();
   wire::bw_request req{m.seq, view_digest_now()};
-  if (auto n = std::min(s_.cfg.view_buckets, max_view_buckets); n > 0)
+  if (auto n = std::min(s_.cfg.view_buckets, max_view_buckets); n > 0) {
     req.buckets = bucket_digests(req.view, n);
+    req.buckets_from = buckets_from_ < n ? buckets_from_ : std::uint16_t{0};
+  }
   s_.send(out, from, std::move(req));
 }
 
@@ -231,8 +233,17 @@ void prober::on(timestamp, proc_id from, const wire::bw_request& m, outbox& out)
   reply.seq = m.seq;
   reply.trees.reserve(s_.members.size() * tree_kind_count);
   for (auto& t : s_.trees.all())
-    if (t)
-      reply.trees.push_back(t->info());
+    if (t) {
+      // The path only serves the prober's loop check (is it our ancestor?), which we
+      // answer for it: its id, or nothing. (Deep trees' paths would fill the reply.)
+      auto info = t->info();
+      info.path.clear();
+      if (t->has_ancestor(from))
+        info.path.push_back(from);
+      reply.trees.push_back(std::move(info));
+    }
+  if (s_.roots.on_demand())
+    reply.open_roots = s_.roots.snapshot();
   const auto view = view_digest_now();
   if (m.view != 0 && m.view == view) {
     reply.view_omitted = true; // the prober holds this very view
@@ -240,19 +251,32 @@ void prober::on(timestamp, proc_id from, const wire::bw_request& m, outbox& out)
     // Only the buckets that differ, when the prober sent their digests and they differ
     // in at most half (else the whole view is about as large, and simpler); the whole
     // view when no bucket differs although the views do (a collision of bucket digests).
+    // With a byte budget, the buckets that fit in it (the rest from later probes),
+    // rather than a whole view that does not.
     const auto n = m.view != 0 && m.buckets.size() <= max_view_buckets ? m.buckets.size()
                                                                         : std::size_t{0};
+    const auto budget = s_.cfg.reply_budget;
     std::vector<std::uint16_t> differ;
-    if (n > 0) {
+    if (n > 0)
       differ = differing_buckets(bucket_digests(view, n), m.buckets);
-      if (2 * differ.size() > n)
-        differ.clear();
+    const auto& members = s_.members.all_info();
+    const auto& departed = s_.members.tombstones();
+    const auto& routes = s_.owners.routes();
+    if (differ.empty()) {
+      put_view(reply, members, departed, routes, n, {});
+    } else if (2 * differ.size() > n) {
+      auto full = reply;
+      put_view(full, members, departed, routes, n, {});
+      if (budget == 0 || wire::wire_size(full) <= budget)
+        reply = std::move(full);
+      else
+        put_view_within(reply, members, departed, routes, n, differ, m.buckets_from, budget);
+    } else if (budget == 0) {
+      put_view(reply, members, departed, routes, n, differ);
+    } else {
+      put_view_within(reply, members, departed, routes, n, differ, m.buckets_from, budget);
     }
-    put_view(reply, s_.members.all_info(), s_.members.tombstones(), s_.owners.routes(), n,
-             differ);
   }
-  if (s_.roots.on_demand())
-    reply.open_roots = s_.roots.snapshot();
   auto bare = wire::wire_size(reply);
   reply.padding = bare < wire::bw_probe_bytes
                     ? static_cast<std::uint32_t>(wire::bw_probe_bytes - bare)
@@ -358,7 +382,11 @@ void prober::merge_view(timestamp now, proc_id from, const wire::bw_reply& m, ou
   if (m.view_omitted)
     return; // the candidate's view is ours (view_digest.hpp): merging it changes nothing
   // With `view_buckets`, the reply holds only the candidate's buckets that differ from
-  // ours (view_buckets.hpp): merged like the whole view, they teach us the same.
+  // ours (view_buckets.hpp): merged like the whole view, they teach us the same. Those
+  // that did not fit in its budget come with our next probes, which ask from there.
+  if (m.view_buckets_left > 0)
+    buckets_from_ = next_buckets_from(m.view_buckets, buckets_from_,
+                                      std::min(s_.cfg.view_buckets, max_view_buckets));
   for (auto& d : m.departed) {
     if (d.id == s_.self && d.incarnation == s_.members.me().incarnation
         && s_.status == supervisor::status::member) {
@@ -470,6 +498,7 @@ void prober::reset() {
   round_probed_.clear();
   settling_ = repair_round_ = false;
   confirm_ = no_proc;
+  buckets_from_ = 0;
   s_.drift.reset();
   s_.background.reset();
   s_.rtts.reset();

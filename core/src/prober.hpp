@@ -138,6 +138,9 @@ private:
   std::uint64_t digest_routes_ = 0;
   std::uint64_t buckets_view_ = 0; ///< the view digest `buckets_` were computed for
   std::vector<std::uint32_t> buckets_;
+  /// Where our next request asks the candidate to start among the differing buckets
+  /// (`bw_request::buckets_from`): after the last one a reply cut by its budget carried.
+  std::uint16_t buckets_from_ = 0;
 };
 
 } // namespace banyan::sup

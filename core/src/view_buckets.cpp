@@ -1,5 +1,8 @@
 #include "view_buckets.hpp"
 
+#include <algorithm>
+#include <tuple>
+
 #include "fnv1a.hpp"
 
 namespace banyan::sup {
@@ -88,6 +91,74 @@ void put_view(wire::bw_reply& reply, const std::map<proc_id, wire::member>& memb
         reply.routes.push_back(std::move(r));
   }
   reply.view_buckets = buckets;
+}
+
+void put_view_within(wire::bw_reply& reply, const std::map<proc_id, wire::member>& members,
+                     const std::map<proc_id, std::set<std::uint64_t>>& departed,
+                     const routing_table& routes, std::size_t n,
+                     const std::vector<std::uint16_t>& differ, std::size_t from,
+                     std::size_t budget) {
+  // Each differing bucket's entries, gathered in one pass over the view.
+  struct bucket {
+    std::vector<wire::member> members, departed;
+    std::vector<wire::route_entry> routes;
+  };
+  std::vector<std::size_t> at(n, differ.size()); // bucket -> its place in `differ`
+  for (std::size_t i = 0; i < differ.size(); ++i)
+    if (differ[i] < n)
+      at[differ[i]] = i;
+  std::vector<bucket> content(differ.size());
+  auto of = [&](proc_id p) -> bucket* {
+    auto i = at[view_bucket(p, n)];
+    return i < differ.size() ? &content[i] : nullptr;
+  };
+  for (auto& [p, m] : members)
+    if (auto* b = of(p))
+      b->members.push_back(m);
+  for (auto& [p, incs] : departed)
+    if (auto* b = of(p))
+      for (auto inc : incs)
+        b->departed.push_back({p, {}, inc});
+  for (auto& r : routes.snapshot())
+    if (auto* b = of(r.owner))
+      b->routes.push_back(std::move(r));
+
+  // From the first at or after `from`, cyclically; whole buckets while they fit.
+  const std::size_t start = from < n ? from : 0;
+  const auto first = static_cast<std::size_t>(
+    std::lower_bound(differ.begin(), differ.end(), start) - differ.begin());
+  std::size_t carried = 0;
+  for (std::size_t k = 0; k < differ.size(); ++k) {
+    const auto i = (first + k) % differ.size();
+    const auto sizes = std::make_tuple(reply.members.size(), reply.departed.size(),
+                                       reply.routes.size());
+    auto& b = content[i];
+    reply.members.insert(reply.members.end(), b.members.begin(), b.members.end());
+    reply.departed.insert(reply.departed.end(), b.departed.begin(), b.departed.end());
+    reply.routes.insert(reply.routes.end(), b.routes.begin(), b.routes.end());
+    reply.view_buckets.push_back(differ[i]);
+    if (carried > 0 && budget > 0 && wire::wire_size(reply) > budget) {
+      reply.members.resize(std::get<0>(sizes));
+      reply.departed.resize(std::get<1>(sizes));
+      reply.routes.resize(std::get<2>(sizes));
+      reply.view_buckets.pop_back();
+      break;
+    }
+    ++carried;
+  }
+  std::sort(reply.view_buckets.begin(), reply.view_buckets.end());
+  reply.view_buckets_left = static_cast<std::uint16_t>(differ.size() - carried);
+}
+
+std::uint16_t next_buckets_from(const std::vector<std::uint16_t>& carried, std::size_t from,
+                                std::size_t n) {
+  if (n == 0 || carried.empty())
+    return 0;
+  const std::size_t start = from < n ? from : 0;
+  std::size_t last = 0; // the farthest carried bucket, counted from `start`
+  for (auto b : carried)
+    last = std::max(last, (static_cast<std::size_t>(b) + n - start) % n);
+  return static_cast<std::uint16_t>((start + last + 1) % n);
 }
 
 } // namespace banyan::sup

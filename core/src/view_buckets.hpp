@@ -59,4 +59,25 @@ void put_view(wire::bw_reply& reply, const std::map<proc_id, wire::member>& memb
               const routing_table& routes, std::size_t n,
               const std::vector<std::uint16_t>& buckets);
 
+/// Like `put_view` for the buckets `differ` (increasing, of `n`, not empty), within a
+/// byte budget: from the first bucket at or after `from` (0 when `from` >= n), in cyclic
+/// order, each bucket goes in whole while `wire::wire_size(reply)` stays at most
+/// `budget`, the first one always (so that every reply teaches something); the rest
+/// are left out, counted in `reply.view_buckets_left`. `reply` holds the rest of the
+/// reply already (trees, open roots), so that they count. Merging a subset of the
+/// buckets is merging part of the news: a bucket holds a processor's member entry, its
+/// departures and the runs it owns together, so no route arrives without its owner.
+void put_view_within(wire::bw_reply& reply, const std::map<proc_id, wire::member>& members,
+                     const std::map<proc_id, std::set<std::uint64_t>>& departed,
+                     const routing_table& routes, std::size_t n,
+                     const std::vector<std::uint16_t>& differ, std::size_t from,
+                     std::size_t budget);
+
+/// The prober's next `bw_request::buckets_from` after a reply that carried `carried`
+/// (of `n`) from `from` on and left some out: the bucket after the last carried, in
+/// cyclic order from `from`. So each differing bucket is carried within a bounded
+/// number of replies whatever the others hold, even where the prober knows more.
+std::uint16_t next_buckets_from(const std::vector<std::uint16_t>& carried, std::size_t from,
+                                std::size_t n);
+
 } // namespace banyan::sup

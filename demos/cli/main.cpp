@@ -139,6 +139,11 @@ int main(int argc, char** argv) {
                     "probe requests carry digests of the view in N buckets; replies carry "
                     "only the buckets that differ (128; 0: the whole view when it differs)")
     ->type_name("N");
+  trees->add_option("--reply-budget", st.reply_budget,
+                    "a probe reply carries the buckets that differ only while it stays "
+                    "within B bytes without padding; the rest come with later probes "
+                    "(4096; 0: no budget)")
+    ->type_name("B");
   trees->add_flag("--reply-sizes", st.reply_sizes,
                   "report probe reply sizes without padding (median, p99, max) per phase");
   bool quiet_flag = false;

@@ -75,13 +75,14 @@ struct reply_sizes {
     std::vector<std::size_t> bytes; // every reply
     std::vector<std::size_t> view;  // of those that carried a view or part of one: its bytes
     std::size_t omitted = 0, partial = 0, whole = 0;
+    std::size_t cut = 0; // replies that left differing buckets out (reply budget)
   };
   std::mutex m;
   std::vector<phase> phases;
 
   void start(std::string name) {
     std::lock_guard lock(m);
-    phases.push_back({std::move(name), {}, {}, 0, 0, 0});
+    phases.push_back({std::move(name), {}, {}, 0, 0, 0, 0});
   }
   void note(const wire::bw_reply& r) {
     std::lock_guard lock(m);
@@ -95,11 +96,14 @@ struct reply_sizes {
       return;
     }
     ++(r.view_buckets.empty() ? p.whole : p.partial);
+    if (r.view_buckets_left > 0)
+      ++p.cut;
     auto bare = r;
     bare.members.clear();
     bare.departed.clear();
     bare.routes.clear();
     bare.view_buckets.clear();
+    bare.view_buckets_left = 0;
     p.view.push_back(bytes - (wire::wire_size(bare) - bare.padding));
   }
   nlohmann::json report() {
@@ -113,14 +117,15 @@ struct reply_sizes {
       auto b = p.bytes, v = p.view;
       std::sort(b.begin(), b.end());
       std::sort(v.begin(), v.end());
-      std::printf("  probe replies (%s): %zu (view left out %zu, buckets %zu, whole %zu); "
+      std::printf("  probe replies (%s): %zu (view left out %zu, buckets %zu of which cut "
+                  "by the budget %zu, whole %zu); "
                   "bytes without padding median %zu p99 %zu max %zu; of the view in those "
                   "that carry one, median %zu p99 %zu max %zu\n",
-                  p.name.c_str(), b.size(), p.omitted, p.partial, p.whole, quantile(b, 0.5),
+                  p.name.c_str(), b.size(), p.omitted, p.partial, p.cut, p.whole, quantile(b, 0.5),
                   quantile(b, 0.99), quantile(b, 1.0), quantile(v, 0.5), quantile(v, 0.99),
                   quantile(v, 1.0));
       out.push_back({{"phase", p.name}, {"replies", b.size()}, {"view_omitted", p.omitted},
-                     {"view_buckets", p.partial}, {"whole_view", p.whole},
+                     {"view_buckets", p.partial}, {"cut_by_budget", p.cut}, {"whole_view", p.whole},
                      {"median_bytes", quantile(b, 0.5)}, {"p99_bytes", quantile(b, 0.99)},
                      {"max_bytes", quantile(b, 1.0)}, {"view_median_bytes", quantile(v, 0.5)},
                      {"view_p99_bytes", quantile(v, 0.99)}, {"view_max_bytes", quantile(v, 1.0)}});
@@ -222,6 +227,7 @@ int run_sim_trees(const sim_trees_options& opt) {
   actors::cluster_config cfg;
   cfg.topo = *topo;
   cfg.sup.view_buckets = opt.view_buckets;
+  cfg.sup.reply_budget = opt.reply_budget;
   reply_sizes replies;
   if (opt.reply_sizes) {
     cfg.on_frame = [&](const actors::frame_trace& f) {
@@ -302,6 +308,7 @@ int run_sim_trees(const sim_trees_options& opt) {
   j["extra_measurements"] = opt.extra;
   j["local_bias"] = opt.local_bias;
   j["view_buckets"] = opt.view_buckets;
+  j["reply_budget"] = opt.reply_budget;
   j["converged_ms"] = converged_ms;
   j["settled"] = settled;
   j["probes_per_proc"] = static_cast<double>(probes_formation) /

@@ -40,6 +40,7 @@ struct sim_trees_options {
   /// half (0: half).
   std::size_t leave_count = 0;
   std::size_t view_buckets = 128; ///< supervisor_config::view_buckets (0: whole views)
+  std::size_t reply_budget = 4096; ///< supervisor_config::reply_budget (0: none)
   /// Record the size of every probe reply without its padding, per phase (formation,
   /// each churn event, observation), and report median, p99 and max.
   bool reply_sizes = false;

@@ -27,6 +27,7 @@ void write(const wire::bw_request& m, body_builder b) {
     for (unsigned i = 0; i < digests.size(); ++i)
       digests.set(i, m.buckets[i]);
   }
+  r.setBucketsFrom(m.buckets_from);
 }
 
 void write(const wire::bw_reply& m, body_builder b) {
@@ -45,6 +46,7 @@ void write(const wire::bw_reply& m, body_builder b) {
     for (unsigned i = 0; i < named.size(); ++i)
       named.set(i, m.view_buckets[i]);
   }
+  r.setViewBucketsLeft(m.view_buckets_left);
 }
 
 void write(const wire::adopt_request& m, body_builder b) {
@@ -106,6 +108,7 @@ wire::bw_request read(cs::BwRequest::Reader r) {
   m.buckets.reserve(b.size());
   for (auto x : b)
     m.buckets.push_back(x);
+  m.buckets_from = r.getBucketsFrom();
   return m;
 }
 
@@ -130,6 +133,9 @@ wire::bw_reply read(cs::BwReply::Reader r) {
     m.view_buckets.push_back(x);
   if (m.view_omitted && !m.view_buckets.empty())
     reject("bw_reply omits its view but names buckets of it");
+  m.view_buckets_left = r.getViewBucketsLeft();
+  if (m.view_buckets_left > 0 && m.view_buckets.empty())
+    reject("bw_reply leaves buckets out but carries none");
   for (std::size_t i = 1; i < m.view_buckets.size(); ++i)
     if (m.view_buckets[i] <= m.view_buckets[i - 1])
       reject("bw_reply's view buckets are not in increasing order");

@@ -150,6 +150,7 @@ struct gen {
         wire::bw_request q{u64(), coin() ? u64() : 0};
         if (coin())
           q.buckets = list([&] { return u32(); });
+        q.buckets_from = static_cast<std::uint16_t>(q.buckets.size() / 2); // no draw: the sequence stays
         return q;
       }
       case 3: {
@@ -164,6 +165,7 @@ struct gen {
           if (coin()) // only some buckets of it, named in increasing order
             for (std::uint16_t b = 0, n = static_cast<std::uint16_t>(upto(max_list)); b < n; ++b)
               r.view_buckets.push_back(static_cast<std::uint16_t>(b * 3 + 1));
+          r.view_buckets_left = static_cast<std::uint16_t>(r.view_buckets.size() % 3);
         }
         if (coin())
           r.open_roots = list([&] { return open_root(); });

@@ -105,8 +105,13 @@ struct bw_request {
   /// count is the list's length): the reply carries only the buckets that differ. Empty:
   /// the whole view whenever `view` differs.
   std::vector<std::uint32_t> buckets{};
+  /// Where the candidate starts among the differing buckets when not all fit in its
+  /// reply (supervisor_config::reply_budget): the first at or after this one, then on in
+  /// cyclic order. Ignored unless less than `buckets.size()`.
+  std::uint16_t buckets_from = 0;
   friend bool operator==(const bw_request& a, const bw_request& b) {
-    return a.seq == b.seq && a.view == b.view && a.buckets == b.buckets;
+    return a.seq == b.seq && a.view == b.view && a.buckets == b.buckets &&
+           a.buckets_from == b.buckets_from;
   }
 };
 /// Whether a root's two trees are open (supervisor_config::tree_set on_demand), as of the
@@ -128,6 +133,8 @@ struct open_root {
 /// next probe), padded to `bw_probe_bytes`.
 struct bw_reply {
   std::uint64_t seq = 0;
+  /// The candidate's place in its trees, each path cut to what the prober's loop check
+  /// needs: `{prober}` when the prober is on the candidate's path to the root, else empty.
   std::vector<tree_info> trees;
   std::uint32_t padding = 0; ///< bytes of filler that bring the reply to 128 KiB
   std::vector<member> members;
@@ -143,11 +150,15 @@ struct bw_reply {
   /// members, departed and routes are the candidate's entries in these buckets only.
   /// Empty: the whole view (or none, with `view_omitted`).
   std::vector<std::uint16_t> view_buckets{};
+  /// How many more of the request's buckets differ but were left out to keep the reply
+  /// within the candidate's byte budget: the prober's view is still stale in them. Those
+  /// carried are the differing ones from the request's `buckets_from` on, cyclically.
+  std::uint16_t view_buckets_left = 0;
   friend bool operator==(const bw_reply& a, const bw_reply& b) {
     return a.seq == b.seq && a.trees == b.trees && a.padding == b.padding &&
            a.members == b.members && a.departed == b.departed && a.routes == b.routes &&
            a.view_omitted == b.view_omitted && a.open_roots == b.open_roots &&
-           a.view_buckets == b.view_buckets;
+           a.view_buckets == b.view_buckets && a.view_buckets_left == b.view_buckets_left;
   }
 };
 

@@ -186,6 +186,14 @@ struct supervisor_config {
   /// measured, L the LAN's size estimated from the local peers met). false: the extra
   /// probes count from the start, as in all-roots mode. Default true.
   bool lan_search = true;
+  /// The most bytes a probe reply takes on the wire without its padding (the frame as
+  /// `wire::wire_size` counts it): a candidate adds the buckets of its view that differ
+  /// from the prober's (view_buckets) only while the reply stays within this, always at
+  /// least one, and says how many it left out; the prober gets them from its next
+  /// probes (core/src/view_buckets.hpp). A reply without buckets (trees, open roots, the
+  /// whole view the prober asked for without bucket digests) is not cut. 0: no budget.
+  /// Default 4096.
+  std::size_t reply_budget = 4096;
 };
 
 /// Something worth reporting to a monitor.
