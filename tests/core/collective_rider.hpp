@@ -33,6 +33,14 @@ struct delivery_ledger {
   /// Outcomes reported at the origins (`broadcast_config::acknowledge`), and how often.
   std::map<wire::collective_id, broadcast_completion> outcomes;
   std::map<wire::collective_id, int> outcome_count;
+  /// Every delivery in the order made: where, and the members that processor knew then.
+  struct record {
+    proc_id at = no_proc;
+    wire::collective_id op;
+    vnode_set vnodes;
+    std::vector<proc_id> members;
+  };
+  std::vector<record> log;
 
   /// Every broadcast sent reached each vnode of [0, vnodes) exactly once, and every
   /// point-to-point message each of its vnodes exactly once (and no other); the first
@@ -281,6 +289,8 @@ private:
         ledger_.problems.push_back("wrong bytes delivered at processor " +
                                    std::to_string(view_->self()));
       d.vnodes.for_each([&](vnode_id v) { ++ledger_.count[{d.op, v}]; });
+      ledger_.log.push_back({view_->self(), d.op, d.vnodes,
+                             sup_ ? sup_->members() : std::vector<proc_id>{}});
     }
     for (auto& c : bo.completions) {
       if (c.op.origin != view_->self())
