@@ -8,8 +8,15 @@ bool delivery_lease::on() const { return s_.cfg.lease.count() > 0; }
 
 proc_id delivery_lease::successor() const { return s_.members.adopter_of(s_.self); }
 
+namespace {
+// A leaver owns its vnodes until its handover lands: it keeps its lease meanwhile.
+bool owning(supervisor::status s) {
+  return s == supervisor::status::member || s == supervisor::status::leaving;
+}
+} // namespace
+
 void delivery_lease::arm(timestamp now, outbox& out) {
-  if (!on() || s_.status != supervisor::status::member)
+  if (!on() || !owning(s_.status))
     return;
   if (!ticking_) {
     ticking_ = true;
@@ -24,8 +31,7 @@ void delivery_lease::on_timer(timestamp now, std::uint64_t gen, outbox& out) {
   if (gen != gen_)
     return;
   ticking_ = false;
-  if (s_.status == supervisor::status::member)
-    arm(now, out);
+  arm(now, out);
 }
 
 void delivery_lease::renew(timestamp now, outbox& out) {
@@ -45,9 +51,7 @@ void delivery_lease::renew(timestamp now, outbox& out) {
 void delivery_lease::on_ping(timestamp now, proc_id from, const wire::ping& m, outbox& out) {
   // A processor we hold for departed (or never knew) gets no lease: we may claim its
   // vnodes. Our own claims wait for the leases we granted.
-  const bool member_here = s_.status == supervisor::status::member ||
-                           s_.status == supervisor::status::leaving;
-  if (!member_here || from == s_.self || !s_.members.is_member(from))
+  if (!owning(s_.status) || from == s_.self || !s_.members.is_member(from))
     return;
   granted_[from] = now;
   s_.send(out, from, wire::pong{m.seq});
@@ -72,8 +76,7 @@ void delivery_lease::on_pong(timestamp, proc_id from, const wire::pong& m) {
 }
 
 bool delivery_lease::may_deliver(timestamp now) const {
-  if (!on() || (s_.status != supervisor::status::member &&
-                s_.status != supervisor::status::leaving))
+  if (!on() || !owning(s_.status))
     return true;
   const auto succ = successor();
   if (succ == s_.self || succ == no_proc)
