@@ -419,3 +419,47 @@ BOOST_AUTO_TEST_CASE(a_healthy_cluster_holds_no_delivery_for_the_lease) {
         BOOST_TEST(on.ms[i] >= 0); // every broadcast reached every vnode
   }
 }
+
+namespace {
+
+/// When processor `x`'s vnodes are adopted after it crashed at `at` and was suspected at
+/// once (its connections refused: declared without waiting for `suspect_timeout`).
+double adopted_after_crash(std::uint64_t seed, duration lease) {
+  supervisor_config sc;
+  sc.lease = lease;
+  mini_grid g{tiny(), seed, sc};
+  g.start(8);
+  g.run_for(2s + std::chrono::milliseconds(37 * seed)); // crash at varied lease phases
+  const proc_id x = static_cast<proc_id>(seed % 8);
+  const auto at = g.now();
+  g.crash(x);
+  g.suspect((x + 3) % 8, x);
+  g.run_for(5s);
+  for (auto& [p, ev] : g.crash_events())
+    if (ev.what == tree_event::kind::adopted && ev.peer == x)
+      return to_ms(ev.at) - to_ms(at);
+  return -1;
+}
+
+} // namespace
+
+// The grantor keeps its promise with a crash that is found at once: the adoption waits
+// until the last lease it granted ran out (its last answer to the dead processor + the
+// lease), and no longer than the lease past `adopt_delay`; without a lease, `adopt_delay`.
+BOOST_AUTO_TEST_CASE(a_crashed_processor_is_adopted_once_the_lease_it_held_ran_out) {
+  const supervisor_config defaults;
+  const double delay = to_ms(defaults.adopt_delay);
+  for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+    const auto off = adopted_after_crash(seed, duration{0});
+    const auto on = adopted_after_crash(seed, 1s);
+    BOOST_TEST_MESSAGE("seed " << seed << ": adopted " << off << " ms after the crash without a lease, "
+                       << on << " ms with a 1 s lease");
+    BOOST_TEST(off >= delay);
+    BOOST_TEST(off < delay + 50); // the verdict costs round trips only
+    // The last lease ping arrived at most a quarter lease (+ a round trip) before the
+    // crash, so the claim waits at least about three quarters of the lease ...
+    BOOST_TEST(on >= 1000.0 * 3 / 4 - 50);
+    // ... and never longer than the lease after the verdict.
+    BOOST_TEST(on <= 1000.0 + delay + 50);
+  }
+}
