@@ -333,6 +333,10 @@ node_core::node_core(caf::actor_system& sys, const node_config& cfg, std::uint64
   // A fixed seed must not make this life's incarnations those of an earlier one.
   auto sup_cfg = cfg.sup;
   sup_cfg.crash_timeout = cfg.crash_timeout;
+  // The delivery lease (docs/architecture.md, "Delivery lease"): with crash detection
+  // and acknowledged broadcasts, unless set (a negative `sup.lease` turns it off).
+  if (sup_cfg.lease.count() == 0 && cfg.crash_timeout.count() > 0 && cfg.bcast.acknowledge)
+    sup_cfg.lease = std::max<duration>(cfg.crash_timeout / 8, std::chrono::milliseconds(500));
   sup_cfg.incarnation_salt = (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()
                              ^ static_cast<std::uint64_t>(
                                  std::chrono::steady_clock::now().time_since_epoch().count());

@@ -304,6 +304,7 @@ void broadcast_engine::on_undeliverable(timestamp now, proc_id to, const wire::m
 
 void broadcast_engine::on_view_change(timestamp now, broadcast_outbox& out) {
   view_.refresh();
+  release_held(now, out); // a lease renewed, or vnodes held for no longer ours
   if (cfg_.acknowledge) {
     drop_stale(now);
     // Owners of uncovered vnodes changed (an adoption, a handover): send them again
@@ -515,11 +516,8 @@ void broadcast_engine::settle(timestamp now, const whole& msg, const shared_byte
   if (view_.participating())
     own = vnodes & view_.own_vnodes();
   const auto moved = vnodes - own;
-  if (!own.empty() && now < fence_until_) {
-    // Fenced: delivered when the fence ends, if still ours then (else handed on then).
-    stats_.fenced += own.size();
-    fenced_.push_back({msg, bytes, own, hops});
-    arm(now, fence_until_, out);
+  if (!own.empty() && (now < fence_until_ || !view_.may_deliver(now))) {
+    hold(now, msg, bytes, own, hops, out); // made later if still ours, else handed on
   } else if (!own.empty()) {
     auto fresh = own;
     if (acks_for(msg.head.op)) {
@@ -703,12 +701,7 @@ void broadcast_engine::acknowledged(timestamp now, const wire::collective_id& op
 }
 
 void broadcast_engine::check_pending(timestamp now, broadcast_outbox& out) {
-  if (!fenced_.empty() && now >= fence_until_) {
-    auto waiting = std::move(fenced_);
-    fenced_.clear();
-    for (auto& f : waiting)
-      settle(now, f.msg, f.bytes, f.vnodes, f.hops, out);
-  }
+  release_held(now, out);
   if (cfg_.acknowledge)
     drop_stale(now);
   auto next = timestamp::max();
@@ -779,7 +772,7 @@ void broadcast_engine::check_pending(timestamp now, broadcast_outbox& out) {
     next = std::min({next, p.deadline, p.resend_at, p.progress + cfg_.resend_after});
     ++i;
   }
-  if (!fenced_.empty())
+  if (!fenced_.empty() && now < fence_until_)
     next = std::min(next, fence_until_);
   if (next != timestamp::max())
     arm(now, next, out);
@@ -807,11 +800,6 @@ void broadcast_engine::arm(timestamp now, timestamp at, broadcast_outbox& out) {
   const auto token = next_token_++;
   ticks_[token] = at;
   out.timers.push_back({std::max(at - now, duration::zero()), token});
-}
-
-void broadcast_engine::fence(timestamp now, timestamp until, broadcast_outbox& out) {
-  fence_until_ = std::max(fence_until_, until);
-  arm(now, fence_until_, out);
 }
 
 vnode_set broadcast_engine::repeats(timestamp now, const wire::collective_id& op,

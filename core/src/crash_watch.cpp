@@ -94,14 +94,17 @@ void crash_watch::refute(timestamp now, proc_id by, outbox& out) {
 void crash_watch::note_orphans(timestamp now, proc_id who, outbox& out) {
   // Whatever routes still name it now were not handed over (a leaver's handover is
   // applied before its departure): orphans, unless news of a move arrives first.
+  // A lease we granted it (delivery_lease) holds our claim back until it ran out: it
+  // may still deliver to them until then.
+  const auto not_before = std::max(now + s_.cfg.adopt_delay, s_.lease.claim_after(who));
   bool any = false;
   for (auto& r : s_.owners.routes().runs())
     if (r.owner == who) {
-      orphans_.push_back({{vnode_set::range(r.lo, r.hi), who, r.epoch}, now});
+      orphans_.push_back({{vnode_set::range(r.lo, r.hi), who, r.epoch}, now, not_before});
       any = true;
     }
   if (any)
-    s_.start_timer(out, s_.cfg.adopt_delay, timer_token::adopt());
+    s_.start_timer(out, not_before - now, timer_token::adopt());
 }
 
 void crash_watch::adopt_orphans(timestamp now, outbox& out) {
@@ -120,7 +123,7 @@ void crash_watch::adopt_orphans(timestamp now, outbox& out) {
       i = orphans_.erase(i); // moved on: claimed by the adopter, or handed over before
       continue;
     }
-    if (now - i->since < s_.cfg.adopt_delay || s_.members.adopter_of(o.owner) != s_.self) {
+    if (now < i->not_before || s_.members.adopter_of(o.owner) != s_.self) {
       i->route.vnodes = std::move(still);
       ++i;
       continue;

@@ -34,7 +34,8 @@ public:
   void refute(timestamp now, proc_id by, outbox& out);
   /// Member `who` departed: the vnodes the routes still name it owner of are orphans.
   void note_orphans(timestamp now, proc_id who, outbox& out);
-  /// Claims, as the adopter, the orphans whose `adopt_delay` has passed and whose entries
+  /// Claims, as the adopter, the orphans whose `adopt_delay` (and any delivery lease we
+  /// granted their owner) has passed and whose entries
   /// still name the crashed owner at the recorded epoch; forgets resolved ones.
   void adopt_orphans(timestamp now, outbox& out);
   /// We left: nobody watched, no orphans (the ticks' generation goes on).
@@ -47,6 +48,7 @@ private:
   struct orphan_entry {
     wire::route_entry route;
     timestamp since{0};
+    timestamp not_before{0}; ///< since + adopt_delay, or later: a lease we granted
   };
 
   parts& s_;

@@ -220,6 +220,7 @@ void join_leave::end_life() {
   s_.roots.reset();
   s_.members.reset();
   s_.watch.end_life();
+  s_.lease.end_life();
   s_.suspects.reset();
   s_.repairs.end_life();
   s_.seeding.reset();

@@ -12,10 +12,15 @@ namespace {
 // --- one handler per message ---------------------------------------------------
 
 void handle(parts& s, timestamp now, proc_id from, const wire::ping& m, outbox& out) {
-  s.probes.on(now, from, m, out);
+  if (sup::delivery_lease::is_lease_seq(m.seq))
+    s.lease.on_ping(now, from, m, out);
+  else
+    s.probes.on(now, from, m, out);
 }
 void handle(parts& s, timestamp now, proc_id from, const wire::pong& m, outbox& out) {
-  if (!s.suspects.on(now, from, m, out) // an answer to a suspicion's or a helper's ping
+  if (sup::delivery_lease::is_lease_seq(m.seq))
+    s.lease.on_pong(now, from, m);
+  else if (!s.suspects.on(now, from, m, out) // an answer to a suspicion's or a helper's ping
       && !s.rtts.on(now, from, m, out)) // or to the RTT watch's
     s.probes.on(now, from, m, out);
 }
@@ -179,6 +184,7 @@ void fire(parts& s, timestamp now, timer_token t, outbox& out) {
       s.roots.on_retire_timer(now, t.seq, out);
       s.updates.flush(out);
       return;
+    case kind::lease: s.lease.on_timer(now, t.seq, out); return;
   }
 }
 
@@ -199,6 +205,7 @@ void supervisor::set_address(std::string address) { p_->members.me().address = s
 namespace {
 void after_event(parts& s, timestamp now, outbox& out) {
   s.watch.adopt_orphans(now, out);
+  s.lease.arm(now, out);
   s.background.arm(out);
   s.rtts.arm(out);
   if (s.busy() == s.reported_busy)
@@ -266,6 +273,10 @@ void supervisor::prepare(timestamp now, outbox& out) {
 
 proc_id supervisor::adopter_of(proc_id dead) const { return p_->members.adopter_of(dead); }
 void supervisor::heard_from(timestamp now, proc_id p) { p_->watch.heard_from(now, p); }
+
+bool supervisor::may_deliver(timestamp now) const { return p_->lease.may_deliver(now); }
+timestamp supervisor::lease_until() const { return p_->lease.valid_until(); }
+std::uint64_t supervisor::lease_pings() const noexcept { return p_->lease.pings(); }
 
 void supervisor::stream_sample(timestamp now, proc_id p, tree_key k, std::size_t bytes,
                                outbox& out) {

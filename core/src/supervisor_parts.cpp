@@ -8,7 +8,7 @@ parts::parts(proc_id self_id, supervisor_config config, supervisor_test_hooks te
     rng(seed), roots(*this), updates(*this), members(*this), paths(*this), owners(*this),
     probes(*this, config.extra_measurements), parents(*this), repairs(*this), seeding(*this),
     watch(*this), suspects(*this), merges(*this), life(*this), background(*this), drift(*this),
-    rtts(*this) {}
+    rtts(*this), lease(*this) {}
 
 void parts::send(outbox& out, proc_id to, wire::message m) const {
   out.sends.push_back(wire::envelope{self, to, std::move(m)});

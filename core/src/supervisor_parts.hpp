@@ -22,6 +22,7 @@
 //   background_probing  the background budget once trees are stable; its candidates
 //   drift_watch       parent edges that no longer give what the trees assumed
 //   rtt_watch         pings to the remote parents of latency trees (background only)
+//   delivery_lease    the lease our successor granted us; the leases we granted
 
 #include <cstdint>
 #include <random>
@@ -29,6 +30,7 @@
 #include "banyan/core/supervisor.hpp"
 #include "background_probing.hpp"
 #include "crash_watch.hpp"
+#include "delivery_lease.hpp"
 #include "drift_watch.hpp"
 #include "rtt_watch.hpp"
 #include "join_leave.hpp"
@@ -81,6 +83,7 @@ struct parts {
   background_probing background;
   drift_watch drift;
   rtt_watch rtts;
+  delivery_lease lease;
 
   void send(outbox& out, proc_id to, wire::message m) const;
   void start_timer(outbox& out, duration after, timer_token t) const;

@@ -10,7 +10,8 @@ constexpr std::uint64_t code_of_reply = 0, code_of_start = 1, code_of_offer = 2,
                         code_of_flush = 3, code_of_watch = 4, code_of_adopt = 5,
                         code_of_seed = 6, code_of_lend = 7, code_of_suspect = 8,
                         code_of_background = 9, code_of_rtt_watch = 10,
-                        code_of_summary = 11, code_of_retire = 12;
+                        code_of_summary = 11, code_of_retire = 12,
+                        code_of_lease = 13;
 constexpr std::uint64_t giver_wait_payload = 10;
 } // namespace
 
@@ -31,6 +32,7 @@ std::uint64_t timer_token::encode() const {
     case kind::rtt_watch: return seq * codes + code_of_rtt_watch;
     case kind::summary: return code_of_summary;
     case kind::retire: return seq * codes + code_of_retire;
+    case kind::lease: return seq * codes + code_of_lease;
   }
   return 0;
 }
@@ -54,6 +56,7 @@ std::optional<timer_token> timer_token::decode(std::uint64_t token) {
     case code_of_rtt_watch: return rtt_watch(seq);
     case code_of_summary: return summary();
     case code_of_retire: return retire(seq);
+    case code_of_lease: return lease(seq);
     default: return std::nullopt;
   }
 }

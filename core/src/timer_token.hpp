@@ -25,6 +25,7 @@ struct timer_token {
     rtt_watch,    ///< seq: the RTT watch's tick of this generation
     summary,      ///< held subtree summaries are due
     retire,       ///< seq: our own trees may have gone unused for `retire_after` (on demand)
+    lease,        ///< seq: the delivery lease's renewal tick of this generation
   };
   kind what = kind::flush;
   std::uint64_t seq = 0;
@@ -44,6 +45,7 @@ struct timer_token {
   static timer_token rtt_watch(std::uint64_t gen) { return {kind::rtt_watch, gen}; }
   static timer_token summary() { return {kind::summary, 0}; }
   static timer_token retire(std::uint64_t gen) { return {kind::retire, gen}; }
+  static timer_token lease(std::uint64_t gen) { return {kind::lease, gen}; }
 
   std::uint64_t encode() const;
   /// nullopt: not a token of ours.

@@ -33,6 +33,15 @@ struct delivery_ledger {
   /// Outcomes reported at the origins (`broadcast_config::acknowledge`), and how often.
   std::map<wire::collective_id, broadcast_completion> outcomes;
   std::map<wire::collective_id, int> outcome_count;
+  /// Every delivery in the order made: where, and whom that processor had taken for
+  /// crashed itself before.
+  struct record {
+    proc_id at = no_proc;
+    wire::collective_id op;
+    vnode_set vnodes;
+    std::vector<proc_id> took_for_crashed;
+  };
+  std::vector<record> log;
 
   /// Every broadcast sent reached each vnode of [0, vnodes) exactly once, and every
   /// point-to-point message each of its vnodes exactly once (and no other); the first
@@ -221,6 +230,9 @@ public:
   }
   void on_supervisor_events(timestamp now, const std::vector<tree_event>& events,
                             outbox& out) override {
+    for (auto& e : events)
+      if (e.what == tree_event::kind::crash_detected)
+        took_for_crashed_.push_back(e.peer);
     if (!reduce_)
       return;
     for (auto& e : events)
@@ -281,6 +293,7 @@ private:
         ledger_.problems.push_back("wrong bytes delivered at processor " +
                                    std::to_string(view_->self()));
       d.vnodes.for_each([&](vnode_id v) { ++ledger_.count[{d.op, v}]; });
+      ledger_.log.push_back({view_->self(), d.op, d.vnodes, took_for_crashed_});
     }
     for (auto& c : bo.completions) {
       if (c.op.origin != view_->self())
@@ -316,6 +329,7 @@ private:
   delivery_ledger& ledger_;
   broadcast_engine bcast_;
   reduction_ledger* reductions_ = nullptr;
+  std::vector<proc_id> took_for_crashed_; ///< crash_detected events, in order
   std::optional<reduce_engine> reduce_;
 };
 

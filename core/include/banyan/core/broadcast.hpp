@@ -249,6 +249,7 @@ struct broadcast_stats {
   std::uint64_t failed = 0;        ///< broadcasts started here given up (`complete_within`)
   std::uint64_t stale_dropped = 0; ///< incomplete streams dropped after `stale_stream`
   std::uint64_t fenced = 0;        ///< deliveries deferred by a fence
+  std::uint64_t unleased = 0;      ///< of them, for want of a delivery lease
   /// Vnodes an origin sent again to their owner at the broadcast's start, no longer
   /// their owner (taken for crashed, or a handover), rather than to their new owner.
   std::uint64_t past_owner_resends = 0;
@@ -325,6 +326,9 @@ public:
   /// that finds its process was stopped (a stall: its timers came late) fences until
   /// news of a possible adoption of its vnodes has had time to arrive.
   void fence(timestamp now, timestamp until, broadcast_outbox& out);
+  // Deliveries are also held while the view says they may not be made
+  // (tree_view::may_deliver: the delivery lease), and made once it says they may, to
+  // the vnodes still owned here; those no longer owned are handed on at once.
   /// Broadcasts started here whose outcome is not known yet (`acknowledge`).
   std::size_t unacknowledged() const noexcept { return pending_.size(); }
   /// Whether broadcast `op` was started here and its outcome is still to come.
@@ -505,6 +509,12 @@ private:
   void acknowledged(timestamp now, const wire::collective_id& op, const vnode_set& vnodes,
                     broadcast_outbox& out);
   void check_pending(timestamp now, broadcast_outbox& out);
+  /// Holds a delivery of `vnodes` (owned here) until the fence ends and the view lets
+  /// deliveries be made (broadcast_fence.cpp).
+  void hold(timestamp now, const whole& msg, const shared_bytes& bytes, const vnode_set& vnodes,
+            std::uint32_t hops, broadcast_outbox& out);
+  /// Makes the deliveries held once they may be made; hands on those no longer ours.
+  void release_held(timestamp now, broadcast_outbox& out);
   void drop_stale(timestamp now);
   void arm(timestamp now, timestamp at, broadcast_outbox& out);
   /// Of `vnodes` of `op`, those delivered here before (and records the rest as delivered).

@@ -125,6 +125,17 @@ struct supervisor_config {
   /// processor's vnodes, so that a handover already on its way lands first. Assumes
   /// routing news crosses the network within it. Default 100 ms.
   duration adopt_delay = std::chrono::milliseconds(100);
+  /// The delivery lease (docs/architecture.md, "Delivery lease"; 0: off). A member pings
+  /// its successor in id order (the member that would adopt its vnodes) every
+  /// `lease / 4`; the answer to a ping sent at t lets it deliver to its vnodes until
+  /// t + lease - lease / 8 (`may_deliver`), and the successor, should it take them as a
+  /// crashed processor's orphans, claims them no earlier than its last answer + lease.
+  /// So a processor taken for crashed while alive, however long it lags, delivers
+  /// nothing after its adopter claimed. Costs two small frames per member per
+  /// `lease / 4`, and delays an adoption by at most `lease` after the crashed
+  /// processor's last ping arrived. Assumes clock rates differ by less than an eighth.
+  /// Default 0 (quiet emulated clusters stay quiet).
+  duration lease{0};
   /// Trees of a newcomer still without a parent this long after hearing of it (no seed
   /// came from its giver) are measured for. Default 1 s.
   duration seed_wait = std::chrono::seconds(1);
@@ -317,6 +328,14 @@ public:
   /// alive to the crash watch as much as a supervisor message would (its pongs may queue
   /// behind long streams). Produces nothing.
   void heard_from(timestamp now, proc_id p);
+  /// Deliveries to this processor's own vnodes may be made now: the delivery lease
+  /// (supervisor_config::lease) from its successor is valid, or the lease is off, or
+  /// this processor is alone or no member.
+  bool may_deliver(timestamp now) const;
+  /// Until when the lease from the current successor is valid (timestamp::min(): none).
+  timestamp lease_until() const;
+  /// Lease pings sent so far (the lease's cost).
+  std::uint64_t lease_pings() const noexcept;
   /// A passive sample (only with `background_period`): `bytes` of a broadcast's segments
   /// following tree k arrived from `p` now. A child sees the rate its parent's segments
   /// arrive at; a rate well below what the tree assumed shows a path that drifted

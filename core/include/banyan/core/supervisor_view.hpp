@@ -51,6 +51,7 @@ public:
   std::optional<duration> smallest_remote_rtt() const override {
     return sup_.smallest_remote_rtt();
   }
+  bool may_deliver(timestamp now) const override { return sup_.may_deliver(now); }
   void refresh() override;
 
 private:

@@ -101,6 +101,13 @@ public:
   /// The smallest RTT measured to a processor outside this one's LAN, if any: a path
   /// at least that long crosses a wide-area link.
   virtual std::optional<duration> smallest_remote_rtt() const { return std::nullopt; }
+  /// Whether deliveries to this processor's own vnodes may be made now (the delivery
+  /// lease, supervisor_config::lease: its adopter has not claimed them and cannot yet).
+  /// Engines hold the deliveries due while it is false.
+  virtual bool may_deliver(timestamp now) const {
+    (void) now;
+    return true;
+  }
   /// Engines call this at the start of every event they handle: a view may take a
   /// snapshot of what it will still need once its source is gone.
   virtual void refresh() {}
