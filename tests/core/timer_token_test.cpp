@@ -22,6 +22,7 @@ std::vector<timer_token> samples() {
     ts.push_back(timer_token::background(seq));
     ts.push_back(timer_token::rtt_watch(seq));
     ts.push_back(timer_token::retire(seq));
+    ts.push_back(timer_token::lease(seq));
   }
   for (std::uint64_t n : {1u, 2u, 3u})
     ts.push_back(timer_token::join_attempt(n));
@@ -60,5 +61,6 @@ BOOST_AUTO_TEST_CASE(tokens_pack_the_payload_above_a_code_of_four_bits) {
   BOOST_TEST(timer_token::rtt_watch(9).encode() == 9u * 16 + 10);
   BOOST_TEST(timer_token::summary().encode() == 11u);
   BOOST_TEST(timer_token::retire(9).encode() == 9u * 16 + 12);
-  BOOST_TEST(!timer_token::decode(13).has_value()); // a code nobody issues
+  BOOST_TEST(timer_token::lease(9).encode() == 9u * 16 + 13);
+  BOOST_TEST(!timer_token::decode(14).has_value()); // a code nobody issues
 }
