@@ -32,7 +32,14 @@ verdict latency_rule(const tree_state& self, proc_id p, proc_id cand, duration r
     return verdict::keep;
   if (ctx.variant == rule_variant::paper)
     return cand_info.dist < self.dist() ? verdict::adopt : verdict::keep; // (II)
-  if (ctx.local(rtt) && cand_info.dist < self.dist()) // (II-local)
+  // (II-local), ties included: a LAN peer as far from the root as we are is an entry
+  // into our LAN over a path no longer than ours (two entrants fed from the same
+  // parent at the same RTT, say). Relaying through it costs one LAN hop, which
+  // (II-local) accepts anyway, and saves a wide-area crossing; with `<`, neither of two
+  // such entrants ever moves. Assumes what `local` assumes (a LAN's RTTs are alike and
+  // far below the wide area's); once one of the two has moved their dists differ, so
+  // they cannot move under each other in turn.
+  if (ctx.local(rtt) && cand_info.dist <= self.dist())
     return verdict::adopt;
   auto saved = self.rtt_parent() - rtt;
   if (cand_info.dist + rtt <= self.dist() + saved / 2) // (II-escape)

@@ -238,3 +238,35 @@ BOOST_AUTO_TEST_CASE(root_estimate_is_infinite) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(latency_ties)
+
+// Two processors of one LAN, both fed across the wide area by the same parent at the
+// same RTT, are equally far from the root. banyan's (II-local) takes the peer at the
+// same distance, so one of them relays to the other and the tree enters their LAN once;
+// the paper's (II) needs it strictly nearer, and both keep their wide-area edges. The
+// wide-area hop (1 ms) is short beside the LAN's RTT (0.4 ms), so (II-escape), which
+// needs dist(cand) + 0.4 <= dist(p) + (1 - 0.4) / 2, does not take it either.
+BOOST_AUTO_TEST_CASE(an_entrant_moves_under_a_lan_peer_as_far_from_the_root) {
+  tree_state t{lat, p};
+  t.set_parent(3, 1ms, 1e8, info(lat, 11ms, 0, 2, {0})); // dist(p) = 12 ms
+  auto twin = info(lat, 12ms, 0, 0, {3, 0});               // 7: also under 3, 12 ms
+  rule_context ctx;
+  ctx.min_rtt = 400us;
+  BOOST_TEST((latency_rule(t, p, 7, 400us, twin, ctx) == verdict::adopt));
+  // Once p is under 7, 7 finds p farther from the root than itself (and its descendant).
+  tree_state moved{lat, 7};
+  moved.set_parent(3, 1ms, 1e8, info(lat, 11ms, 0, 1, {0}));
+  BOOST_TEST((latency_rule(moved, 7, p, 400us, info(lat, 12400us, 0, 0, {7, 3, 0}), ctx)
+              == verdict::keep));
+  BOOST_TEST((latency_rule(moved, 7, p, 400us, info(lat, 12400us, 0, 0, {3, 0}), ctx)
+              == verdict::keep));
+  // A LAN peer farther from the root than p is still not taken.
+  BOOST_TEST((latency_rule(t, p, 7, 400us, info(lat, 12100us, 0, 0, {4, 0}), ctx)
+              == verdict::keep));
+  // The paper's rule keeps the tie.
+  rule_context paper{rule_variant::paper};
+  BOOST_TEST((latency_rule(t, p, 7, 400us, twin, paper) == verdict::keep));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

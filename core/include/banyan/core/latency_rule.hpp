@@ -13,14 +13,17 @@
 /// alike, so (I) would freeze the first, random attachments; this instead builds
 /// shallow trees whose fan-out balances latency against overhead.
 /// Otherwise banyan keeps (I) and replaces (II) by
-///   (II-local)  cand is local (in p's LAN, see rule_context) and dist(cand) < dist(p)
+///   (II-local)  cand is local (in p's LAN, see rule_context) and dist(cand) <= dist(p)
 ///   or (II-escape)  dist(cand) + RTT(p,cand) <= dist(p) + (RTT(p,parent) - RTT(p,cand)) / 2
 /// Why: under the paper's (II) a processor whose parent is across the WAN but shallow
 /// (a child of the root, say) never finds a LAN candidate nearer the root, so many
 /// such "gateways" stay and a tree crosses each WAN link many times. (II-escape)
 /// lets it trade a little distance for a much shorter hop; limiting (II) to local
 /// candidates stops chains of WAN hops that are slower than the direct one (A->B->C
-/// when A->C is shorter). Every switch still needs (I), a strictly shorter RTT to
+/// when A->C is shorter). (II-local) takes a LAN peer exactly as far from the root
+/// too: two entrants of one LAN at the same distance (fed by one parent at one RTT)
+/// would otherwise both stay, and the tree cross the wide area twice into that LAN.
+/// Every switch still needs (I), a strictly shorter RTT to
 /// the parent, so each processor changes parents finitely often.
 ///
 /// Without a parent, any connected candidate will do. A candidate that is p itself
