@@ -6,27 +6,22 @@
 #include <boost/test/unit_test.hpp>
 
 #include "banyan/core/tree_builders.hpp"
-#include "core/collective_rider.hpp"
-#include "core/message_bytes.hpp"
+#include "core/crash_scenario.hpp"
 #include "core/random_topology.hpp"
 
 #include <random>
 
 using namespace banyan;
 using banyan::test::adaptive_riders;
+using banyan::test::broadcast_from;
 using banyan::test::collective_rider;
 using banyan::test::message_bytes;
 using banyan::test::mini_grid;
+using banyan::test::tiny_grid;
 using banyan::test::rider;
 using namespace std::chrono_literals;
 
 namespace {
-
-topology tiny() {
-  auto t = builtin_topology("tiny-2c8");
-  BOOST_REQUIRE(t.has_value());
-  return *t;
-}
 
 broadcast_config acked() {
   broadcast_config c;
@@ -36,14 +31,6 @@ broadcast_config acked() {
   c.complete_within = 20s;
   c.stale_stream = 1s;
   return c;
-}
-
-wire::collective_id broadcast(mini_grid& g, proc_id from, std::size_t bytes, std::uint64_t salt) {
-  wire::collective_id id;
-  g.with_rider(from, [&](mini_grid::rider& r, timestamp now, outbox& out) {
-    id = dynamic_cast<collective_rider&>(r).broadcast(now, message_bytes(bytes, salt), out);
-  });
-  return id;
 }
 
 /// The processor below `root` in its bandwidth tree with the most processors under it.
@@ -99,12 +86,12 @@ broadcast_stats sum(mini_grid& g) {
 BOOST_AUTO_TEST_CASE(acknowledged_broadcasts_complete_without_resends) {
   adaptive_riders riders;
   riders.cfg = acked();
-  mini_grid g{tiny(), 3};
+  mini_grid g{tiny_grid(), 3};
   riders.install(g);
   g.start(8);
   g.run();
-  broadcast(g, 0, 1, 1);
-  broadcast(g, 5, 1 << 20, 2);
+  broadcast_from(g, 0, 1, 1);
+  broadcast_from(g, 5, 1 << 20, 2);
   g.run();
   BOOST_TEST(riders.ledger.check_exactly_once(8) == "");
   BOOST_TEST(outcomes_complete(riders) == "");
@@ -123,14 +110,14 @@ BOOST_AUTO_TEST_CASE(a_relay_crashing_mid_broadcast_loses_nothing) {
     BOOST_TEST_CONTEXT("seed " << seed) {
       adaptive_riders riders;
       riders.cfg = acked();
-      mini_grid g{tiny(), seed};
+      mini_grid g{tiny_grid(), seed};
       riders.install(g);
       g.start(8);
       g.run();
       const proc_id origin = static_cast<proc_id>(seed % 2 == 0 ? 0 : 4);
       const auto relay = busiest_relay(g, origin);
       BOOST_REQUIRE(relay != no_proc);
-      broadcast(g, origin, 4 << 20, seed);
+      broadcast_from(g, origin, 4 << 20, seed);
       g.run_for(20ms);
       BOOST_REQUIRE(riders.ledger.count.size() < 8u); // not everybody has it yet
       g.crash(relay);
@@ -150,13 +137,13 @@ BOOST_AUTO_TEST_CASE(broadcasts_before_the_crash_is_detected_complete) {
     BOOST_TEST_CONTEXT("seed " << seed) {
       adaptive_riders riders;
       riders.cfg = acked();
-      mini_grid g{tiny(), seed};
+      mini_grid g{tiny_grid(), seed};
       riders.install(g);
       g.start(8);
       g.run();
       g.crash(3);
       for (std::uint64_t k = 0; k < 6; ++k) {
-        broadcast(g, static_cast<proc_id>(k % 2 == 0 ? 0 : 6), k == 2 ? 1 << 20 : 100, 10 + k);
+        broadcast_from(g, static_cast<proc_id>(k % 2 == 0 ? 0 : 6), k == 2 ? 1 << 20 : 100, 10 + k);
         g.run_for(10ms);
       }
       g.suspect(2, 3);
@@ -175,12 +162,12 @@ BOOST_AUTO_TEST_CASE(a_broadcast_that_cannot_reach_a_vnode_fails_naming_it) {
   adaptive_riders riders;
   riders.cfg = acked();
   riders.cfg.complete_within = 3s;
-  mini_grid g{tiny(), 5};
+  mini_grid g{tiny_grid(), 5};
   riders.install(g);
   g.start(8);
   g.run();
   g.crash(6);
-  const auto id = broadcast(g, 1, 1000, 7);
+  const auto id = broadcast_from(g, 1, 1000, 7);
   g.run_for(10s);
   auto i = riders.ledger.outcomes.find(id);
   BOOST_REQUIRE(i != riders.ledger.outcomes.end());
@@ -213,13 +200,13 @@ BOOST_AUTO_TEST_CASE(a_stopped_processor_does_not_deliver_to_vnodes_adopted_mean
       riders.cfg.acknowledge = acks;
       supervisor_config sc;
       sc.crash_timeout = 400ms;
-      mini_grid g{tiny(), 2, sc};
+      mini_grid g{tiny_grid(), 2, sc};
       riders.install(g);
       g.start(8);
       g.run_for(3s);
       const proc_id stopped = 2;
       g.freeze(stopped, 2s);
-      const auto id = broadcast(g, 0, 300, 3);
+      const auto id = broadcast_from(g, 0, 300, 3);
       g.run_for(2s - 1ms);
       BOOST_REQUIRE(!g.sup(4)->own_vnodes().empty());
       BOOST_REQUIRE(g.sup(3)->own_vnodes().contains(2)); // adopted by 2's successor
@@ -283,7 +270,7 @@ BOOST_AUTO_TEST_CASE(graceful_churn_with_acknowledgements_stays_exactly_once) {
       auto what = std::uniform_int_distribution<int>(0, 3)(rng);
       if (what <= 1) {
         if (live[p])
-          broadcast(g, p, what == 0 ? 400 * 1024 : 1 + step, round * 1000 + step);
+          broadcast_from(g, p, what == 0 ? 400 * 1024 : 1 + step, round * 1000 + step);
       } else if (live[p] && g.live_count() > 2) {
         g.leave(p);
       } else if (!g.reachable(p) && g.sup(p)->state() == supervisor::status::left) {

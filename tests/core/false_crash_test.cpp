@@ -6,26 +6,23 @@
 // never twice. Virtual time, fixed seeds.
 #include <boost/test/unit_test.hpp>
 
-#include "core/collective_rider.hpp"
-#include "core/message_bytes.hpp"
+#include "core/crash_scenario.hpp"
 
 #include <random>
 
 using namespace banyan;
 using banyan::test::adaptive_riders;
+using banyan::test::broadcast_from;
 using banyan::test::collective_rider;
 using banyan::test::message_bytes;
 using banyan::test::mini_grid;
+using banyan::test::name_of;
+using banyan::test::slowness;
+using banyan::test::tiny_grid;
 using banyan::test::rider;
 using namespace std::chrono_literals;
 
 namespace {
-
-topology tiny() {
-  auto t = builtin_topology("tiny-2c8");
-  BOOST_REQUIRE(t.has_value());
-  return *t;
-}
 
 broadcast_config acked() {
   broadcast_config c;
@@ -35,27 +32,6 @@ broadcast_config acked() {
   c.complete_within = 20s;
   c.stale_stream = 2s;
   return c;
-}
-
-wire::collective_id broadcast(mini_grid& g, proc_id from, std::size_t bytes, std::uint64_t salt) {
-  wire::collective_id id;
-  g.with_rider(from, [&](mini_grid::rider& r, timestamp now, outbox& out) {
-    id = dynamic_cast<collective_rider&>(r).broadcast(now, message_bytes(bytes, salt), out);
-  });
-  return id;
-}
-
-/// How the suspect is slow.
-enum class slowness { frozen, both_ways, inbound, outbound };
-
-const char* name_of(slowness s) {
-  switch (s) {
-  case slowness::frozen: return "frozen";
-  case slowness::both_ways: return "both ways";
-  case slowness::inbound: return "inbound";
-  case slowness::outbound: return "outbound";
-  }
-  return "?";
 }
 
 struct tally {
@@ -75,7 +51,7 @@ void run_one(std::uint64_t seed, slowness how, duration lag, duration offset, ta
   adaptive_riders riders;
   riders.cfg = acked();
   supervisor_config sc;
-  mini_grid g{tiny(), seed, sc};
+  mini_grid g{tiny_grid(), seed, sc};
   riders.install(g);
   g.start(8);
   g.run_for(2s);
@@ -114,7 +90,7 @@ void run_one(std::uint64_t seed, slowness how, duration lag, duration offset, ta
     proc_id origin = any(rng);
     while (origin == x)
       origin = any(rng);
-    broadcast(g, origin, (k % 3 == 2) ? 256 << 10 : 300 + k, seed * 100 + k);
+    broadcast_from(g, origin, (k % 3 == 2) ? 256 << 10 : 300 + k, seed * 100 + k);
     ++k;
   }
   if (!suspected)

@@ -14,25 +14,22 @@
 // `past_owner_wait`"). Virtual time, fixed seeds.
 #include <boost/test/unit_test.hpp>
 
-#include "core/collective_rider.hpp"
-#include "core/message_bytes.hpp"
+#include "core/crash_scenario.hpp"
 
 #include <random>
 
 using namespace banyan;
 using banyan::test::adaptive_riders;
+using banyan::test::broadcast_from;
 using banyan::test::collective_rider;
 using banyan::test::message_bytes;
 using banyan::test::mini_grid;
+using banyan::test::name_of;
+using banyan::test::slowness;
+using banyan::test::tiny_grid;
 using namespace std::chrono_literals;
 
 namespace {
-
-topology tiny() {
-  auto t = builtin_topology("tiny-2c8");
-  BOOST_REQUIRE(t.has_value());
-  return *t;
-}
 
 broadcast_config acked() {
   broadcast_config c;
@@ -42,26 +39,6 @@ broadcast_config acked() {
   c.complete_within = 60s;
   c.stale_stream = 2s;
   return c; // past_owner_wait: the default 20 s
-}
-
-wire::collective_id broadcast(mini_grid& g, proc_id from, std::size_t bytes, std::uint64_t salt) {
-  wire::collective_id id;
-  g.with_rider(from, [&](mini_grid::rider& r, timestamp now, outbox& out) {
-    id = dynamic_cast<collective_rider&>(r).broadcast(now, message_bytes(bytes, salt), out);
-  });
-  return id;
-}
-
-enum class slowness { frozen, both_ways, inbound, outbound };
-
-const char* name_of(slowness s) {
-  switch (s) {
-  case slowness::frozen: return "frozen";
-  case slowness::both_ways: return "both ways";
-  case slowness::inbound: return "inbound";
-  case slowness::outbound: return "outbound";
-  }
-  return "?";
 }
 
 struct tally {
@@ -120,7 +97,7 @@ void run_one(std::uint64_t seed, slowness how, duration lag, duration offset, du
   riders.cfg = acked();
   supervisor_config sc;
   sc.lease = lease;
-  mini_grid g{tiny(), seed, sc};
+  mini_grid g{tiny_grid(), seed, sc};
   riders.install(g);
   g.start(8);
   g.run_for(2s);
@@ -158,7 +135,7 @@ void run_one(std::uint64_t seed, slowness how, duration lag, duration offset, du
     proc_id origin = any(rng);
     while (origin == x)
       origin = any(rng);
-    broadcast(g, origin, (k % 3 == 2) ? 256 << 10 : 300 + k, seed * 100 + k);
+    broadcast_from(g, origin, (k % 3 == 2) ? 256 << 10 : 300 + k, seed * 100 + k);
     ++k;
   }
   if (!suspected) {
@@ -360,7 +337,7 @@ healthy_run healthy(const std::string& topo, std::uint64_t seed, duration lease)
   for (int step = 0; step < 20000; ++step) {
     if (step % 250 == 0 && ops.size() < 20) {
       const auto k = static_cast<int>(ops.size());
-      ops.emplace_back(broadcast(g, any(rng), k % 2 ? 256 << 10 : 1024, seed * 1000 + k), g.now());
+      ops.emplace_back(broadcast_from(g, any(rng), k % 2 ? 256 << 10 : 1024, seed * 1000 + k), g.now());
       done.push_back(false);
       r.ms.push_back(-1);
     }
@@ -430,7 +407,7 @@ namespace {
 double adopted_after_crash(std::uint64_t seed, duration lease) {
   supervisor_config sc;
   sc.lease = lease;
-  mini_grid g{tiny(), seed, sc};
+  mini_grid g{tiny_grid(), seed, sc};
   g.start(8);
   g.run_for(2s + std::chrono::milliseconds(37 * seed)); // crash at varied lease phases
   const proc_id x = static_cast<proc_id>(seed % 8);
