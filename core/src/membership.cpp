@@ -24,8 +24,9 @@ bool membership::admit(timestamp now, const wire::member& m, outbox& out, bool h
   if (auto t = tombstones_.find(m.id); t != tombstones_.end() && t->second.count(m.incarnation))
     return false; // a late notice about an incarnation that has left
   if (is_member(m.id)) {
-    changed();
-    auto known = member_info_[m.id].incarnation;
+    // A member has its entry (add): read it, do not make one (nor a new version: a view
+    // merged from a probe reply admits every member it lists, most of them known).
+    auto known = member_info_.at(m.id).incarnation;
     if (known == m.incarnation)
       return false;
     // A new incarnation: the old one left without our hearing of it.
@@ -48,8 +49,9 @@ bool membership::depart(timestamp now, proc_id who, std::uint64_t inc, departure
                         outbox& out) {
   if (who == s_.self)
     return false;
-  changed();
   bool news = tombstones_[who].insert(inc).second;
+  if (news)
+    changed(); // (a member removed below changes it in `remove`)
   if (is_member(who) && member_info_[who].incarnation == inc) {
     s_.watch.note_orphans(now, who, out);
     remove(now, who, out);
@@ -71,8 +73,8 @@ void membership::left_gracefully(proc_id p, std::uint64_t inc) {
 }
 
 void membership::exhume(timestamp now, proc_id p, std::uint64_t inc, outbox& out) {
-  changed();
   if (auto t = tombstones_.find(p); t != tombstones_.end()) {
+    changed();
     t->second.erase(inc);
     if (t->second.empty())
       tombstones_.erase(t);
