@@ -159,6 +159,10 @@ struct wan_model::impl {
   bool rtt_changed = false;
   std::unordered_map<std::uint64_t, timestamp> last_arrival; ///< (from, to) -> latest
 
+  /// With a share quantum: the multiple of it at which the changes since the last
+  /// rebalance will be applied (never: none pending).
+  timestamp rebalance_at = never;
+
   std::uint64_t next_id = 1;
   std::uint64_t undelivered = 0;
   timestamp advanced{std::numeric_limits<timestamp::rep>::min()}; ///< last advance's now
@@ -237,6 +241,24 @@ struct wan_model::impl {
       last = at;
     }
     arrivals.push({at, m});
+  }
+
+  // --- share quantum (wan_options::share_quantum) ---------------------------------------
+
+  bool quantized() const { return opts.share_quantum.count() > 0; }
+
+  /// The first multiple of the quantum at or after `t` (never if there is none).
+  timestamp quantum_ceil(timestamp t) const {
+    const auto q = opts.share_quantum.count();
+    const auto c = t.count();
+    auto r = c % q;
+    if (r < 0)
+      r += q;
+    if (r == 0)
+      return t;
+    if (c > never.count() - (q - r))
+      return never;
+    return timestamp{c + (q - r)};
   }
 
   // --- projected ends -----------------------------------------------------------------
@@ -662,6 +684,8 @@ struct wan_model::impl {
         const double max_ns = static_cast<double>((never - t).count());
         f.finish = ns >= max_ns ? never : t + timestamp{static_cast<timestamp::rep>(ns)};
       }
+      if (quantized() && f.finish != never)
+        f.finish = quantum_ceil(f.finish);
       if (f.finish == never) {
         if (queued)
           erase_finish(s);
@@ -712,6 +736,8 @@ std::optional<timestamp> wan_model::next_event() const {
     consider(m.flows[m.finishes.front()].finish);
   if (!m.arrivals.empty())
     consider(m.arrivals.top().at);
+  if (m.rebalance_at != never)
+    consider(m.rebalance_at);
   // A change matters only to what is in flight (`catch_up` applies the others).
   if (m.undelivered > 0)
     if (auto c = m.next_change_at())
@@ -742,7 +768,12 @@ std::vector<delivery> wan_model::advance(timestamp now) {
       m.starts.pop();
       m.ready(e.msg, *t);
     }
-    m.rebalance(*t);
+    if (!m.quantized() || m.quantum_ceil(*t) == *t) {
+      m.rebalance_at = never;
+      m.rebalance(*t);
+    } else if (!m.freed.empty() || !m.new_flows.empty()) {
+      m.rebalance_at = m.quantum_ceil(*t);
+    }
   }
   std::sort(out.begin(), out.end(), [](const delivery& x, const delivery& y) {
     return x.at != y.at ? x.at < y.at : x.id < y.id;
