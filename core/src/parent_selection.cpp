@@ -141,6 +141,7 @@ void parent_selection::on(timestamp, proc_id from, const wire::adopt_request& m,
   // Trees in which our own step-parent has not answered yet (we are the heir a sibling
   // was sent to, or lost our parent too) are answered once it has (repair::answer_deferred),
   // in a further adopt_reply with the same seq; the others at once.
+  s_.repairs.supersede(from, m.seq, m.trees, out); // its earlier requests for these trees
   wire::adopt_reply reply{m.seq, {}};
   std::vector<wire::subtree_entry> held;
   for (auto& e : m.trees) {

@@ -423,7 +423,9 @@ void prober::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply
     if (!v.accepted)
       continue;
     auto t = s_.trees.find(v.tree);
-    if (!t) { // the root left meanwhile
+    const bool asked = std::any_of(probe_->requested.begin(), probe_->requested.end(),
+                                   [&](auto& r) { return r.tree == v.tree; });
+    if (!t || !asked) { // the root left (or closed its trees) meanwhile
       releases[from].trees.push_back(v.tree);
       continue;
     }
@@ -480,6 +482,14 @@ void prober::on_reply_timer(timestamp now, std::uint64_t seq, outbox& out) {
     finish_probe(now, false, out);
   }
   s_.updates.flush(out);
+}
+
+void prober::drop_root(proc_id p) {
+  if (!probe_)
+    return;
+  auto& r = probe_->requested;
+  r.erase(std::remove_if(r.begin(), r.end(), [&](auto& e) { return e.tree.root == p; }),
+          r.end());
 }
 
 void prober::forget(proc_id p) {
