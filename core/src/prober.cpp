@@ -423,9 +423,9 @@ void prober::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply
     if (!v.accepted)
       continue;
     auto t = s_.trees.find(v.tree);
-    const bool asked = std::any_of(probe_->requested.begin(), probe_->requested.end(),
-                                   [&](auto& r) { return r.tree == v.tree; });
-    if (!t || !asked) { // the root left (or closed its trees) meanwhile
+    auto req = std::find_if(probe_->requested.begin(), probe_->requested.end(),
+                            [&](auto& r) { return r.tree == v.tree; });
+    if (!t || req == probe_->requested.end()) { // the root left (or closed its trees) meanwhile
       releases[from].trees.push_back(v.tree);
       continue;
     }
@@ -435,10 +435,7 @@ void prober::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply
     const bool was = t->reattaching();
     t->set_parent(from, probe_->rtt, probe_->bw, v.info);
     s_.parents.note_reattaching(now, *t, was);
-    auto req = std::find_if(probe_->requested.begin(), probe_->requested.end(),
-                            [&](auto& r) { return r.tree == v.tree; });
-    if (req != probe_->requested.end())
-      t->set_reported(req->vnodes);
+    t->set_reported(req->vnodes);
     s_.updates.mark_info(*t);
     s_.updates.mark_subtree(*t);
     if (old != from)
