@@ -134,6 +134,42 @@ reduce_stats total(mini_grid& g, std::size_t n) {
   return t;
 }
 
+/// Runs `body(f, g)` for seeds 1-4, each on a tiny-2c8 grid of 8 processors whose trees
+/// have formed, the fixture installed. Returns how many seeds ran `body` to its end.
+template <class Body>
+int on_formed_grids(Body body) {
+  int done = 0;
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      fixture f;
+      mini_grid g{tiny(), seed, eager()};
+      f.install(g);
+      g.start(8);
+      g.run();
+      body(f, g);
+      ++done;
+    }
+  }
+  return done;
+}
+
+/// A processor outside `under` (the relay's subtree), neither the relay nor its adopter
+/// (the next processor), counted down from 7; no_proc if none.
+proc_id late_outside(proc_id relay, const std::vector<proc_id>& under) {
+  for (proc_id p = 7; p > 0; --p)
+    if (p != relay && p != relay + 1 && std::find(under.begin(), under.end(), p) == under.end())
+      return p;
+  return no_proc;
+}
+
+/// No processor among 1-7 but `gone` holds a partial or a copy of one.
+void check_nothing_held(mini_grid& g, proc_id gone) {
+  for (proc_id p = 1; p < 8; ++p)
+    if (p != gone)
+      BOOST_TEST(!rider(g, p).reducer().holding(),
+                 "processor " << p << ":\n" << rider(g, p).reducer().describe());
+}
+
 } // namespace
 
 // No crash: every partial sent up the tree is acknowledged once, nothing is sent again,
@@ -164,38 +200,31 @@ BOOST_AUTO_TEST_CASE(acknowledged_partials_without_a_crash_send_nothing_again) {
 // the reduction completes with every vnode counted exactly once (each contribution taken
 // once: nobody asked the dead relay's application).
 BOOST_AUTO_TEST_CASE(a_relay_crashing_mid_reduction_completes_counting_each_vnode_once) {
-  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-    BOOST_TEST_CONTEXT("seed " << seed) {
-      fixture f;
-      mini_grid g{tiny(), seed, eager()};
-      f.install(g);
-      g.start(8);
-      g.run();
-      const auto relay = busiest_relay(g);
-      BOOST_REQUIRE(relay != no_proc);
-      BOOST_REQUIRE(!below(g.tree_of({0, tree_kind::latency}), relay).empty());
-      for (proc_id p = 0; p < 8; ++p)
-        if (p != relay)
-          start(g, p, sum_spec(1));
-      g.run_for(100ms); // far beyond every timeout: the relay holds its children's partials
-      BOOST_REQUIRE(f.reductions.results.empty());
-      g.crash(relay);
-      g.suspect(0, relay);
-      g.run();
-      BOOST_TEST(f.counted_once(1, 8) == "");
-      BOOST_TEST(f.reductions.check(8) == ""); // every contribution taken once
-      auto s = total(g, 8);
-      BOOST_TEST(s.resent >= 1u);
-      BOOST_TEST(s.adopted_tentative == 1u);
-      BOOST_TEST(s.tentative_counted >= 2u); // a child's partial and the adopted vnode
-      // The next reduction counts the adopted vnode through its new owner's history.
-      for (proc_id p = 0; p < 8; ++p)
-        if (p != relay)
-          start(g, p, sum_spec(2));
-      g.run();
-      BOOST_TEST(f.counted_once(2, 8) == "");
-    }
-  }
+  on_formed_grids([](fixture& f, mini_grid& g) {
+    const auto relay = busiest_relay(g);
+    BOOST_REQUIRE(relay != no_proc);
+    BOOST_REQUIRE(!below(g.tree_of({0, tree_kind::latency}), relay).empty());
+    for (proc_id p = 0; p < 8; ++p)
+      if (p != relay)
+        start(g, p, sum_spec(1));
+    g.run_for(100ms); // far beyond every timeout: the relay holds its children's partials
+    BOOST_REQUIRE(f.reductions.results.empty());
+    g.crash(relay);
+    g.suspect(0, relay);
+    g.run();
+    BOOST_TEST(f.counted_once(1, 8) == "");
+    BOOST_TEST(f.reductions.check(8) == ""); // every contribution taken once
+    auto s = total(g, 8);
+    BOOST_TEST(s.resent >= 1u);
+    BOOST_TEST(s.adopted_tentative == 1u);
+    BOOST_TEST(s.tentative_counted >= 2u); // a child's partial and the adopted vnode
+    // The next reduction counts the adopted vnode through its new owner's history.
+    for (proc_id p = 0; p < 8; ++p)
+      if (p != relay)
+        start(g, p, sum_spec(2));
+    g.run();
+    BOOST_TEST(f.counted_once(2, 8) == "");
+  });
 }
 
 // The relay's partial had gone up before it crashed, but its acknowledgements to its
@@ -203,47 +232,37 @@ BOOST_AUTO_TEST_CASE(a_relay_crashing_mid_reduction_completes_counting_each_vnod
 // again, and the root's owner, which holds the relay's partial covering them, drops the
 // copies. The root waits for a late processor meanwhile; each vnode counts once.
 BOOST_AUTO_TEST_CASE(a_partial_sent_again_that_reached_the_root_already_is_dropped) {
-  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-    BOOST_TEST_CONTEXT("seed " << seed) {
-      fixture f;
-      mini_grid g{tiny(), seed, eager()};
-      f.install(g);
-      g.start(8);
-      g.run();
-      const auto relay = busiest_relay(g);
-      BOOST_REQUIRE(relay != no_proc);
-      const auto t = g.tree_of({0, tree_kind::latency});
-      const auto under = below(t, relay);
-      BOOST_REQUIRE(!under.empty());
-      proc_id late = no_proc; // outside the relay's subtree, not the relay's adopter
-      for (proc_id p = 7; p > 0 && late == no_proc; --p)
-        if (p != relay && p != relay + 1 && std::find(under.begin(), under.end(), p) == under.end())
-          late = p;
-      BOOST_REQUIRE(late != no_proc);
-      g.slow([relay](const wire::envelope& e) {
-        return e.from == relay && std::holds_alternative<wire::reduce_ack>(e.body);
-      }, 30s);
-      for (proc_id p = 0; p < 8; ++p)
-        if (p != late)
-          start(g, p, sum_spec(1));
-      g.run_for(100ms);
-      BOOST_REQUIRE(f.reductions.results.empty());
-      BOOST_REQUIRE(rider(g, 0).reducer().gathered_at_root(1)->includes(vnode_set{relay}));
-      g.crash(relay);
-      g.suspect(0, relay);
-      g.run_for(5s);
-      BOOST_REQUIRE(!g.sup(late)->own_vnodes().contains(relay)); // another adopted it
-      start(g, late, sum_spec(1));
-      g.run();
-      BOOST_TEST(f.counted_once(1, 8) == "");
-      BOOST_TEST(f.reductions.check(8) == "");
-      auto s = total(g, 8);
-      BOOST_TEST(s.resent >= 1u);
-      BOOST_TEST(s.superseded >= 1u);
-      BOOST_TEST(s.tentative_counted == 0u);
-      BOOST_TEST(s.adopted_tentative == 0u); // the relay's own vnode was there: not asked
-    }
-  }
+  on_formed_grids([](fixture& f, mini_grid& g) {
+    const auto relay = busiest_relay(g);
+    BOOST_REQUIRE(relay != no_proc);
+    const auto t = g.tree_of({0, tree_kind::latency});
+    const auto under = below(t, relay);
+    BOOST_REQUIRE(!under.empty());
+    const proc_id late = late_outside(relay, under);
+    BOOST_REQUIRE(late != no_proc);
+    g.slow([relay](const wire::envelope& e) {
+      return e.from == relay && std::holds_alternative<wire::reduce_ack>(e.body);
+    }, 30s);
+    for (proc_id p = 0; p < 8; ++p)
+      if (p != late)
+        start(g, p, sum_spec(1));
+    g.run_for(100ms);
+    BOOST_REQUIRE(f.reductions.results.empty());
+    BOOST_REQUIRE(rider(g, 0).reducer().gathered_at_root(1)->includes(vnode_set{relay}));
+    g.crash(relay);
+    g.suspect(0, relay);
+    g.run_for(5s);
+    BOOST_REQUIRE(!g.sup(late)->own_vnodes().contains(relay)); // another adopted it
+    start(g, late, sum_spec(1));
+    g.run();
+    BOOST_TEST(f.counted_once(1, 8) == "");
+    BOOST_TEST(f.reductions.check(8) == "");
+    auto s = total(g, 8);
+    BOOST_TEST(s.resent >= 1u);
+    BOOST_TEST(s.superseded >= 1u);
+    BOOST_TEST(s.tentative_counted == 0u);
+    BOOST_TEST(s.adopted_tentative == 0u); // the relay's own vnode was there: not asked
+  });
 }
 
 // The overlap the other way round: the relay's partial is slow to arrive (in flight when
@@ -252,53 +271,43 @@ BOOST_AUTO_TEST_CASE(a_partial_sent_again_that_reached_the_root_already_is_dropp
 // covers them: they are dropped, it is counted. Its vnode's contribution was taken twice
 // (at the relay, and at the adopter when asked), but the result counts it once.
 BOOST_AUTO_TEST_CASE(tentative_partials_covered_by_one_that_comes_later_are_dropped) {
-  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-    BOOST_TEST_CONTEXT("seed " << seed) {
-      fixture f;
-      mini_grid g{tiny(), seed, eager()};
-      f.install(g);
-      g.start(8);
-      g.run();
-      const auto relay = busiest_relay(g);
-      BOOST_REQUIRE(relay != no_proc);
-      const auto t = g.tree_of({0, tree_kind::latency});
-      const auto under = below(t, relay);
-      BOOST_REQUIRE(!under.empty());
-      proc_id late = no_proc; // outside the relay's subtree, not the relay's adopter
-      for (proc_id p = 7; p > 0 && late == no_proc; --p)
-        if (p != relay && p != relay + 1 && std::find(under.begin(), under.end(), p) == under.end())
-          late = p;
-      BOOST_REQUIRE(late != no_proc);
-      g.slow([relay](const wire::envelope& e) {
-        return e.from == relay && (std::holds_alternative<wire::reduce_partial>(e.body) ||
-                                   std::holds_alternative<wire::reduce_ack>(e.body));
-      }, 3s);
-      for (proc_id p = 0; p < 8; ++p)
-        if (p != late)
-          start(g, p, sum_spec(1));
-      g.run_for(100ms);
-      g.crash(relay); // its partial is on its way
-      g.suspect(0, relay);
-      g.run_for(2s);
-      BOOST_REQUIRE(!g.sup(late)->own_vnodes().contains(relay)); // another adopted it
-      BOOST_TEST(f.reductions.results.empty());
-      {
-        auto at_root = rider(g, 0).reducer().gathered_at_root(1);
-        BOOST_REQUIRE(at_root.has_value());
-        BOOST_TEST(at_root->includes(vnode_set{relay})); // the adopter's, held apart
-        auto s = total(g, 8);
-        BOOST_TEST(s.resent >= 1u);
-        BOOST_TEST(s.adopted_tentative == 1u);
-      }
-      g.run_for(5s); // the relay's partial arrives
-      start(g, late, sum_spec(1));
-      g.run();
-      BOOST_TEST(f.counted_once(1, 8) == "");
+  on_formed_grids([](fixture& f, mini_grid& g) {
+    const auto relay = busiest_relay(g);
+    BOOST_REQUIRE(relay != no_proc);
+    const auto t = g.tree_of({0, tree_kind::latency});
+    const auto under = below(t, relay);
+    BOOST_REQUIRE(!under.empty());
+    const proc_id late = late_outside(relay, under);
+    BOOST_REQUIRE(late != no_proc);
+    g.slow([relay](const wire::envelope& e) {
+      return e.from == relay && (std::holds_alternative<wire::reduce_partial>(e.body) ||
+                                 std::holds_alternative<wire::reduce_ack>(e.body));
+    }, 3s);
+    for (proc_id p = 0; p < 8; ++p)
+      if (p != late)
+        start(g, p, sum_spec(1));
+    g.run_for(100ms);
+    g.crash(relay); // its partial is on its way
+    g.suspect(0, relay);
+    g.run_for(2s);
+    BOOST_REQUIRE(!g.sup(late)->own_vnodes().contains(relay)); // another adopted it
+    BOOST_TEST(f.reductions.results.empty());
+    {
+      auto at_root = rider(g, 0).reducer().gathered_at_root(1);
+      BOOST_REQUIRE(at_root.has_value());
+      BOOST_TEST(at_root->includes(vnode_set{relay})); // the adopter's, held apart
       auto s = total(g, 8);
-      BOOST_TEST(s.superseded >= 2u);
-      BOOST_TEST(s.tentative_counted == 0u);
+      BOOST_TEST(s.resent >= 1u);
+      BOOST_TEST(s.adopted_tentative == 1u);
     }
-  }
+    g.run_for(5s); // the relay's partial arrives
+    start(g, late, sum_spec(1));
+    g.run();
+    BOOST_TEST(f.counted_once(1, 8) == "");
+    auto s = total(g, 8);
+    BOOST_TEST(s.superseded >= 2u);
+    BOOST_TEST(s.tentative_counted == 0u);
+  });
 }
 
 // Data really gone: the relay's parent G (not the root) and the relay R both crash after
@@ -365,53 +374,40 @@ BOOST_AUTO_TEST_CASE(a_reduction_whose_partials_died_with_two_relays_fails_namin
 // turn (C's parent changes), and the next owner of the root vnode, where the reduction
 // is long complete elsewhere, holds that copy for good.
 BOOST_AUTO_TEST_CASE(a_partial_taken_as_the_roots_when_the_root_vnode_moves_is_acknowledged) {
-  int checked = 0;
-  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-    BOOST_TEST_CONTEXT("seed " << seed) {
-      fixture f;
-      mini_grid g{tiny(), seed, eager()};
-      f.install(g);
-      g.start(8);
-      g.run();
-      const auto relay = busiest_relay(g);
-      BOOST_REQUIRE(relay != no_proc);
-      const auto t = g.tree_of({0, tree_kind::latency});
-      proc_id child = no_proc;
-      for (proc_id p = 1; p < 8 && child == no_proc; ++p)
-        if (t.parents()[p] == relay)
-          child = p;
-      BOOST_REQUIRE(child != no_proc);
-      for (proc_id p = 0; p < 8; ++p)
-        if (p != relay)
-          start(g, p, sum_spec(1));
-      g.run_for(100ms);
-      BOOST_REQUIRE(f.reductions.results.empty());
-      // C's partial waits at R, unacknowledged.
-      BOOST_REQUIRE(rider(g, child).reducer().describe().find("unacked") != std::string::npos);
-      g.leave(0, relay); // the root vnode moves to R
-      g.run_for(1s);
-      BOOST_REQUIRE(g.sup(relay)->own_vnodes().contains(0));
-      start(g, relay, sum_spec(1));
-      g.run_for(1s);
-      BOOST_TEST(f.counted_once(1, 8) == "");
-      BOOST_TEST(rider(g, child).reducer().describe().find("unacked") == std::string::npos,
-                 rider(g, child).reducer().describe());
-      proc_id next = no_proc; // takes the root vnode from R
-      for (proc_id p = 1; p < 8 && next == no_proc; ++p)
-        if (p != relay && p != child)
-          next = p;
-      g.leave(relay, next);
-      g.run();
-      BOOST_TEST(f.counted_once(1, 8) == "");
-      BOOST_TEST(total(g, 8).resent == 0u);
-      for (proc_id p = 1; p < 8; ++p)
-        if (p != relay)
-          BOOST_TEST(!rider(g, p).reducer().holding(),
-                     "processor " << p << ":\n" << rider(g, p).reducer().describe());
-      ++checked;
-    }
-  }
-  BOOST_TEST(checked == 4);
+  BOOST_TEST(on_formed_grids([](fixture& f, mini_grid& g) {
+    const auto relay = busiest_relay(g);
+    BOOST_REQUIRE(relay != no_proc);
+    const auto t = g.tree_of({0, tree_kind::latency});
+    proc_id child = no_proc;
+    for (proc_id p = 1; p < 8 && child == no_proc; ++p)
+      if (t.parents()[p] == relay)
+        child = p;
+    BOOST_REQUIRE(child != no_proc);
+    for (proc_id p = 0; p < 8; ++p)
+      if (p != relay)
+        start(g, p, sum_spec(1));
+    g.run_for(100ms);
+    BOOST_REQUIRE(f.reductions.results.empty());
+    // C's partial waits at R, unacknowledged.
+    BOOST_REQUIRE(rider(g, child).reducer().describe().find("unacked") != std::string::npos);
+    g.leave(0, relay); // the root vnode moves to R
+    g.run_for(1s);
+    BOOST_REQUIRE(g.sup(relay)->own_vnodes().contains(0));
+    start(g, relay, sum_spec(1));
+    g.run_for(1s);
+    BOOST_TEST(f.counted_once(1, 8) == "");
+    BOOST_TEST(rider(g, child).reducer().describe().find("unacked") == std::string::npos,
+               rider(g, child).reducer().describe());
+    proc_id next = no_proc; // takes the root vnode from R
+    for (proc_id p = 1; p < 8 && next == no_proc; ++p)
+      if (p != relay && p != child)
+        next = p;
+    g.leave(relay, next);
+    g.run();
+    BOOST_TEST(f.counted_once(1, 8) == "");
+    BOOST_TEST(total(g, 8).resent == 0u);
+    check_nothing_held(g, relay);
+  }) == 4);
 }
 
 // No crash, two graceful leaves. A child C of the root's owner sends its partial and
@@ -422,46 +418,33 @@ BOOST_AUTO_TEST_CASE(a_partial_taken_as_the_roots_when_the_root_vnode_moves_is_a
 // resends the partial tentatively to the next owner of the root vnode, which holds that
 // copy for good (the result completed elsewhere).
 BOOST_AUTO_TEST_CASE(a_leaver_takes_the_acknowledgement_of_a_partial_it_sent) {
-  int checked = 0;
-  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-    BOOST_TEST_CONTEXT("seed " << seed) {
-      fixture f;
-      mini_grid g{tiny(), seed, eager()};
-      f.install(g);
-      g.start(8);
-      g.run();
-      const auto t = g.tree_of({0, tree_kind::latency});
-      proc_id leaf = no_proc; // a child of the root's owner with no children of its own
-      for (proc_id p = 1; p < 8 && leaf == no_proc; ++p)
-        if (t.parents()[p] == 0 && below(t, p).empty())
-          leaf = p;
-      BOOST_REQUIRE(leaf != no_proc);
-      g.slow([leaf](const wire::envelope& e) {
-        return e.from == 0 && e.to == leaf && std::holds_alternative<wire::reduce_ack>(e.body);
-      }, 100ms);
-      for (proc_id p = 0; p < 8; ++p)
-        start(g, p, sum_spec(1));
-      g.run_for(50ms);
-      BOOST_REQUIRE(f.counted_once(1, 8) == "");
-      BOOST_REQUIRE(rider(g, leaf).reducer().describe().find("unacked") != std::string::npos);
-      g.leave(leaf);
-      g.run_for(20ms);
-      proc_id next = no_proc; // takes the root vnode from 0
-      for (proc_id p = 1; p < 8 && next == no_proc; ++p)
-        if (p != leaf)
-          next = p;
-      g.leave(0, next);
-      g.run();
-      BOOST_TEST(f.counted_once(1, 8) == "");
-      BOOST_TEST(total(g, 8).resent == 0u);
-      for (proc_id p = 1; p < 8; ++p)
-        if (p != leaf)
-          BOOST_TEST(!rider(g, p).reducer().holding(),
-                     "processor " << p << ":\n" << rider(g, p).reducer().describe());
-      ++checked;
-    }
-  }
-  BOOST_TEST(checked == 4);
+  BOOST_TEST(on_formed_grids([](fixture& f, mini_grid& g) {
+    const auto t = g.tree_of({0, tree_kind::latency});
+    proc_id leaf = no_proc; // a child of the root's owner with no children of its own
+    for (proc_id p = 1; p < 8 && leaf == no_proc; ++p)
+      if (t.parents()[p] == 0 && below(t, p).empty())
+        leaf = p;
+    BOOST_REQUIRE(leaf != no_proc);
+    g.slow([leaf](const wire::envelope& e) {
+      return e.from == 0 && e.to == leaf && std::holds_alternative<wire::reduce_ack>(e.body);
+    }, 100ms);
+    for (proc_id p = 0; p < 8; ++p)
+      start(g, p, sum_spec(1));
+    g.run_for(50ms);
+    BOOST_REQUIRE(f.counted_once(1, 8) == "");
+    BOOST_REQUIRE(rider(g, leaf).reducer().describe().find("unacked") != std::string::npos);
+    g.leave(leaf);
+    g.run_for(20ms);
+    proc_id next = no_proc; // takes the root vnode from 0
+    for (proc_id p = 1; p < 8 && next == no_proc; ++p)
+      if (p != leaf)
+        next = p;
+    g.leave(0, next);
+    g.run();
+    BOOST_TEST(f.counted_once(1, 8) == "");
+    BOOST_TEST(total(g, 8).resent == 0u);
+    check_nothing_held(g, leaf);
+  }) == 4);
 }
 
 // A crash, then a graceful move of the root vnode. The relay R passes its partial on (it
@@ -473,57 +456,44 @@ BOOST_AUTO_TEST_CASE(a_leaver_takes_the_acknowledgement_of_a_partial_it_sent) {
 // that it completed at 0, and drops them (`superseded`). Nothing is held at the end, and
 // the result was counted once.
 BOOST_AUTO_TEST_CASE(a_copy_sent_after_a_crash_is_not_held_at_a_later_owner_of_the_root) {
-  int checked = 0;
-  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-    BOOST_TEST_CONTEXT("seed " << seed) {
-      fixture f;
-      mini_grid g{tiny(), seed, eager()};
-      f.install(g);
-      g.start(8);
-      g.run();
-      const auto relay = busiest_relay(g);
-      BOOST_REQUIRE(relay != no_proc);
-      const auto t = g.tree_of({0, tree_kind::latency});
-      std::vector<proc_id> kids;
-      for (proc_id p = 1; p < 8; ++p)
-        if (t.parents()[p] == relay)
-          kids.push_back(p);
-      BOOST_REQUIRE(!kids.empty());
-      proc_id next = no_proc; // takes the root vnode from 0: not R, not one of R's children
-      for (proc_id p = 1; p < 8 && next == no_proc; ++p)
-        if (p != relay && std::find(kids.begin(), kids.end(), p) == kids.end())
-          next = p;
-      BOOST_REQUIRE(next != no_proc);
-      g.slow([relay](const wire::envelope& e) {
-        if (e.from == relay && std::holds_alternative<wire::reduce_ack>(e.body))
-          return true; // never gets out: R crashes first
-        auto* p = std::get_if<wire::reduce_partial>(&e.body);
-        return p && p->tentative; // the copies arrive after the root vnode moved
-      }, 3s);
-      for (proc_id p = 0; p < 8; ++p)
-        start(g, p, sum_spec(1));
-      g.run_for(100ms);
-      BOOST_REQUIRE(f.counted_once(1, 8) == ""); // complete at 0, R's partial counted
-      for (auto k : kids)
-        BOOST_REQUIRE(rider(g, k).reducer().describe().find("unacked") != std::string::npos);
-      g.crash(relay);
-      g.suspect(0, relay);
-      for (auto k : kids)
-        g.suspect(k, relay);
-      g.run_for(400ms); // the tree heals; after `resend_grace` the children send copies
-      g.leave(0, next);
-      g.run();
-      BOOST_REQUIRE(g.sup(next)->own_vnodes().contains(0));
-      BOOST_TEST(f.counted_once(1, 8) == "");
-      auto s = total(g, 8);
-      BOOST_TEST(s.resent >= 1u);
-      BOOST_TEST(s.superseded >= 1u);
-      for (proc_id p = 1; p < 8; ++p)
-        if (p != relay)
-          BOOST_TEST(!rider(g, p).reducer().holding(),
-                     "processor " << p << ":\n" << rider(g, p).reducer().describe());
-      ++checked;
-    }
-  }
-  BOOST_TEST(checked == 4);
+  BOOST_TEST(on_formed_grids([](fixture& f, mini_grid& g) {
+    const auto relay = busiest_relay(g);
+    BOOST_REQUIRE(relay != no_proc);
+    const auto t = g.tree_of({0, tree_kind::latency});
+    std::vector<proc_id> kids;
+    for (proc_id p = 1; p < 8; ++p)
+      if (t.parents()[p] == relay)
+        kids.push_back(p);
+    BOOST_REQUIRE(!kids.empty());
+    proc_id next = no_proc; // takes the root vnode from 0: not R, not one of R's children
+    for (proc_id p = 1; p < 8 && next == no_proc; ++p)
+      if (p != relay && std::find(kids.begin(), kids.end(), p) == kids.end())
+        next = p;
+    BOOST_REQUIRE(next != no_proc);
+    g.slow([relay](const wire::envelope& e) {
+      if (e.from == relay && std::holds_alternative<wire::reduce_ack>(e.body))
+        return true; // never gets out: R crashes first
+      auto* p = std::get_if<wire::reduce_partial>(&e.body);
+      return p && p->tentative; // the copies arrive after the root vnode moved
+    }, 3s);
+    for (proc_id p = 0; p < 8; ++p)
+      start(g, p, sum_spec(1));
+    g.run_for(100ms);
+    BOOST_REQUIRE(f.counted_once(1, 8) == ""); // complete at 0, R's partial counted
+    for (auto k : kids)
+      BOOST_REQUIRE(rider(g, k).reducer().describe().find("unacked") != std::string::npos);
+    g.crash(relay);
+    g.suspect(0, relay);
+    for (auto k : kids)
+      g.suspect(k, relay);
+    g.run_for(400ms); // the tree heals; after `resend_grace` the children send copies
+    g.leave(0, next);
+    g.run();
+    BOOST_REQUIRE(g.sup(next)->own_vnodes().contains(0));
+    BOOST_TEST(f.counted_once(1, 8) == "");
+    auto s = total(g, 8);
+    BOOST_TEST(s.resent >= 1u);
+    BOOST_TEST(s.superseded >= 1u);
+    check_nothing_held(g, relay);
+  }) == 4);
 }
