@@ -188,23 +188,13 @@ BOOST_AUTO_TEST_CASE(allgathers_under_churn_count_and_deliver_every_vnode_exactl
       for (auto op = from; op <= upto && op <= ops; ++op)
         start(g, p, op, roots[op - 1]);
     };
-    std::uniform_int_distribution<proc_id> any(0, n - 1);
     std::uniform_int_distribution<int> gap_us(0, round % 3 ? 3000 : 15000);
     for (int step = 0; step < 40; ++step) {
       g.run_for(std::chrono::microseconds(gap_us(rng)));
-      auto p = any(rng);
-      auto live = g.live();
-      auto what = std::uniform_int_distribution<int>(0, 3)(rng);
-      if (what <= 1) {
-        if (live[p]) {
-          auto last = rider(g, p).engine().up().last_started();
-          catch_up(p, last == 0 ? first_open(f.l, n, ops) : last + 1);
-        }
-      } else if (live[p] && g.live_count() > 2) {
-        g.leave(p);
-      } else if (!g.reachable(p) && g.sup(p)->state() == supervisor::status::left) {
-        g.rejoin_randomly(p, n, rng);
-      }
+      g.churn_step(rng, n, 4, 2, [&](proc_id p, int) {
+        auto last = rider(g, p).engine().up().last_started();
+        catch_up(p, last == 0 ? first_open(f.l, n, ops) : last + 1);
+      });
     }
     g.run();
     for (proc_id p = 0; p < n; ++p)

@@ -370,24 +370,13 @@ BOOST_AUTO_TEST_CASE(allreduces_and_barriers_under_churn_reach_every_vnode_exact
         specs.push_back({op, static_cast<vnode_id>(rng() % n), ops[rng() % ops.size()],
                          op == 5 && round % 5 == 0 ? 70000 : 1 + rng() % 4});
     }
-    std::uniform_int_distribution<proc_id> any(0, n - 1);
     std::uniform_int_distribution<int> gap_us(0, round % 3 ? 3000 : 15000);
     for (int step = 0; step < 40; ++step) {
       g.run_for(std::chrono::microseconds(gap_us(rng)));
-      auto p = any(rng);
-      auto live = g.live();
-      const std::size_t members = g.live_count();
-      auto what = std::uniform_int_distribution<int>(0, 3)(rng);
-      if (what <= 1) {
-        if (live[p]) {
-          auto last = rider(g, p).engine().last_started();
-          catch_up(g, f.l, specs, p, last == 0 ? first_open(f.l, specs.size()) : last + 1);
-        }
-      } else if (live[p] && members > 2) {
-        g.leave(p);
-      } else if (!g.reachable(p) && g.sup(p)->state() == supervisor::status::left) {
-        g.rejoin_randomly(p, n, rng);
-      }
+      g.churn_step(rng, n, 4, 2, [&](proc_id p, int) {
+        auto last = rider(g, p).engine().last_started();
+        catch_up(g, f.l, specs, p, last == 0 ? first_open(f.l, specs.size()) : last + 1);
+      });
     }
     g.run();
     for (proc_id p = 0; p < n; ++p)

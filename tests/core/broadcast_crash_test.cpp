@@ -261,21 +261,12 @@ BOOST_AUTO_TEST_CASE(graceful_churn_with_acknowledgements_stays_exactly_once) {
     g.start();
     if (round % 2)
       g.run();
-    std::uniform_int_distribution<proc_id> any(0, n - 1);
     std::uniform_int_distribution<int> gap_us(0, round % 3 ? 3000 : 15000);
     for (int step = 0; step < 30; ++step) {
       g.run_for(std::chrono::microseconds(gap_us(rng)));
-      auto p = any(rng);
-      auto live = g.live();
-      auto what = std::uniform_int_distribution<int>(0, 3)(rng);
-      if (what <= 1) {
-        if (live[p])
-          broadcast_from(g, p, what == 0 ? 400 * 1024 : 1 + step, round * 1000 + step);
-      } else if (live[p] && g.live_count() > 2) {
-        g.leave(p);
-      } else if (!g.reachable(p) && g.sup(p)->state() == supervisor::status::left) {
-        g.rejoin_randomly(p, n, rng);
-      }
+      g.churn_step(rng, n, 4, 2, [&](proc_id p, int what) {
+        broadcast_from(g, p, what == 0 ? 400 * 1024 : 1 + step, round * 1000 + step);
+      });
     }
     g.run();
     BOOST_TEST_CONTEXT("round " << round << " with " << n << " processors") {

@@ -173,25 +173,14 @@ BOOST_AUTO_TEST_CASE(broadcasts_under_churn_reach_every_vnode_exactly_once) {
     g.start();
     if (round % 2)
       g.run(); // half the rounds start from converged trees
-    std::uniform_int_distribution<proc_id> any(0, n - 1);
     std::uniform_int_distribution<int> gap_us(0, round % 3 ? 3000 : 15000);
     int broadcasts = 0;
     for (int step = 0; step < 30; ++step) {
       g.run_for(std::chrono::microseconds(gap_us(rng)));
-      auto p = any(rng);
-      auto live = g.live();
-      auto what = std::uniform_int_distribution<int>(0, 3)(rng);
-      if (what <= 1) {
-        // a broadcast from a live processor
-        if (live[p]) {
-          broadcast(g, p, what == 0 ? 400 * 1024 : 1 + step, round * 1000 + step);
-          ++broadcasts;
-        }
-      } else if (live[p] && g.live_count() > 2) {
-        g.leave(p);
-      } else if (!g.reachable(p) && g.sup(p)->state() == supervisor::status::left) {
-        g.rejoin_randomly(p, n, rng);
-      }
+      g.churn_step(rng, n, 4, 2, [&](proc_id p, int what) { // a broadcast from p
+        broadcast(g, p, what == 0 ? 400 * 1024 : 1 + step, round * 1000 + step);
+        ++broadcasts;
+      });
     }
     g.run();
     BOOST_TEST_CONTEXT("round " << round << " with " << n << " processors, " << broadcasts
@@ -476,27 +465,18 @@ BOOST_AUTO_TEST_CASE(point_to_point_under_churn_is_exactly_once) {
     g.start();
     if (round % 2)
       g.run();
-    std::uniform_int_distribution<proc_id> any(0, n - 1);
     std::uniform_int_distribution<int> gap_us(0, round % 3 ? 3000 : 15000);
     int messages = 0;
     for (int step = 0; step < 30; ++step) {
       g.run_for(std::chrono::microseconds(gap_us(rng)));
-      auto p = any(rng);
-      auto live = g.live();
-      auto what = std::uniform_int_distribution<int>(0, 5)(rng);
-      if (what <= 2) {
-        if (live[p]) {
-          send_to(g, p, some_vnodes(n, rng), what == 0 ? 300 * 1024 : 1 + step, round * 1000 + step);
-          ++messages;
-        }
-      } else if (what == 3) {
-        if (live[p])
+      g.churn_step(rng, n, 6, 4, [&](proc_id p, int what) {
+        if (what == 3) {
           broadcast(g, p, 1 + step, round * 1000 + 500 + step);
-      } else if (live[p] && g.live_count() > 2) {
-        g.leave(p);
-      } else if (!g.reachable(p) && g.sup(p)->state() == supervisor::status::left) {
-        g.rejoin_randomly(p, n, rng);
-      }
+          return;
+        }
+        send_to(g, p, some_vnodes(n, rng), what == 0 ? 300 * 1024 : 1 + step, round * 1000 + step);
+        ++messages;
+      });
     }
     g.run();
     BOOST_TEST_CONTEXT("round " << round << " with " << n << " processors, " << messages

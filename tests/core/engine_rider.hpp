@@ -23,8 +23,9 @@ namespace banyan::test {
 class engine_rider : public mini_grid::rider {
 public:
   bool on_message(timestamp now, proc_id from, const wire::message& m, outbox& out) override {
-    const auto ks = engine().kinds();
-    bool taken = std::find(ks.begin(), ks.end(), wire::kind_of(m)) != ks.end() &&
+    if (kinds_.empty())
+      kinds_ = engine().kinds(); // fixed for an engine's life
+    bool taken = std::find(kinds_.begin(), kinds_.end(), wire::kind_of(m)) != kinds_.end() &&
                  engine().on_message(now, from, m);
     take(out);
     return taken;
@@ -87,6 +88,9 @@ protected:
 
   const supervisor& sup_;
   supervisor_view view_;
+
+private:
+  std::vector<collective_kind> kinds_; // the engine's, read at its first frame
 };
 
 } // namespace banyan::test

@@ -183,24 +183,13 @@ BOOST_AUTO_TEST_CASE(gathers_under_churn_take_every_block_exactly_once) {
     for (std::uint64_t op = 1; op <= 5; ++op)
       specs.push_back(gather_spec(op, static_cast<vnode_id>(rng() % n),
                                   op == 5 && round % 4 == 0 ? 30000 : 1 + rng() % 8, n));
-    std::uniform_int_distribution<proc_id> any(0, n - 1);
     std::uniform_int_distribution<int> gap_us(0, round % 3 ? 3000 : 15000);
     for (int step = 0; step < 40; ++step) {
       g.run_for(std::chrono::microseconds(gap_us(rng)));
-      auto p = any(rng);
-      auto live = g.live();
-      const std::size_t members = g.live_count();
-      auto what = std::uniform_int_distribution<int>(0, 3)(rng);
-      if (what <= 1) {
-        if (live[p]) {
-          auto last = rider(g, p).reducer().last_started();
-          catch_up(g, f.gathers, specs, p, last == 0 ? first_open(f.gathers, specs.size()) : last + 1);
-        }
-      } else if (live[p] && members > 2) {
-        g.leave(p);
-      } else if (!g.reachable(p) && g.sup(p)->state() == supervisor::status::left) {
-        g.rejoin_randomly(p, n, rng);
-      }
+      g.churn_step(rng, n, 4, 2, [&](proc_id p, int) {
+        auto last = rider(g, p).reducer().last_started();
+        catch_up(g, f.gathers, specs, p, last == 0 ? first_open(f.gathers, specs.size()) : last + 1);
+      });
     }
     g.run();
     for (proc_id p = 0; p < n; ++p)
@@ -284,22 +273,14 @@ BOOST_AUTO_TEST_CASE(scatters_under_churn_give_each_vnode_its_block_exactly_once
     g.start();
     if (round % 2)
       g.run();
-    std::uniform_int_distribution<proc_id> any(0, n - 1);
     std::uniform_int_distribution<int> gap_us(0, round % 3 ? 3000 : 15000);
     std::uint64_t op = 0;
     for (int step = 0; step < 40; ++step) {
       g.run_for(std::chrono::microseconds(gap_us(rng)));
-      auto p = any(rng);
-      auto live = g.live();
-      auto what = std::uniform_int_distribution<int>(0, 3)(rng);
-      if (what <= 1) {
-        if (live[p] && start_scatter(g, p, op + 1, n, round % 4 == 0 && step % 7 == 0 ? 30000 : 1 + rng() % 8))
+      g.churn_step(rng, n, 4, 2, [&](proc_id p, int) {
+        if (start_scatter(g, p, op + 1, n, round % 4 == 0 && step % 7 == 0 ? 30000 : 1 + rng() % 8))
           ++op;
-      } else if (live[p] && g.live_count() > 2) {
-        g.leave(p);
-      } else if (!g.reachable(p) && g.sup(p)->state() == supervisor::status::left) {
-        g.rejoin_randomly(p, n, rng);
-      }
+      });
     }
     g.run();
     BOOST_TEST_CONTEXT("round " << round << " with " << n << " processors, " << op << " scatters") {

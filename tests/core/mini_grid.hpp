@@ -138,6 +138,26 @@ public:
     join(p, c, wanted);
   }
 
+  /// Churn tests: one step of random churn among processors [0, n) (n vnodes). Draws a
+  /// processor p, then `what` in [0, kinds): below `acts`, p acts if it is live
+  /// (`act(p, what)`: a collective started, a message sent); otherwise p leaves if it is
+  /// live and more than two members remain, or rejoins (`rejoin_randomly`) if it has left
+  /// and is no longer reachable.
+  template <class Rng, class Act>
+  void churn_step(Rng& rng, proc_id n, int kinds, int acts, Act&& act) {
+    const auto p = std::uniform_int_distribution<proc_id>(0, n - 1)(rng);
+    const auto l = live();
+    const auto what = std::uniform_int_distribution<int>(0, kinds - 1)(rng);
+    if (what < acts) {
+      if (l[p])
+        act(p, what);
+    } else if (l[p] && live_count() > 2) {
+      leave(p);
+    } else if (!reachable(p) && sups_[p]->state() == supervisor::status::left) {
+      rejoin_randomly(p, n, rng);
+    }
+  }
+
   void leave(proc_id p, proc_id recipient = no_proc) {
     if (trace_ >= 0) std::fprintf(stderr, "t=%.3f LEAVE %u\n", to_ms(now_), p);
     outbox out;

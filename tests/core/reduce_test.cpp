@@ -449,24 +449,13 @@ BOOST_AUTO_TEST_CASE(reductions_under_churn_count_every_vnode_exactly_once) {
     for (std::uint64_t op = 1; op <= 6; ++op)
       specs.push_back({op, static_cast<vnode_id>(rng() % n), ops[rng() % ops.size()],
                        op == 6 && round % 5 == 0 ? 70000 : 1 + rng() % 4});
-    std::uniform_int_distribution<proc_id> any(0, n - 1);
     std::uniform_int_distribution<int> gap_us(0, round % 3 ? 3000 : 15000);
     for (int step = 0; step < 40; ++step) {
       g.run_for(std::chrono::microseconds(gap_us(rng)));
-      auto p = any(rng);
-      auto live = g.live();
-      const std::size_t members = g.live_count();
-      auto what = std::uniform_int_distribution<int>(0, 3)(rng);
-      if (what <= 1) {
-        if (live[p]) { // one more reduction started here
-          auto last = rider(g, p).reducer().last_started();
-          catch_up(g, f.reductions, specs, p, last == 0 ? first_open(f.reductions, specs.size()) : last + 1);
-        }
-      } else if (live[p] && members > 2) {
-        g.leave(p);
-      } else if (!g.reachable(p) && g.sup(p)->state() == supervisor::status::left) {
-        g.rejoin_randomly(p, n, rng);
-      }
+      g.churn_step(rng, n, 4, 2, [&](proc_id p, int) { // one more reduction started here
+        auto last = rider(g, p).reducer().last_started();
+        catch_up(g, f.reductions, specs, p, last == 0 ? first_open(f.reductions, specs.size()) : last + 1);
+      });
     }
     // Let the membership settle, then every member finishes the reductions.
     g.run();
