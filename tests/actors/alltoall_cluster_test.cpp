@@ -9,7 +9,7 @@
 #include <random>
 
 #include "banyan/actors/emulated_cluster.hpp"
-#include "actors/require_topology.hpp"
+#include "actors/tiny_cluster.hpp"
 
 using namespace banyan;
 using namespace banyan::actors;
@@ -17,7 +17,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-using banyan::testing::require_topology;
+using banyan::testing::start_formed;
+using banyan::testing::tiny_config;
 
 /// Vnode v's contribution: its block of `b` bytes for each of the `n` vnodes.
 contribution_fn contributions(vnode_id n, std::size_t b, std::uint64_t salt) {
@@ -33,19 +34,7 @@ contribution_fn contributions(vnode_id n, std::size_t b, std::uint64_t salt) {
 /// All-to-all `op`: every vnode got its blocks once (checked at delivery), every vnode's
 /// contribution taken once.
 void check_alltoall(emulated_cluster& c, std::uint64_t op, bool gathered = true) {
-  const auto n = c.vnode_count();
-  auto r = c.alltoalled(op);
-  BOOST_TEST(r.known);
-  BOOST_TEST(r.gathered == gathered);
-  BOOST_TEST(r.delivered.size() == n);
-  for (auto& [v, k] : r.delivered)
-    BOOST_TEST(k == 1, "vnode " << v << " delivered " << k << " times");
-  BOOST_TEST(r.contributions.size() == n);
-  for (auto& [v, k] : r.contributions)
-    BOOST_TEST(k == 1, "vnode " << v << " contributed " << k << " times");
-  BOOST_TEST(r.bad == 0u);
-  for (auto& p : r.problems)
-    BOOST_ERROR(p);
+  banyan::testing::check_every_vnode_once(c.alltoalled(op), c.vnode_count(), gathered);
 }
 
 } // namespace
@@ -53,13 +42,8 @@ void check_alltoall(emulated_cluster& c, std::uint64_t op, bool gathered = true)
 BOOST_AUTO_TEST_SUITE(alltoall_cluster)
 
 BOOST_AUTO_TEST_CASE(alltoall_and_pairwise_on_formed_trees) {
-  cluster_config cfg;
-  cfg.topo = require_topology("tiny-2c8");
-  cfg.seed = 3;
-  cfg.vnodes_per_proc = 3;
-  emulated_cluster c{cfg};
-  c.start();
-  BOOST_REQUIRE(c.run_until_quiet(600s));
+  emulated_cluster c{tiny_config(3, 3)};
+  start_formed(c);
   const auto n = static_cast<vnode_id>(c.vnode_count());
   for (std::size_t block : {std::size_t{1}, std::size_t{8}, std::size_t{3000}}) {
     BOOST_TEST_CONTEXT("blocks of " << block) {
@@ -93,14 +77,8 @@ BOOST_AUTO_TEST_CASE(alltoall_and_pairwise_on_formed_trees) {
 BOOST_AUTO_TEST_CASE(alltoalls_exactly_once_under_churn) {
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
     BOOST_TEST_CONTEXT("seed " << seed) {
-      cluster_config cfg;
-      cfg.topo = require_topology("tiny-2c8");
-      cfg.seed = seed;
-      cfg.initial = 6; // 6 and 7 join later
-      cfg.vnodes_per_proc = 2;
-      emulated_cluster c{cfg};
-      c.start();
-      BOOST_REQUIRE(c.run_until_quiet(600s));
+      emulated_cluster c{tiny_config(seed, 2, 6)}; // 6 and 7 join later
+      start_formed(c);
       const auto n = static_cast<vnode_id>(c.vnode_count());
       std::mt19937 rng{static_cast<unsigned>(seed)};
       std::vector<std::uint64_t> ops;

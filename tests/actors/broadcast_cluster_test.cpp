@@ -12,6 +12,7 @@
 
 #include "banyan/actors/emulated_cluster.hpp"
 #include "actors/require_topology.hpp"
+#include "actors/tiny_cluster.hpp"
 #include "banyan/core/broadcast.hpp"
 #include "banyan/core/tree_builders.hpp"
 
@@ -23,13 +24,7 @@ namespace {
 
 /// tiny-2c8 with two vnodes per processor, seed 3: the grid of the tests where a
 /// forwarder of long broadcasts leaves and joins again.
-cluster_config forwarder_config() {
-  cluster_config cfg;
-  cfg.topo = banyan::testing::require_topology("tiny-2c8");
-  cfg.vnodes_per_proc = 2;
-  cfg.seed = 3;
-  return cfg;
-}
+cluster_config forwarder_config() { return banyan::testing::tiny_config(3, 2); }
 
 /// A processor other than the origin 0 with children in 0's bandwidth tree (so it holds
 /// streams for others, not only for itself); no_proc if there is none.
@@ -56,6 +51,8 @@ link A B rtt 200ms bw 100Mbit
 }
 
 using banyan::testing::require_topology;
+using banyan::testing::start_formed;
+using banyan::testing::tiny_config;
 
 /// The largest one-way shortest-path latency from `root`, in ms.
 double lower_bound_ms(const topology& topo, proc_id root) {
@@ -387,13 +384,8 @@ BOOST_AUTO_TEST_CASE(half_leave_and_rejoin_under_continuous_long_broadcasts) {
   // while the trees heal; every vnode must get every broadcast exactly once.
   for (std::uint64_t seed = 1; seed <= 10; ++seed) {
     BOOST_TEST_CONTEXT("seed " << seed) {
-      cluster_config cfg;
-      cfg.topo = require_topology("tiny-2c8");
-      cfg.seed = seed;
-      cfg.vnodes_per_proc = 2;
-      emulated_cluster c{cfg};
-      c.start();
-      BOOST_REQUIRE(c.run_until_quiet(600s));
+      emulated_cluster c{tiny_config(seed, 2)};
+      start_formed(c);
       std::map<proc_id, vnode_set> had;
       for (proc_id p = 1; p < c.topo().proc_count(); p += 2)
         had[p] = c.inspect(p)->routes().owned_by(p);

@@ -14,6 +14,7 @@
 #include "actors/reduction_values.hpp"
 #include "banyan/actors/emulated_cluster.hpp"
 #include "actors/require_topology.hpp"
+#include "actors/tiny_cluster.hpp"
 #include "banyan/core/tree_builders.hpp"
 
 using namespace banyan;
@@ -26,6 +27,8 @@ using banyan::test::contribution;
 namespace {
 
 using banyan::testing::require_topology;
+using banyan::testing::start_formed;
+using banyan::testing::tiny_config;
 
 template <class T> contribution_fn values_of(std::size_t count, std::uint64_t salt) {
   return [count, salt](vnode_id v) { return contribution<T>(v, count, salt); };
@@ -81,13 +84,8 @@ void check_all_types(emulated_cluster& c, std::uint64_t& salt,
 BOOST_AUTO_TEST_SUITE(collectives_cluster)
 
 BOOST_AUTO_TEST_CASE(every_operator_and_type_over_adaptive_trees) {
-  cluster_config cfg;
-  cfg.topo = require_topology("tiny-2c8");
-  cfg.seed = 3;
-  cfg.vnodes_per_proc = 3;
-  emulated_cluster c{cfg};
-  c.start();
-  BOOST_REQUIRE(c.run_until_quiet(600s));
+  emulated_cluster c{tiny_config(3, 3)};
+  start_formed(c);
   std::uint64_t salt = 0;
   check_all_types(c, salt, [&](const reduction_args& a) { return c.reduce(a); });
   // A long array goes up the bandwidth trees.
@@ -101,13 +99,8 @@ BOOST_AUTO_TEST_CASE(every_operator_and_type_over_adaptive_trees) {
 }
 
 BOOST_AUTO_TEST_CASE(every_operator_and_type_over_static_trees) {
-  cluster_config cfg;
-  cfg.topo = require_topology("tiny-2c8");
-  cfg.seed = 4;
-  cfg.vnodes_per_proc = 2;
-  emulated_cluster c{cfg};
-  c.start();
-  BOOST_REQUIRE(c.run_until_quiet(600s));
+  emulated_cluster c{tiny_config(4, 2)};
+  start_formed(c);
   const auto n = c.topo().proc_count();
   const auto clusters = c.topo().cluster_of();
   std::uint64_t salt = 100;
@@ -179,14 +172,8 @@ BOOST_AUTO_TEST_CASE(point_to_point_reaches_the_owner_once) {
 BOOST_AUTO_TEST_CASE(collectives_exactly_once_under_churn) {
   for (std::uint64_t seed = 1; seed <= 12; ++seed) {
     BOOST_TEST_CONTEXT("seed " << seed) {
-      cluster_config cfg;
-      cfg.topo = require_topology("tiny-2c8");
-      cfg.seed = seed;
-      cfg.initial = 6; // 6 and 7 join later
-      cfg.vnodes_per_proc = 2;
-      emulated_cluster c{cfg};
-      c.start();
-      BOOST_REQUIRE(c.run_until_quiet(600s));
+      emulated_cluster c{tiny_config(seed, 2, 6)}; // 6 and 7 join later
+      start_formed(c);
       const auto n = static_cast<vnode_id>(c.vnode_count());
       std::mt19937 rng{static_cast<unsigned>(seed)};
       std::vector<wire::collective_id> bcasts, msgs;
@@ -278,13 +265,8 @@ BOOST_AUTO_TEST_CASE(collectives_exactly_once_under_churn) {
 BOOST_AUTO_TEST_CASE(a_crashed_processor_s_vnodes_are_adopted_and_collectives_go_on) {
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
     BOOST_TEST_CONTEXT("seed " << seed) {
-      cluster_config cfg;
-      cfg.topo = require_topology("tiny-2c8");
-      cfg.seed = seed;
-      cfg.vnodes_per_proc = 2;
-      emulated_cluster c{cfg};
-      c.start();
-      BOOST_REQUIRE(c.run_until_quiet(600s));
+      emulated_cluster c{tiny_config(seed, 2)};
+      start_formed(c);
       const auto n = static_cast<vnode_id>(c.vnode_count());
       auto cut = c.broadcast(0, 400 * 1024);
       BOOST_REQUIRE(cut.has_value());

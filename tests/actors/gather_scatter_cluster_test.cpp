@@ -9,7 +9,7 @@
 
 #include "banyan/actors/emulated_cluster.hpp"
 #include "banyan/core/tree_builders.hpp"
-#include "actors/require_topology.hpp"
+#include "actors/tiny_cluster.hpp"
 
 using namespace banyan;
 using namespace banyan::actors;
@@ -17,7 +17,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-using banyan::testing::require_topology;
+using banyan::testing::start_formed;
+using banyan::testing::tiny_config;
 
 std::vector<std::uint8_t> block_of(vnode_id v, std::size_t n, std::uint64_t salt) {
   std::vector<std::uint8_t> b(n);
@@ -48,19 +49,7 @@ void check_gather(emulated_cluster& c, std::uint64_t op, std::size_t block, std:
 /// Allgather `op`: every vnode got every block once (blocks checked at delivery), every
 /// vnode's block taken once.
 void check_allgather(emulated_cluster& c, std::uint64_t op) {
-  const auto n = c.vnode_count();
-  auto r = c.allgathered(op);
-  BOOST_TEST(r.known);
-  BOOST_TEST(r.gathered);
-  BOOST_TEST(r.delivered.size() == n);
-  for (auto& [v, k] : r.delivered)
-    BOOST_TEST(k == 1, "vnode " << v << " delivered " << k << " times");
-  BOOST_TEST(r.contributions.size() == n);
-  for (auto& [v, k] : r.contributions)
-    BOOST_TEST(k == 1, "vnode " << v << " contributed " << k << " times");
-  BOOST_TEST(r.bad == 0u);
-  for (auto& p : r.problems)
-    BOOST_ERROR(p);
+  banyan::testing::check_every_vnode_once(c.allgathered(op), c.vnode_count());
 }
 
 } // namespace
@@ -68,13 +57,8 @@ void check_allgather(emulated_cluster& c, std::uint64_t op) {
 BOOST_AUTO_TEST_SUITE(gather_scatter_cluster)
 
 BOOST_AUTO_TEST_CASE(gather_and_scatter_on_formed_trees) {
-  cluster_config cfg;
-  cfg.topo = require_topology("tiny-2c8");
-  cfg.seed = 3;
-  cfg.vnodes_per_proc = 3;
-  emulated_cluster c{cfg};
-  c.start();
-  BOOST_REQUIRE(c.run_until_quiet(600s));
+  emulated_cluster c{tiny_config(3, 3)};
+  start_formed(c);
   const auto n = static_cast<vnode_id>(c.vnode_count());
   for (std::size_t block : {std::size_t{8}, std::size_t{20000}}) {
     BOOST_TEST_CONTEXT("blocks of " << block) {
@@ -111,13 +95,8 @@ BOOST_AUTO_TEST_CASE(gathers_and_scatters_over_static_trees_move_every_block_onc
   // MagPIe's cluster-aware gather and scatter (and binomial ones) on the same runtime:
   // the gather and scatter engines in block mode over a fixed tree, rooted at the root
   // vnode's owner.
-  cluster_config cfg;
-  cfg.topo = require_topology("tiny-2c8");
-  cfg.seed = 4;
-  cfg.vnodes_per_proc = 3;
-  emulated_cluster c{cfg};
-  c.start();
-  BOOST_REQUIRE(c.run_until_quiet(600s));
+  emulated_cluster c{tiny_config(4, 3)};
+  start_formed(c);
   const auto procs = c.topo().proc_count();
   for (std::size_t block : {std::size_t{8}, std::size_t{20000}}) {
     for (bool magpie : {true, false}) {
@@ -153,14 +132,8 @@ BOOST_AUTO_TEST_CASE(gathers_and_scatters_over_static_trees_move_every_block_onc
 BOOST_AUTO_TEST_CASE(gathers_and_scatters_exactly_once_under_churn) {
   for (std::uint64_t seed = 1; seed <= 8; ++seed) {
     BOOST_TEST_CONTEXT("seed " << seed) {
-      cluster_config cfg;
-      cfg.topo = require_topology("tiny-2c8");
-      cfg.seed = seed;
-      cfg.initial = 6; // 6 and 7 join later
-      cfg.vnodes_per_proc = 2;
-      emulated_cluster c{cfg};
-      c.start();
-      BOOST_REQUIRE(c.run_until_quiet(600s));
+      emulated_cluster c{tiny_config(seed, 2, 6)}; // 6 and 7 join later
+      start_formed(c);
       const auto n = static_cast<vnode_id>(c.vnode_count());
       std::mt19937 rng{static_cast<unsigned>(seed)};
       std::vector<wire::collective_id> scatters;

@@ -10,6 +10,7 @@
 
 #include "banyan/actors/emulated_cluster.hpp"
 #include "actors/require_topology.hpp"
+#include "actors/tiny_cluster.hpp"
 
 using namespace banyan;
 using namespace banyan::actors;
@@ -18,6 +19,8 @@ using namespace std::chrono_literals;
 namespace {
 
 using banyan::testing::require_topology;
+using banyan::testing::start_formed;
+using banyan::testing::tiny_config;
 
 /// Runs broadcast `id` to the end; every vnode exactly once, nothing later.
 void check_once(emulated_cluster& c, std::optional<wire::collective_id> id,
@@ -41,13 +44,8 @@ void check_once(emulated_cluster& c, std::optional<wire::collective_id> id,
 BOOST_AUTO_TEST_SUITE(scatter_allgather_cluster)
 
 BOOST_AUTO_TEST_CASE(every_vnode_exactly_once_at_every_size) {
-  cluster_config cfg;
-  cfg.topo = require_topology("tiny-2c8");
-  cfg.seed = 3;
-  cfg.vnodes_per_proc = 2;
-  emulated_cluster c{cfg};
-  c.start();
-  BOOST_REQUIRE(c.run_until_quiet(600s));
+  emulated_cluster c{tiny_config(3, 2)};
+  start_formed(c);
   const auto n = static_cast<proc_id>(c.topo().proc_count());
   const auto th = emulated_cluster::scatter_allgather_threshold();
   for (std::size_t bytes : {std::size_t{1}, th - 1, th, th + 5, std::size_t{1024 * 1024 + 3}}) {
