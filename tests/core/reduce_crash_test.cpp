@@ -153,13 +153,20 @@ int on_formed_grids(Body body) {
   return done;
 }
 
-/// A processor outside `under` (the relay's subtree), neither the relay nor its adopter
-/// (the next processor), counted down from 7; no_proc if none.
-proc_id late_outside(proc_id relay, const std::vector<proc_id>& under) {
-  for (proc_id p = 7; p > 0; --p)
+/// The busiest relay R of root 0's latency tree (it has processors below it) and a late
+/// processor outside R's subtree, neither R nor R's adopter (the next processor), counted
+/// down from 7.
+std::pair<proc_id, proc_id> relay_and_late(const mini_grid& g) {
+  const auto relay = busiest_relay(g);
+  BOOST_REQUIRE(relay != no_proc);
+  const auto under = below(g.tree_of({0, tree_kind::latency}), relay);
+  BOOST_REQUIRE(!under.empty());
+  proc_id late = no_proc;
+  for (proc_id p = 7; p > 0 && late == no_proc; --p)
     if (p != relay && p != relay + 1 && std::find(under.begin(), under.end(), p) == under.end())
-      return p;
-  return no_proc;
+      late = p;
+  BOOST_REQUIRE(late != no_proc);
+  return {relay, late};
 }
 
 /// No processor among 1-7 but `gone` holds a partial or a copy of one.
@@ -233,13 +240,8 @@ BOOST_AUTO_TEST_CASE(a_relay_crashing_mid_reduction_completes_counting_each_vnod
 // copies. The root waits for a late processor meanwhile; each vnode counts once.
 BOOST_AUTO_TEST_CASE(a_partial_sent_again_that_reached_the_root_already_is_dropped) {
   on_formed_grids([](fixture& f, mini_grid& g) {
-    const auto relay = busiest_relay(g);
-    BOOST_REQUIRE(relay != no_proc);
-    const auto t = g.tree_of({0, tree_kind::latency});
-    const auto under = below(t, relay);
-    BOOST_REQUIRE(!under.empty());
-    const proc_id late = late_outside(relay, under);
-    BOOST_REQUIRE(late != no_proc);
+    const auto picked = relay_and_late(g);
+    const proc_id relay = picked.first, late = picked.second;
     g.slow([relay](const wire::envelope& e) {
       return e.from == relay && std::holds_alternative<wire::reduce_ack>(e.body);
     }, 30s);
@@ -272,13 +274,8 @@ BOOST_AUTO_TEST_CASE(a_partial_sent_again_that_reached_the_root_already_is_dropp
 // (at the relay, and at the adopter when asked), but the result counts it once.
 BOOST_AUTO_TEST_CASE(tentative_partials_covered_by_one_that_comes_later_are_dropped) {
   on_formed_grids([](fixture& f, mini_grid& g) {
-    const auto relay = busiest_relay(g);
-    BOOST_REQUIRE(relay != no_proc);
-    const auto t = g.tree_of({0, tree_kind::latency});
-    const auto under = below(t, relay);
-    BOOST_REQUIRE(!under.empty());
-    const proc_id late = late_outside(relay, under);
-    BOOST_REQUIRE(late != no_proc);
+    const auto picked = relay_and_late(g);
+    const proc_id relay = picked.first, late = picked.second;
     g.slow([relay](const wire::envelope& e) {
       return e.from == relay && (std::holds_alternative<wire::reduce_partial>(e.body) ||
                                  std::holds_alternative<wire::reduce_ack>(e.body));
