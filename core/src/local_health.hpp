@@ -11,13 +11,14 @@
 //              a ping of that round (the suspicion pings its helpers directly, beside the
 //              ping_reqs; a helper's ping_ack counts too), or a connection of ours was
 //              refused (an answer from the network: nothing runs there, so our path
-//              works). It must come in the round's first half: a helper answers our ping
-//              as soon as our ping_req reached it (the same connection, in order), and
-//              needs a round trip to the suspect more for its ping_ack.
+//              works). It must come half a `suspect_timeout` before the round's end:
+//              a helper answers our ping as soon as our ping_req reached it (the same
+//              connection, in order), and needs a round trip to the suspect more for
+//              its ping_ack.
 //   no evidence, or the round's timer fired late (we did not run): the score rises by
 //              one (at most `max_score`), and a new round begins, with fresh helpers and
 //              pings, lasting suspect_timeout x (1 + score). Nobody is declared while
-//              nobody answers. Evidence only in the last half: a new round, score kept.
+//              nobody answers. Evidence later than that: a new round, score kept.
 //   each answer to a request of ours (the lease's pongs too) lowers the score by one;
 //              every suspicion lasts suspect_timeout x (1 + score) from the start. Being
 //              taken for crashed ourselves (a refute) and a crash-watch tick overdue raise

@@ -198,7 +198,7 @@ void suspicion::on_timer(timestamp now, std::uint64_t seq, outbox& out) {
     start_round(now, i->first, e, out);
     return;
   }
-  // Heard only in the round's last half: the helpers that answered got our ping_req
+  // Heard only in the round's last half timeout: the helpers that answered got our ping_req
   // just before (the same connection, in order) and may not have had the suspect's
   // answer yet (a backlog of ours draining). Another round, no longer.
   if (e.helped && e.heard > e.due - half) {
