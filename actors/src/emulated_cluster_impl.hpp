@@ -120,7 +120,7 @@ struct emulated_cluster::impl {
         rel.at = timestamp{e.at - t0};
         cfg.on_tree_event(p, rel);
       });
-    net = spawn_emulated_network(*sys, cfg.topo, ctr, std::move(trace));
+    net = spawn_emulated_network(*sys, cfg.topo, ctr, std::move(trace), cfg.share_quantum);
     t0 = now();
   }
 

@@ -233,7 +233,8 @@ void pump(network_ptr self) {
 
 caf::behavior network_actor(
   network_ptr self, banyan::topology topo, std::shared_ptr<shared_counters> ctr,
-  std::function<void(frame_trace::kind, timestamp, const wire::envelope&, std::size_t)> trace) {
+  std::function<void(frame_trace::kind, timestamp, const wire::envelope&, std::size_t)> trace,
+  duration share_quantum) {
   auto& init = self->state;
   const auto n = topo.proc_count();
   init.trace = std::move(trace);
@@ -249,6 +250,7 @@ caf::behavior network_actor(
   init.last_from.resize(n);
   net::wan_options opts;
   opts.origin = now_of(self); // scheduled changes count from the network's start
+  opts.share_quantum = share_quantum;
   init.origin = opts.origin;
   init.model = std::make_unique<net::wan_model>(std::move(topo), opts);
   init.ctr = std::move(ctr);
@@ -389,8 +391,9 @@ caf::behavior network_actor(
 
 caf::actor spawn_emulated_network(
   caf::actor_system& sys, const banyan::topology& topo, std::shared_ptr<shared_counters> counters,
-  std::function<void(frame_trace::kind, timestamp, const wire::envelope&, std::size_t)> on_frame) {
-  return sys.spawn(network_actor, topo, std::move(counters), std::move(on_frame));
+  std::function<void(frame_trace::kind, timestamp, const wire::envelope&, std::size_t)> on_frame,
+  duration share_quantum) {
+  return sys.spawn(network_actor, topo, std::move(counters), std::move(on_frame), share_quantum);
 }
 
 } // namespace banyan::actors

@@ -42,11 +42,12 @@ caf::actor spawn_processor(caf::actor_system& sys, std::shared_ptr<supervisor> s
 
 /// The network actor that owns the emulated wide-area network model.
 /// `on_frame` (may be empty) hears of every frame sent, delivered or undeliverable, with
-/// the actor clock's time.
+/// the actor clock's time. `share_quantum`: net::wan_options::share_quantum (0: exact).
 caf::actor spawn_emulated_network(
   caf::actor_system& sys, const banyan::topology& topo,
   std::shared_ptr<shared_counters> counters,
-  std::function<void(frame_trace::kind, timestamp, const wire::envelope&, std::size_t)> on_frame = {});
+  std::function<void(frame_trace::kind, timestamp, const wire::envelope&, std::size_t)> on_frame = {},
+  duration share_quantum = duration{0});
 
 inline timestamp now_of(caf::local_actor* self) {
   return std::chrono::duration_cast<timestamp>(self->clock().now().time_since_epoch());

@@ -130,6 +130,7 @@ void membership::remove(timestamp now, proc_id p, outbox& out) {
   s_.probes.forget_strikes(p);
   s_.suspects.forget(p);
   s_.trees.drop_root(p);
+  s_.probes.drop_root(p);
   bool orphaned = false;
   for (auto& t : s_.trees.all()) {
     if (!t)

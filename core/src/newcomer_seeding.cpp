@@ -121,6 +121,11 @@ proc_id newcomer_seeding::chain_ahead(proc_id from, tree_key k) {
   return first_time && ahead != no_proc && s_.members.is_member(ahead) ? ahead : no_proc;
 }
 
+bool newcomer_seeding::placing(proc_id j) const {
+  auto given = given_to_.find(j);
+  return given != given_to_.end() && s_.now - given->second <= s_.cfg.sponsor_window;
+}
+
 void newcomer_seeding::forget(proc_id p) {
   unseeded_.erase(p);
   giver_of_.erase(p);

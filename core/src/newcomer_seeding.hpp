@@ -48,6 +48,8 @@ public:
   /// A joiner `from` we gave vnodes to asks for its first place in bandwidth tree k: the
   /// last joiner placed there, to redirect it to (no_proc: adopt it here).
   proc_id chain_ahead(proc_id from, tree_key k);
+  /// Whether j is a joiner we handed vnodes to within `sponsor_window` (being placed).
+  bool placing(proc_id j) const;
 
   void forget(proc_id p);
   void reset();

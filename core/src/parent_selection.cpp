@@ -82,6 +82,11 @@ wire::adopt_verdict parent_selection::judge(proc_id from, const wire::subtree_en
       v.redirect = ahead; // ask the last joiner placed here instead
       return v;
     }
+    if (auto below = relief_child(*t, from); below != no_proc) {
+      v.info = t->info();
+      v.redirect = below; // our fan-out would bind: hang the joiner one LAN hop lower
+      return v;
+    }
     const bool fresh = !t->has_child(from);
     t->set_child(from, e.vnodes);
     s_.updates.mark_subtree(*t);
@@ -95,10 +100,48 @@ wire::adopt_verdict parent_selection::judge(proc_id from, const wire::subtree_en
   return v;
 }
 
+proc_id parent_selection::relief_child(const tree_state& t, proc_id from) const {
+  // A joiner we gave vnodes to asks for its first place below us in a bandwidth tree.
+  // Assumes what the bandwidth estimate assumes (bandwidth_rule.hpp): what a parent can
+  // send (the widest rate it measured) is split evenly among its children. When one
+  // more child would bring that share below our own estimate, we would become the
+  // narrowest hop of every child's path, and the whole subtree below us would slow down
+  // for the joiner's sake (a giver that feeds a cluster's entry, say, splitting its NIC
+  // one way more). No move of the joiner's can undo that later: every candidate below
+  // us is held by the same split, the joiner's own share included. So the joiner is sent
+  // instead to a child of ours in our LAN (one LAN hop further down, the same wide-area
+  // path), the one with the smallest subtree, likely a leaf whose share is whole;
+  // assumes the joiner is near us, as a giver's joiner is (it asked for the vnodes we
+  // held, as its nearest member), and that LAN hops are not the narrowest. Latency trees
+  // keep the joiner here: one hop each.
+  if (t.key().kind != tree_kind::bandwidth || !s_.decision.sender_capacity
+      || t.has_child(from) || !s_.seeding.placing(from))
+    return no_proc;
+  const auto cap = s_.paths.widest();
+  const auto n = t.children().size();
+  if (!(cap > 0) || n == 0 || !(cap / static_cast<double>(n + 1) < t.est()))
+    return no_proc;
+  proc_id best = no_proc;
+  std::size_t best_size = 0;
+  rate best_bw = 0;
+  for (auto& [c, vs] : t.children()) {
+    if (c == from || !s_.members.is_member(c) || !s_.paths.is_local(c))
+      continue;
+    const auto bw = s_.paths.measured_bw(c).value_or(0);
+    if (best == no_proc || vs.size() < best_size || (vs.size() == best_size && bw > best_bw)) {
+      best = c;
+      best_size = vs.size();
+      best_bw = bw;
+    }
+  }
+  return best;
+}
+
 void parent_selection::on(timestamp, proc_id from, const wire::adopt_request& m, outbox& out) {
   // Trees in which our own step-parent has not answered yet (we are the heir a sibling
   // was sent to, or lost our parent too) are answered once it has (repair::answer_deferred),
   // in a further adopt_reply with the same seq; the others at once.
+  s_.repairs.supersede(from, m.seq, m.trees, out); // its earlier requests for these trees
   wire::adopt_reply reply{m.seq, {}};
   std::vector<wire::subtree_entry> held;
   for (auto& e : m.trees) {

@@ -62,6 +62,9 @@ public:
 
 private:
   bool hold_move(timestamp now, const tree_state& t, duration rtt, const rule_context& ctx) const;
+  /// Where to send joiner `from` asking for its first place in bandwidth tree t instead
+  /// of adopting it (no_proc: adopt it here): a LAN child when our fan-out would bind.
+  proc_id relief_child(const tree_state& t, proc_id from) const;
 
   parts& s_;
   std::uint64_t held_moves_ = 0;

@@ -423,7 +423,9 @@ void prober::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply
     if (!v.accepted)
       continue;
     auto t = s_.trees.find(v.tree);
-    if (!t) { // the root left meanwhile
+    auto req = std::find_if(probe_->requested.begin(), probe_->requested.end(),
+                            [&](auto& r) { return r.tree == v.tree; });
+    if (!t || req == probe_->requested.end()) { // the root left (or closed its trees) meanwhile
       releases[from].trees.push_back(v.tree);
       continue;
     }
@@ -433,10 +435,7 @@ void prober::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply
     const bool was = t->reattaching();
     t->set_parent(from, probe_->rtt, probe_->bw, v.info);
     s_.parents.note_reattaching(now, *t, was);
-    auto req = std::find_if(probe_->requested.begin(), probe_->requested.end(),
-                            [&](auto& r) { return r.tree == v.tree; });
-    if (req != probe_->requested.end())
-      t->set_reported(req->vnodes);
+    t->set_reported(req->vnodes);
     s_.updates.mark_info(*t);
     s_.updates.mark_subtree(*t);
     if (old != from)
@@ -480,6 +479,14 @@ void prober::on_reply_timer(timestamp now, std::uint64_t seq, outbox& out) {
     finish_probe(now, false, out);
   }
   s_.updates.flush(out);
+}
+
+void prober::drop_root(proc_id p) {
+  if (!probe_)
+    return;
+  auto& r = probe_->requested;
+  r.erase(std::remove_if(r.begin(), r.end(), [&](auto& e) { return e.tree.root == p; }),
+          r.end());
 }
 
 void prober::forget(proc_id p) {

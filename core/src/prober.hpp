@@ -98,6 +98,10 @@ public:
 
   /// p is gone: not to be measured again.
   void forget(proc_id p);
+  /// The trees rooted at p were dropped here: the probe in flight no longer asks to be
+  /// adopted in them (a verdict for them is undone, even if p's trees exist again by
+  /// then: a later incarnation's, or reopened, are other trees under the same key).
+  void drop_root(proc_id p);
   void forget_strikes(proc_id p) { strikes_.erase(p); }
   /// A new round of life: no schedule, probe or strikes, nothing to remeasure.
   void reset();

@@ -149,6 +149,36 @@ void repair::defer(proc_id from, std::uint64_t seq, std::vector<wire::subtree_en
   deferred_.push_back({from, seq, std::move(trees)});
 }
 
+void repair::supersede(proc_id from, std::uint64_t seq,
+                       const std::vector<wire::subtree_entry>& trees, outbox& out) {
+  // An asker's requests for one tree must not both be accepted: it acts on one verdict
+  // (the request it still waits for), and undoes the other with a release, which may
+  // reach us after we accepted both and then removes the child it has just become. (A
+  // probe ends with the first adopt_reply, so the rest of its held request comes after
+  // it ended; the asker meanwhile lost its parent and asked us as step-parent: it took
+  // us as parent by the second verdict, and the release of the first left it under a
+  // parent that did not count it as a child.) So only the newest request is answered
+  // for a tree; an earlier one still held is refused for it, and the asker undoes
+  // nothing.
+  for (auto& h : deferred_) {
+    if (h.from != from || h.seq == seq)
+      continue;
+    wire::adopt_reply no{h.seq, {}};
+    auto named = [&](const wire::subtree_entry& e) {
+      return std::any_of(trees.begin(), trees.end(), [&](auto& n) { return n.tree == e.tree; });
+    };
+    for (auto& e : h.trees)
+      if (named(e))
+        no.verdicts.push_back({e.tree, false, {}, no_proc});
+    h.trees.erase(std::remove_if(h.trees.begin(), h.trees.end(), named), h.trees.end());
+    if (!no.verdicts.empty())
+      s_.send(out, from, std::move(no));
+  }
+  deferred_.erase(std::remove_if(deferred_.begin(), deferred_.end(),
+                                 [](auto& h) { return h.trees.empty(); }),
+                  deferred_.end());
+}
+
 void repair::answer_deferred(outbox& out) {
   auto held = std::move(deferred_);
   deferred_.clear();

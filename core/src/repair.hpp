@@ -45,6 +45,10 @@ public:
   void after_steps(timestamp now, outbox& out);
   /// Holds trees of an adoption request until our own step-parent answers for them.
   void defer(proc_id from, std::uint64_t seq, std::vector<wire::subtree_entry> trees);
+  /// A newer adoption request `seq` from `from` names `trees`: whatever we still hold of
+  /// its earlier requests for those trees is refused now (the newer one is answered).
+  void supersede(proc_id from, std::uint64_t seq, const std::vector<wire::subtree_entry>& trees,
+                 outbox& out);
   /// Answers the held adoption requests that can be answered now.
   void answer_deferred(outbox& out);
   /// Refuses, pointing on, as a leaving or left processor (never adopts).

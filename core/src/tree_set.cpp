@@ -93,6 +93,7 @@ void tree_set::sync(timestamp now, proc_id p, outbox& out) {
       s_.probes.trigger(now, out); // attach, as to a newcomer's trees without a seed
   } else if (!want && have) {
     s_.trees.drop_root(p); // every member drops them: no edge is left to undo
+    s_.probes.drop_root(p);
   }
 }
 

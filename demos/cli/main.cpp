@@ -101,6 +101,10 @@ int main(int argc, char** argv) {
   trees->add_option("--dot-root", st.dot_roots, "roots to export (default 0)");
   trees->add_option("--limit", st.limit_s, "give up after this many emulated seconds")
     ->type_name("SECONDS");
+  trees->add_option("--share-quantum", st.share_quantum_us,
+                    "approximate network for large runs: fair rates recomputed only every "
+                    "US microseconds (0, the default: exact; net::wan_options::share_quantum)")
+    ->type_name("US");
   trees->add_option("--rules", st.rules,
                     "banyan (default) or paper: the paper's rules, uniform candidates and "
                     "10 extra measurements after every tree has a parent")

@@ -238,6 +238,7 @@ int run_sim_trees(const sim_trees_options& opt) {
     replies.start("formation");
   }
   cfg.seed = opt.seed;
+  cfg.share_quantum = duration{static_cast<duration::rep>(opt.share_quantum_us * 1000)};
   cfg.clock = opt.clock == "real" ? actors::clock_mode::real_time
                                   : actors::clock_mode::virtual_time;
   cfg.sup.rules = opt.rules == "paper" ? rule_variant::paper : rule_variant::banyan;

@@ -23,6 +23,7 @@ struct sim_trees_options {
   std::string dot_dir;
   std::vector<proc_id> dot_roots{0};
   double limit_s = 600;
+  double share_quantum_us = 0; ///< net::wan_options::share_quantum (0: exact)
   std::string rules = "banyan"; ///< "banyan" or "paper"
   int extra = 10;               ///< extra measurements after every tree has a parent
   double local_bias = 0.5;      ///< chance a probe goes to a known LAN peer

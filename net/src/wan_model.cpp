@@ -6,8 +6,6 @@
 #include <deque>
 #include <limits>
 #include <queue>
-#include <set>
-#include <tuple>
 #include <unordered_map>
 
 namespace banyan::net {
@@ -40,10 +38,6 @@ struct arrival_event {
   timestamp at;
   message msg;
 };
-
-/// Projected end of a transmission: (time, message id, flow slot). Kept in an ordered
-/// set so that a flow whose rate changes moves its one entry.
-using finish_event = std::tuple<timestamp, std::uint64_t, std::uint32_t>;
 
 /// Min-heap orders: by time, then by id (ids grow with submission order).
 struct later_start {
@@ -89,9 +83,15 @@ struct flow {
   rate next_speed = 0;             ///< water-filling result
   timestamp updated{};
   timestamp finish = never; ///< its entry in `finishes`, unless never
-  std::uint64_t stamp = 0;
-  bool frozen = false;
+  std::uint32_t heap_pos = 0; ///< its index in `finishes` (when finish != never)
   bool scheduled = false; ///< a rate was assigned since it started
+};
+
+/// A flow's marks in the rebalancing, apart from the flow so that the scans over every flow
+/// of a resource read a compact array.
+struct flow_mark {
+  std::uint64_t region = 0; ///< rebalance that last took it into its region
+  std::uint64_t frozen = 0; ///< filling that last gave it its rate
 };
 
 /// Everything about a pair of leaf groups that the model needs per message.
@@ -126,12 +126,16 @@ struct wan_model::impl {
   std::unordered_map<std::uint64_t, route> routes;                ///< (leaf a, leaf b)
 
   std::vector<flow> flows;
+  std::vector<flow_mark> marks; ///< per slot, as `flows`
   std::vector<std::uint32_t> free_slots;
   std::unordered_map<std::uint64_t, std::uint32_t> slot_of; ///< transmitting id -> slot
   std::unordered_map<std::uint64_t, stream> streams;        ///< (from, to) -> stream
 
   std::priority_queue<start_event, std::vector<start_event>, later_start> starts;
-  std::set<finish_event> finishes;
+  /// Projected ends of the transmissions (flows whose finish is not never): a min-heap
+  /// of slots by (finish, message id), each flow knowing its index, so that a flow whose
+  /// rate changes moves its one entry in place. Ends are processed in that order.
+  std::vector<std::uint32_t> finishes;
   std::priority_queue<arrival_event, std::vector<arrival_event>, later_arrival> arrivals;
 
   // Changes since the last rebalance.
@@ -144,6 +148,7 @@ struct wan_model::impl {
   /// Water-filling queue of (fair share, resource): a min-heap in a reused vector.
   std::vector<std::pair<double, std::uint32_t>> fill;
   std::uint64_t epoch = 0;
+  std::uint64_t fills = 0; ///< fillings so far (a rebalance may fill more than once)
 
   // Scheduled changes of the network (topology::changes), applied at their time.
   std::vector<network_change> changes;
@@ -153,6 +158,10 @@ struct wan_model::impl {
   /// link whose RTT shrank: arrivals are then kept in order per pair.
   bool rtt_changed = false;
   std::unordered_map<std::uint64_t, timestamp> last_arrival; ///< (from, to) -> latest
+
+  /// With a share quantum: the multiple of it at which the changes since the last
+  /// rebalance will be applied (never: none pending).
+  timestamp rebalance_at = never;
 
   std::uint64_t next_id = 1;
   std::uint64_t undelivered = 0;
@@ -232,6 +241,90 @@ struct wan_model::impl {
       last = at;
     }
     arrivals.push({at, m});
+  }
+
+  // --- share quantum (wan_options::share_quantum) ---------------------------------------
+
+  bool quantized() const { return opts.share_quantum.count() > 0; }
+
+  /// The first multiple of the quantum at or after `t` (never if there is none).
+  timestamp quantum_ceil(timestamp t) const {
+    const auto q = opts.share_quantum.count();
+    const auto c = t.count();
+    auto r = c % q;
+    if (r < 0)
+      r += q;
+    if (r == 0)
+      return t;
+    if (c > never.count() - (q - r))
+      return never;
+    return timestamp{c + (q - r)};
+  }
+
+  // --- projected ends -----------------------------------------------------------------
+
+  bool ends_before(std::uint32_t a, std::uint32_t b) const {
+    const flow& x = flows[a];
+    const flow& y = flows[b];
+    return x.finish != y.finish ? x.finish < y.finish : x.msg.id < y.msg.id;
+  }
+
+  void place(std::size_t i, std::uint32_t s) {
+    finishes[i] = s;
+    flows[s].heap_pos = static_cast<std::uint32_t>(i);
+  }
+
+  void sift_up(std::size_t i) {
+    const auto s = finishes[i];
+    while (i > 0) {
+      const auto up = (i - 1) / 2;
+      if (!ends_before(s, finishes[up]))
+        break;
+      place(i, finishes[up]);
+      i = up;
+    }
+    place(i, s);
+  }
+
+  void sift_down(std::size_t i) {
+    const auto s = finishes[i];
+    const auto n = finishes.size();
+    for (;;) {
+      auto child = 2 * i + 1;
+      if (child >= n)
+        break;
+      if (child + 1 < n && ends_before(finishes[child + 1], finishes[child]))
+        ++child;
+      if (!ends_before(finishes[child], s))
+        break;
+      place(i, finishes[child]);
+      i = child;
+    }
+    place(i, s);
+  }
+
+  /// Enters the flow in `slot`, whose finish is not never.
+  void push_finish(std::uint32_t slot) {
+    finishes.push_back(slot);
+    sift_up(finishes.size() - 1);
+  }
+
+  /// Removes the flow in `slot`'s entry.
+  void erase_finish(std::uint32_t slot) {
+    const std::size_t i = flows[slot].heap_pos;
+    const auto last = finishes.back();
+    finishes.pop_back();
+    if (i < finishes.size()) {
+      place(i, last);
+      sift_down(i);
+      sift_up(flows[last].heap_pos);
+    }
+  }
+
+  /// Moves the entry of the flow in `slot`, whose finish changed (and is not never).
+  void move_finish(std::uint32_t slot) {
+    sift_up(flows[slot].heap_pos);
+    sift_down(flows[slot].heap_pos);
   }
 
   // --- scheduled changes --------------------------------------------------------------
@@ -324,6 +417,7 @@ struct wan_model::impl {
     if (free_slots.empty()) {
       slot = static_cast<std::uint32_t>(flows.size());
       flows.emplace_back();
+      marks.emplace_back();
     } else {
       slot = free_slots.back();
       free_slots.pop_back();
@@ -382,7 +476,7 @@ struct wan_model::impl {
     }
     const message m = f.msg;
     if (f.finish != never)
-      finishes.erase({f.finish, m.id, slot});
+      erase_finish(slot);
     f.scheduled = false;
     slot_of.erase(m.id);
     free_slots.push_back(slot);
@@ -438,10 +532,11 @@ struct wan_model::impl {
   }
 
   void take_flow(std::uint32_t s) {
-    flow& f = flows[s];
-    if (f.stamp == epoch)
+    auto& mark = marks[s].region;
+    if (mark == epoch)
       return;
-    f.stamp = epoch;
+    mark = epoch;
+    const flow& f = flows[s];
     region_flows.push_back(s);
     for (auto x : f.path)
       take_resource(x, res[x].saturated());
@@ -452,7 +547,8 @@ struct wan_model::impl {
       const auto x = whole_queue.back();
       whole_queue.pop_back();
       for (auto s : res[x].flows)
-        take_flow(s);
+        if (marks[s].region != epoch)
+          take_flow(s);
     }
   }
 
@@ -461,6 +557,7 @@ struct wan_model::impl {
   /// else. A resource's share only grows as flows elsewhere are frozen at smaller shares,
   /// so a queued share that is out of date is too small: re-queue it at its current one.
   void fill_region() {
+    ++fills;
     for (auto x : region_res) {
       auto& r = res[x];
       r.unfrozen = 0;
@@ -468,10 +565,13 @@ struct wan_model::impl {
       r.new_rates = 0;
       r.froze = false;
     }
+    // Region flows still without a rate; once none is left, every resource still queued
+    // has no flow to give a share to, and the filling is over.
+    std::size_t open = 0;
     for (auto s : region_flows) {
       flow& f = flows[s];
-      f.frozen = false;
       f.next_speed = infinite_rate; // stays so for a flow crossing no finite resource
+      open += f.path.empty() ? 0 : 1;
       for (auto x : f.path) {
         res[x].unfrozen++;
         res[x].old_rates += f.speed;
@@ -487,7 +587,7 @@ struct wan_model::impl {
         fill.emplace_back(r.left / r.unfrozen, x);
     }
     std::make_heap(fill.begin(), fill.end(), later);
-    while (!fill.empty()) {
+    while (open > 0 && !fill.empty()) {
       std::pop_heap(fill.begin(), fill.end(), later);
       const auto [queued, x] = fill.back();
       fill.pop_back();
@@ -502,11 +602,13 @@ struct wan_model::impl {
       }
       r.froze = true;
       for (auto s : r.flows) {
-        flow& f = flows[s];
-        if (f.stamp != epoch || f.frozen)
+        auto& mark = marks[s];
+        if (mark.region != epoch || mark.frozen == fills)
           continue; // outside the region, or already limited elsewhere
-        f.frozen = true;
+        mark.frozen = fills;
+        flow& f = flows[s];
         f.next_speed = share;
+        --open;
         for (auto y : f.path) {
           auto& q = res[y];
           q.left = std::max(0.0, q.left - share);
@@ -571,8 +673,7 @@ struct wan_model::impl {
         res[x].load += f.next_speed - f.speed;
       f.speed = f.next_speed;
       f.scheduled = true;
-      if (f.finish != never)
-        finishes.erase({f.finish, f.msg.id, s});
+      const bool queued = f.finish != never;
       if (f.remaining <= 0 || std::isinf(f.speed)) {
         f.finish = t;
       } else if (f.speed <= 0) {
@@ -583,8 +684,16 @@ struct wan_model::impl {
         const double max_ns = static_cast<double>((never - t).count());
         f.finish = ns >= max_ns ? never : t + timestamp{static_cast<timestamp::rep>(ns)};
       }
-      if (f.finish != never)
-        finishes.insert({f.finish, f.msg.id, s});
+      if (quantized() && f.finish != never)
+        f.finish = quantum_ceil(f.finish);
+      if (f.finish == never) {
+        if (queued)
+          erase_finish(s);
+      } else if (queued) {
+        move_finish(s);
+      } else {
+        push_finish(s);
+      }
     }
   }
 };
@@ -624,9 +733,11 @@ std::optional<timestamp> wan_model::next_event() const {
   if (!m.starts.empty())
     consider(m.starts.top().at);
   if (!m.finishes.empty())
-    consider(std::get<0>(*m.finishes.begin()));
+    consider(m.flows[m.finishes.front()].finish);
   if (!m.arrivals.empty())
     consider(m.arrivals.top().at);
+  if (m.rebalance_at != never)
+    consider(m.rebalance_at);
   // A change matters only to what is in flight (`catch_up` applies the others).
   if (m.undelivered > 0)
     if (auto c = m.next_change_at())
@@ -650,14 +761,19 @@ std::vector<delivery> wan_model::advance(timestamp now) {
       m.deliver(m.arrivals.top(), out);
       m.arrivals.pop();
     }
-    while (!m.finishes.empty() && std::get<0>(*m.finishes.begin()) == *t)
-      m.end_transmission(std::get<2>(*m.finishes.begin()), *t);
+    while (!m.finishes.empty() && m.flows[m.finishes.front()].finish == *t)
+      m.end_transmission(m.finishes.front(), *t);
     while (!m.starts.empty() && m.starts.top().at == *t) {
       const auto e = m.starts.top();
       m.starts.pop();
       m.ready(e.msg, *t);
     }
-    m.rebalance(*t);
+    if (!m.quantized() || m.quantum_ceil(*t) == *t) {
+      m.rebalance_at = never;
+      m.rebalance(*t);
+    } else if (!m.freed.empty() || !m.new_flows.empty()) {
+      m.rebalance_at = m.quantum_ceil(*t);
+    }
   }
   std::sort(out.begin(), out.end(), [](const delivery& x, const delivery& y) {
     return x.at != y.at ? x.at < y.at : x.id < y.id;

@@ -11,69 +11,23 @@
 #include <random>
 #include <type_traits>
 
+#include "actors/reduction_values.hpp"
 #include "actors/require_topology.hpp"
 #include "banyan/actors/emulated_cluster.hpp"
 
 using namespace banyan;
 using namespace banyan::actors;
 using namespace std::chrono_literals;
+using banyan::test::same;
+using banyan::test::truth;
+using banyan::test::contribution;
 
 namespace {
 
 using banyan::testing::require_topology;
 
-long element(vnode_id v, std::size_t i, std::uint64_t salt) {
-  return static_cast<long>((v * 31 + i * 7 + salt) % 17) - 8;
-}
-
 template <class T> contribution_fn values_of(std::size_t count, std::uint64_t salt) {
-  return [count, salt](vnode_id v) {
-    std::vector<std::uint8_t> b(count * sizeof(T));
-    for (std::size_t i = 0; i < count; ++i) {
-      T x = static_cast<T>(element(v, i, salt));
-      std::memcpy(b.data() + i * sizeof(T), &x, sizeof(T));
-    }
-    return b;
-  };
-}
-
-/// The true result over vnodes [0, n), computed directly (integers wrap, as unsigned).
-template <class T> std::vector<T> truth(reduce_kind k, vnode_id n, std::size_t count,
-                                        std::uint64_t salt) {
-  std::vector<T> acc(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    using U = std::conditional_t<std::is_integral_v<T>, std::make_unsigned_t<
-                                   std::conditional_t<std::is_integral_v<T>, T, int>>, T>;
-    U a = static_cast<U>(static_cast<T>(element(0, i, salt)));
-    for (vnode_id v = 1; v < n; ++v) {
-      const T x = static_cast<T>(element(v, i, salt));
-      switch (k) {
-      case reduce_kind::sum: a = static_cast<U>(a + static_cast<U>(x)); break;
-      case reduce_kind::product: a = static_cast<U>(a * static_cast<U>(x)); break;
-      case reduce_kind::min: a = static_cast<U>(std::min(static_cast<T>(a), x)); break;
-      case reduce_kind::max: a = static_cast<U>(std::max(static_cast<T>(a), x)); break;
-      default: break;
-      }
-    }
-    acc[i] = static_cast<T>(a);
-  }
-  return acc;
-}
-
-template <class T> bool same(const std::vector<std::uint8_t>& got, const std::vector<T>& want) {
-  if (got.size() != want.size() * sizeof(T))
-    return false;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    T x;
-    std::memcpy(&x, got.data() + i * sizeof(T), sizeof(T));
-    if constexpr (std::is_floating_point_v<T>) {
-      if (std::fabs(x - want[i]) > 1e-5 * std::max<T>(1, std::fabs(want[i])))
-        return false;
-    } else if (x != want[i]) {
-      return false;
-    }
-  }
-  return true;
+  return [count, salt](vnode_id v) { return contribution<T>(v, count, salt); };
 }
 
 /// Allreduce or barrier `op` as it stands: gathered once over every vnode, each vnode

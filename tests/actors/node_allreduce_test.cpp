@@ -11,11 +11,21 @@
 #include <cstring>
 #include <future>
 
+#include "actors/reduction_values.hpp"
 #include "banyan/actors/node.hpp"
 #include "node_check.hpp"
+#include "node_forming.hpp"
 
 using namespace banyan;
 using namespace std::chrono_literals;
+using banyan::test::contribution;
+using banyan::test::same;
+using banyan::test::truth;
+using banyan::test::contains;
+using banyan::test::failed;
+using banyan::test::form;
+using banyan::test::require_converged;
+using banyan::test::succeeded;
 using banyan::test::check_converged;
 using banyan::test::poll_until;
 using banyan::test::ready;
@@ -26,52 +36,6 @@ node_config config(proc_id id) {
   return banyan::test::loopback_config(id, "allreduce test", 3000);
 }
 
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-template <class T>
-error failed(std::future<expected<T>>& f, errc code, std::chrono::milliseconds limit = 2s) {
-  BOOST_REQUIRE_MESSAGE(ready(f, limit), "not answered in time");
-  auto r = f.get();
-  BOOST_REQUIRE_MESSAGE(!r.has_value(), "succeeded, expected " << to_string(code));
-  BOOST_TEST(to_string(r.err().code) == to_string(code), r.err().to_string());
-  return r.err();
-}
-
-void succeeded(std::future<node::result>& f, std::chrono::milliseconds limit = 10s) {
-  BOOST_REQUIRE_MESSAGE(ready(f, limit), "not answered in time");
-  auto r = f.get();
-  BOOST_REQUIRE_MESSAGE(!r.has_value(), (r ? r->to_string() : ""));
-}
-
-void require_converged(const std::vector<const node*>& nodes, const vnode_set& all) {
-  std::optional<std::string> why;
-  bool ok = poll_until(20s, [&] {
-    std::vector<node_status> ss;
-    for (auto* n : nodes)
-      ss.push_back(n->status());
-    return !(why = check_converged(ss, &all));
-  });
-  BOOST_REQUIRE_MESSAGE(ok, "not converged: " << why.value_or(""));
-}
-
-void form(node& founder, std::vector<node*> others, const vnode_set& all) {
-  auto f = founder.found(all);
-  succeeded(f, 5s);
-  for (auto* n : others) {
-    auto j = n->join({{founder.address()}});
-    succeeded(j, 10s);
-  }
-  std::vector<const node*> every{&founder};
-  every.insert(every.end(), others.begin(), others.end());
-  require_converged(every, all);
-}
-
-long element(vnode_id v, std::size_t i, std::uint64_t salt) {
-  return static_cast<long>((v * 31 + i * 7 + salt) % 17) - 8;
-}
-
 template <class T>
 node_reduction allreduce_of(std::uint64_t seq, vnode_id root, reduce_kind k, element_type t,
                             std::size_t count) {
@@ -80,57 +44,8 @@ node_reduction allreduce_of(std::uint64_t seq, vnode_id root, reduce_kind k, ele
   r.root = root;
   r.op = {k, t};
   r.count = count;
-  r.values = [count, seq](vnode_id v) {
-    std::vector<std::uint8_t> b(count * sizeof(T));
-    for (std::size_t i = 0; i < count; ++i) {
-      T x = static_cast<T>(element(v, i, seq));
-      std::memcpy(b.data() + i * sizeof(T), &x, sizeof(T));
-    }
-    return b;
-  };
+  r.values = [count, seq](vnode_id v) { return contribution<T>(v, count, seq); };
   return r;
-}
-
-template <class T>
-std::vector<T> truth(reduce_kind k, const vnode_set& all, std::size_t count, std::uint64_t seq) {
-  std::vector<T> acc(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    bool first = true;
-    T a{};
-    all.for_each([&](vnode_id v) {
-      const T x = static_cast<T>(element(v, i, seq));
-      if (first) {
-        a = x;
-        first = false;
-        return;
-      }
-      switch (k) {
-      case reduce_kind::sum: a = static_cast<T>(a + x); break;
-      case reduce_kind::product: a = static_cast<T>(a * x); break;
-      case reduce_kind::min: a = std::min(a, x); break;
-      case reduce_kind::max: a = std::max(a, x); break;
-      default: break;
-      }
-    });
-    acc[i] = a;
-  }
-  return acc;
-}
-
-template <class T> bool same(const shared_bytes& got, const std::vector<T>& want) {
-  if (got.size() != want.size() * sizeof(T))
-    return false;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    T x;
-    std::memcpy(&x, got.data() + i * sizeof(T), sizeof(T));
-    if constexpr (std::is_floating_point_v<T>) {
-      if (std::fabs(x - want[i]) > 1e-5 * std::max<T>(1, std::fabs(want[i])))
-        return false;
-    } else if (x != want[i]) {
-      return false;
-    }
-  }
-  return true;
 }
 
 /// Every member of `ns` runs allreduce `r`: each resolves with the true value, and the

@@ -20,9 +20,16 @@
 #include "banyan/actors/node.hpp"
 #include "banyan/core/tree_builders.hpp"
 #include "node_check.hpp"
+#include "node_forming.hpp"
 
 using namespace banyan;
 using namespace std::chrono_literals;
+using banyan::test::contains;
+using banyan::test::failed;
+using banyan::test::form;
+using banyan::test::recorder;
+using banyan::test::require_converged;
+using banyan::test::succeeded;
 using banyan::test::check_converged;
 using banyan::test::poll_until;
 using banyan::test::ready;
@@ -31,78 +38,6 @@ namespace {
 
 node_config config(proc_id id) {
   return banyan::test::loopback_config(id, "api test", 2000);
-}
-
-/// The error of a result that must have failed with `code` within `limit`.
-error failed(std::future<node::result>& f, errc code, std::chrono::milliseconds limit = 2s) {
-  BOOST_REQUIRE_MESSAGE(ready(f, limit), "not answered in time");
-  auto r = f.get();
-  BOOST_REQUIRE_MESSAGE(r.has_value(), "succeeded, expected " << to_string(code));
-  BOOST_TEST(to_string(r->code) == to_string(code), r->to_string());
-  return *r;
-}
-
-template <class T>
-error failed(std::future<expected<T>>& f, errc code, std::chrono::milliseconds limit = 2s) {
-  BOOST_REQUIRE_MESSAGE(ready(f, limit), "not answered in time");
-  auto r = f.get();
-  BOOST_REQUIRE_MESSAGE(!r.has_value(), "succeeded, expected " << to_string(code));
-  BOOST_TEST(to_string(r.err().code) == to_string(code), r.err().to_string());
-  return r.err();
-}
-
-void succeeded(std::future<node::result>& f, std::chrono::milliseconds limit = 10s) {
-  BOOST_REQUIRE_MESSAGE(ready(f, limit), "not answered in time");
-  auto r = f.get();
-  BOOST_REQUIRE_MESSAGE(!r.has_value(), (r ? r->to_string() : ""));
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-/// Events of one node, recorded from its threads.
-struct recorder {
-  std::mutex mtx;
-  std::vector<node_event> events;
-  node::event_handler handler() {
-    return [this](const node_event& e) {
-      std::lock_guard<std::mutex> lk(mtx);
-      events.push_back(e);
-    };
-  }
-  std::vector<node_event> of(node_event::kind k) {
-    std::lock_guard<std::mutex> lk(mtx);
-    std::vector<node_event> r;
-    for (auto& e : events)
-      if (e.what == k)
-        r.push_back(e);
-    return r;
-  }
-};
-
-void require_converged(const std::vector<const node*>& nodes, const vnode_set& all) {
-  std::optional<std::string> why;
-  bool ok = poll_until(20s, [&] {
-    std::vector<node_status> ss;
-    for (auto* n : nodes)
-      ss.push_back(n->status());
-    return !(why = check_converged(ss, &all));
-  });
-  BOOST_REQUIRE_MESSAGE(ok, "not converged: " << why.value_or(""));
-}
-
-/// `founder` founds with `all`, the others join through it; every tree forms.
-void form(node& founder, std::vector<node*> others, const vnode_set& all) {
-  auto f = founder.found(all);
-  succeeded(f, 5s);
-  for (auto* n : others) {
-    auto j = n->join({{founder.address()}});
-    succeeded(j, 10s);
-  }
-  std::vector<const node*> every{&founder};
-  every.insert(every.end(), others.begin(), others.end());
-  require_converged(every, all);
 }
 
 /// An int64 sum of one element per vnode, the vnode's number times `seq`.

@@ -43,20 +43,6 @@ node_config collective_config(proc_id id) {
   return cfg;
 }
 
-/// `founder` founds the computation with `all`, the `others` join through it, and every
-/// tree forms.
-void form(node& founder, std::vector<node*> others, const vnode_set& all) {
-  auto f = founder.found(all);
-  BOOST_REQUIRE(!wait(f, 5s));
-  for (auto* n : others) {
-    auto j = n->join({{founder.address()}});
-    BOOST_REQUIRE_MESSAGE(!wait(j, 10s).has_value(), "node " << n->id() << " could not join");
-  }
-  std::vector<const node*> every{&founder};
-  every.insert(every.end(), others.begin(), others.end());
-  require_converged(every, &all, 20s);
-}
-
 /// byte i of message `salt`: a pattern a truncated, shifted or mixed payload breaks.
 shared_bytes pattern(std::size_t n, std::uint64_t salt) {
   std::vector<std::uint8_t> v(n);

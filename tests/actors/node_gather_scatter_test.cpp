@@ -13,9 +13,13 @@
 #include "banyan/actors/node.hpp"
 #include "banyan/core/gather.hpp"
 #include "node_check.hpp"
+#include "node_forming.hpp"
 
 using namespace banyan;
 using namespace std::chrono_literals;
+using banyan::test::contains;
+using banyan::test::failed;
+using banyan::test::form;
 using banyan::test::check_converged;
 using banyan::test::poll_until;
 using banyan::test::ready;
@@ -24,41 +28,6 @@ namespace {
 
 node_config config(proc_id id) {
   return banyan::test::loopback_config(id, "gather test", 3000);
-}
-
-template <class T>
-error failed(std::future<expected<T>>& f, errc code, std::chrono::milliseconds limit = 2s) {
-  BOOST_REQUIRE_MESSAGE(ready(f, limit), "not answered in time");
-  auto r = f.get();
-  BOOST_REQUIRE_MESSAGE(!r.has_value(), "succeeded, expected " << to_string(code));
-  BOOST_TEST(to_string(r.err().code) == to_string(code), r.err().to_string());
-  return r.err();
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-void form(node& founder, std::vector<node*> others, const vnode_set& all) {
-  auto f = founder.found(all);
-  BOOST_REQUIRE(ready(f, 5s));
-  BOOST_REQUIRE(!f.get().has_value());
-  for (auto* n : others) {
-    auto j = n->join({{founder.address()}});
-    BOOST_REQUIRE(ready(j, 10s));
-    auto r = j.get();
-    BOOST_REQUIRE_MESSAGE(!r.has_value(), (r ? r->to_string() : ""));
-  }
-  std::vector<const node*> every{&founder};
-  every.insert(every.end(), others.begin(), others.end());
-  std::optional<std::string> why;
-  BOOST_REQUIRE_MESSAGE(poll_until(20s, [&] {
-                          std::vector<node_status> ss;
-                          for (auto* n : every)
-                            ss.push_back(n->status());
-                          return !(why = check_converged(ss, &all));
-                        }),
-                        "not converged: " << why.value_or(""));
 }
 
 std::vector<std::uint8_t> block_of(std::uint64_t seq, vnode_id v, std::size_t n) {

@@ -1,8 +1,8 @@
 #pragma once
 // Shared by the suites of banyan::node in one process (tests/actors/node_test.cpp,
 // node_collectives_test.cpp): a node's configuration on loopback, a wait on a future
-// with a deadline, an event recorder, convergence checks and a CAF system of the test's
-// own to borrow.
+// with a deadline and a CAF system of the test's own to borrow, with node_forming.hpp's
+// recorder, convergence checks and cluster forming.
 
 #include <boost/test/unit_test.hpp>
 
@@ -19,6 +19,7 @@
 
 #include "banyan/actors/node.hpp"
 #include "node_check.hpp"
+#include "node_forming.hpp"
 
 namespace banyan::test::node_suite {
 
@@ -38,40 +39,10 @@ inline node::result wait(std::future<node::result>& f, std::chrono::milliseconds
   return f.get();
 }
 
-/// Events of one node, recorded from its actor's thread.
-struct recorder {
-  std::mutex mtx;
-  std::vector<node_event> events;
-  node::event_handler handler() {
-    return [this](const node_event& e) {
-      std::lock_guard<std::mutex> lk(mtx);
-      events.push_back(e);
-    };
-  }
-  std::size_t count(node_event::kind k, proc_id peer = no_proc) {
-    std::lock_guard<std::mutex> lk(mtx);
-    std::size_t n = 0;
-    for (auto& e : events)
-      n += e.what == k && (peer == no_proc || e.peer == peer);
-    return n;
-  }
-};
-
-inline std::optional<std::string> converged(const std::vector<const node*>& nodes,
-                                     const vnode_set* all = nullptr) {
-  std::vector<node_status> ss;
-  for (auto* n : nodes)
-    ss.push_back(n->status());
-  return check_converged(ss, all);
-}
-
-/// Waits until `nodes` converge; on failure reports what was still wrong.
-inline void require_converged(const std::vector<const node*>& nodes, const vnode_set* all,
-                       std::chrono::milliseconds limit) {
-  std::optional<std::string> why;
-  bool ok = poll_until(limit, [&] { return !(why = converged(nodes, all)); });
-  BOOST_REQUIRE_MESSAGE(ok, "not converged: " << why.value_or(""));
-}
+using banyan::test::converged;
+using banyan::test::form;
+using banyan::test::recorder;
+using banyan::test::require_converged;
 
 struct test_system {
   caf::actor_system_config cfg;

@@ -11,6 +11,7 @@
 
 #include "banyan/core/allreduce.hpp"
 #include "banyan/core/supervisor_view.hpp"
+#include "core/engine_rider.hpp"
 #include "core/mini_grid.hpp"
 #include "core/random_topology.hpp"
 
@@ -149,11 +150,10 @@ struct ledger {
 };
 
 /// The engine of one processor incarnation.
-class allreduce_rider final : public mini_grid::rider {
+class allreduce_rider final : public banyan::test::engine_rider {
 public:
   allreduce_rider(const supervisor& s, ledger& l, allreduce_config cfg)
-    : sup_(s), view_(s), l_(l),
-      eng_(view_, l.ops, cfg, s.state() == supervisor::status::member ? s.own_vnodes() : vnode_set{}) {}
+    : engine_rider(s), l_(l), eng_(view_, l.ops, cfg, founded(s)) {}
 
   ~allreduce_rider() override {
     if (auto* t = l_.sums) {
@@ -167,7 +167,8 @@ public:
       t->bounces += r.bounces + b.bounces;
     }
   }
-  allreduce_collective& engine() { return eng_; }
+  allreduce_collective& engine() override { return eng_; }
+  const allreduce_collective& engine() const override { return eng_; }
 
   std::optional<error> start(timestamp now, const allreduce_spec& spec, outbox& out) {
     l_.specs[spec.op] = spec;
@@ -181,48 +182,9 @@ public:
     return e;
   }
 
-  bool on_message(timestamp now, proc_id from, const wire::message& m, outbox& out) override {
-    bool taken = eng_.on_message(now, from, m);
-    take(out);
-    return taken;
-  }
-  void on_timer(timestamp now, std::uint64_t token, outbox& out) override {
-    eng_.on_timer(now, token);
-    take(out);
-  }
-  void after_supervisor(timestamp now, outbox& out) override {
-    eng_.on_view_change(now, {});
-    take(out);
-  }
-  void on_supervisor_events(timestamp now, const std::vector<tree_event>& events,
-                            outbox& out) override {
-    for (auto& e : events)
-      if (e.what == tree_event::kind::adopted) {
-        eng_.on_view_change(now, view_change{e.vnodes});
-        take(out);
-      }
-  }
-  void on_undeliverable(timestamp now, proc_id to, const wire::message& m, outbox& out) override {
-    eng_.on_undeliverable(now, to, m);
-    take(out);
-  }
-  bool active(timestamp now) const override {
-    return !eng_.drained(now, send_fates::blind(std::chrono::seconds(2)));
-  }
-
 private:
-  vnode_set own_now() const {
-    if (sup_.state() != supervisor::status::member && sup_.state() != supervisor::status::leaving)
-      return {};
-    return sup_.own_vnodes();
-  }
-
-  void take(outbox& out) {
+  void record() override {
     auto& o = eng_.out();
-    for (auto& e : o.sends)
-      out.sends.push_back(std::move(e));
-    for (auto& t : o.timers)
-      out.timers.push_back(t);
     for (auto& r : o.reduced) {
       if (!own_now().contains(r.root))
         l_.problems.push_back("allreduce " + std::to_string(r.op) + " reduced at processor " +
@@ -254,11 +216,8 @@ private:
     for (auto& p : o.problems)
       l_.problems.push_back("processor " + std::to_string(view_.self()) + ", allreduce " +
                             std::to_string(p.op) + ": " + p.detail + " " + p.vnodes.to_string());
-    o.clear();
   }
 
-  const supervisor& sup_;
-  supervisor_view view_;
   ledger& l_;
   allreduce_collective eng_;
 };

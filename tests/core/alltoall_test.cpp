@@ -16,6 +16,7 @@
 #include "banyan/core/pairwise_alltoall.hpp"
 #include "banyan/core/supervisor_view.hpp"
 #include "banyan/core/vnode_blocks.hpp"
+#include "core/engine_rider.hpp"
 #include "core/mini_grid.hpp"
 #include "core/random_topology.hpp"
 
@@ -93,14 +94,14 @@ struct ledger {
   }
 };
 
-class alltoall_rider final : public mini_grid::rider {
+class alltoall_rider final : public banyan::test::engine_rider {
 public:
   alltoall_rider(const supervisor& s, ledger& l, std::uint64_t first_seq, vnode_id vnodes)
-    : sup_(s), view_(s), ledger_(l), vnodes_(vnodes),
-      eng_(view_, ops_, reduce_config{}, config(first_seq),
-           s.state() == supervisor::status::member ? s.own_vnodes() : vnode_set{}) {}
+    : engine_rider(s), ledger_(l), vnodes_(vnodes),
+      eng_(view_, ops_, reduce_config{}, config(first_seq), founded(s)) {}
 
-  alltoall_collective& engine() { return eng_; }
+  alltoall_collective& engine() override { return eng_; }
+  const alltoall_collective& engine() const override { return eng_; }
 
   std::optional<error> start(timestamp now, std::uint64_t op, vnode_id root, outbox& out) {
     auto* l = &ledger_;
@@ -114,52 +115,14 @@ public:
     return e;
   }
 
-  bool on_message(timestamp now, proc_id from, const wire::message& m, outbox& out) override {
-    bool taken = wire::kind_of(m) == collective_kind::alltoall && eng_.on_message(now, from, m);
-    take(out);
-    return taken;
-  }
-  void on_timer(timestamp now, std::uint64_t token, outbox& out) override {
-    eng_.on_timer(now, token);
-    take(out);
-  }
-  void after_supervisor(timestamp now, outbox& out) override {
-    eng_.on_view_change(now, {});
-    take(out);
-  }
-  void on_supervisor_events(timestamp now, const std::vector<tree_event>& events,
-                            outbox& out) override {
-    for (auto& e : events)
-      if (e.what == tree_event::kind::adopted) {
-        eng_.on_view_change(now, view_change{e.vnodes});
-        take(out);
-      }
-  }
-  void on_undeliverable(timestamp now, proc_id to, const wire::message& m, outbox& out) override {
-    eng_.on_undeliverable(now, to, m);
-    take(out);
-  }
-  bool active(timestamp now) const override {
-    return !eng_.drained(now, send_fates::blind(std::chrono::seconds(2)));
-  }
-
 private:
   static broadcast_config config(std::uint64_t first_seq) {
     broadcast_config bc;
     bc.first_seq = first_seq;
     return bc;
   }
-  vnode_set own_now() const {
-    if (sup_.state() != supervisor::status::member && sup_.state() != supervisor::status::leaving)
-      return {};
-    return sup_.own_vnodes();
-  }
-  void take(outbox& out) {
+  void record() override {
     auto& o = eng_.out();
-    for (auto& e : o.sends)
-      out.sends.push_back(std::move(e));
-    for (auto& t : o.timers)
-      out.timers.push_back(t);
     for (auto& d : o.deliveries) {
       if (!own_now().includes(d.vnodes))
         ledger_.problems.push_back("delivered " + d.vnodes.to_string() + " at processor " +
@@ -175,11 +138,8 @@ private:
       ++ledger_.gathered[r.op];
     for (auto& p : o.problems)
       ledger_.problems.push_back("processor " + std::to_string(view_.self()) + ": " + p.detail);
-    eng_.clear_outbox();
   }
 
-  const supervisor& sup_;
-  supervisor_view view_;
   ledger& ledger_;
   vnode_id vnodes_;
   reduce_op_table ops_;

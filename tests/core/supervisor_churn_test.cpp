@@ -5,8 +5,10 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <utility>
 
 #include "banyan/core/supervisor_view.hpp"
+#include "banyan/core/topology.hpp"
 #include "core/mini_grid.hpp"
 #include "core/scripted_peers.hpp"
 #include "core/random_topology.hpp"
@@ -212,7 +214,9 @@ bool placed_in_every_tree(mini_grid& g, proc_id j) {
 } // namespace
 
 // A joiner first attaches under the member that gives it vnodes, in every tree (a LAN
-// edge when the giver held them while it was away), before measuring anything.
+// edge when the giver held them while it was away), before measuring anything; in a
+// bandwidth tree where the giver's fan-out would bind, under a LAN child of the giver's
+// instead (a_giver_whose_fan_out_would_bind_hangs_its_joiner_below_a_lan_child).
 BOOST_AUTO_TEST_CASE(a_joiner_s_first_parent_is_its_giver) {
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
     BOOST_TEST_CONTEXT("seed " << seed) {
@@ -223,9 +227,15 @@ BOOST_AUTO_TEST_CASE(a_joiner_s_first_parent_is_its_giver) {
       check_settled(g, 8);
       BOOST_TEST(g.sup(3)->own_vnodes().contains(3));
       for (proc_id r = 0; r < 8; ++r)
-        for (auto k : {tree_kind::bandwidth, tree_kind::latency})
-          if (r != 3)
-            BOOST_TEST(g.sup(3)->parent({r, k}) == proc_id{2}, "tree " << r << " " << to_string(k));
+        for (auto k : {tree_kind::bandwidth, tree_kind::latency}) {
+          if (r == 3)
+            continue;
+          auto p = g.sup(3)->parent({r, k});
+          const bool lan_child_of_giver = k == tree_kind::bandwidth && p < 3 && p != 2
+                                          && g.sup(p)->parent({r, k}) == proc_id{2};
+          BOOST_TEST((p == proc_id{2} || lan_child_of_giver), "tree " << r << " " << to_string(k)
+                                                                      << ": under " << p);
+        }
       // With the usual measurements afterwards, the trees still end whole.
       mini_grid m{tiny(), seed};
       leave_3_to_2(m);
@@ -397,8 +407,10 @@ void rejoin_two_through_one_giver(mini_grid& g) {
 } // namespace
 
 // Two joiners take their vnodes back from one giver: in bandwidth trees the second hangs
-// below the first instead of beside it, so the giver's NIC feeds one of them; latency
-// trees keep both one hop from the giver.
+// below the first instead of beside it, so the giver's NIC feeds one of them at most (the
+// first hangs under the giver, or under a LAN child of the giver's where the giver's
+// fan-out would bind: a_giver_whose_fan_out_would_bind_hangs_its_joiner_below_a_lan_child);
+// latency trees keep both one hop from the giver.
 BOOST_AUTO_TEST_CASE(joiners_of_one_giver_hang_in_a_chain_in_bandwidth_trees) {
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
     BOOST_TEST_CONTEXT("seed " << seed) {
@@ -409,13 +421,76 @@ BOOST_AUTO_TEST_CASE(joiners_of_one_giver_hang_in_a_chain_in_bandwidth_trees) {
       for (proc_id r : {0, 2, 4, 5, 6, 7}) {
         auto b1 = g.sup(1)->parent({r, tree_kind::bandwidth});
         auto b3 = g.sup(3)->parent({r, tree_kind::bandwidth});
-        BOOST_TEST(((b1 == 2 && b3 == 1) || (b3 == 2 && b1 == 3)),
+        // The head of the chain: under the giver, or under a child of it in its LAN (0-3).
+        auto below_giver = [&](proc_id p) {
+          return p == 2 || (p < 4 && p != 1 && p != 3 && g.sup(p)->parent({r, tree_kind::bandwidth}) == 2);
+        };
+        BOOST_TEST(((below_giver(b1) && b3 == 1) || (below_giver(b3) && b1 == 3)),
                    "bandwidth tree of " << r << ": 1 under " << b1 << ", 3 under " << b3);
         BOOST_TEST(g.sup(1)->parent({r, tree_kind::latency}) == proc_id{2});
         BOOST_TEST(g.sup(3)->parent({r, tree_kind::latency}) == proc_id{2});
       }
     }
   }
+}
+
+// A giver whose fan-out would become the narrowest hop of its children's paths (its
+// capacity shared among one child more falls below its own estimate) hangs its joiner in
+// a bandwidth tree below one of its LAN children instead: taken as one more child, the
+// joiner would slow the whole subtree, and no probe of the joiner's could undo it (every
+// candidate below the giver is held by the same split). Where the fan-out would not bind,
+// the joiner goes under the giver as before. Fails without the rule (relief_child).
+BOOST_AUTO_TEST_CASE(a_giver_whose_fan_out_would_bind_hangs_its_joiner_below_a_lan_child) {
+  auto topo = parse_topology("send_overhead 20us\ndefault nic 1Gbit\n"
+                             "group A procs 6 rtt 0.2ms\ngroup B procs 6 rtt 0.2ms\n"
+                             "link A B rtt 2ms bw 400Mbit\n");
+  BOOST_TEST_REQUIRE(topo.has_value());
+  int bound = 0, unbound = 0;
+  for (std::uint64_t seed = 1; seed <= 4; ++seed)
+    for (auto [j, giver] : {std::pair<proc_id, proc_id>{1, 2}, {7, 8}}) {
+      BOOST_TEST_CONTEXT("seed " << seed << ", joiner " << j << ", giver " << giver) {
+        mini_grid g{*topo, seed, no_extra_measurements(), repair_alone};
+        g.start();
+        g.run();
+        g.leave(j, giver);
+        g.run();
+        BOOST_TEST_REQUIRE(!g.busy());
+        // The giver's place in every bandwidth tree, as the joiner will find it.
+        std::map<proc_id, std::set<proc_id>> relief; // root -> LAN children, where it binds
+        std::set<proc_id> free_roots;
+        for (proc_id r = 0; r < 12; ++r) {
+          auto t = g.sup(giver)->tree({r, tree_kind::bandwidth});
+          if (r == j || !t)
+            continue;
+          std::set<proc_id> local;
+          for (auto& [c, vs] : t->children())
+            if (g.sup(giver)->is_local(c))
+              local.insert(c);
+          const auto n = t->children().size();
+          const auto cap = t->sender_capacity();
+          if (n > 0 && cap > 0 && cap / static_cast<double>(n + 1) < t->est() && !local.empty())
+            relief[r] = local;
+          else
+            free_roots.insert(r);
+        }
+        g.join(j, 0, vnode_set{j});
+        g.run();
+        check_settled(g, 12);
+        for (auto& [r, local] : relief) {
+          ++bound;
+          auto p = g.sup(j)->parent({r, tree_kind::bandwidth});
+          BOOST_TEST(local.count(p) == 1u, "tree of " << r << ": joiner under " << p);
+        }
+        for (auto r : free_roots) {
+          ++unbound;
+          BOOST_TEST(g.sup(j)->parent({r, tree_kind::bandwidth}) == giver, "tree of " << r);
+        }
+      }
+    }
+  BOOST_TEST_MESSAGE("trees where the giver's fan-out would bind: " << bound << ", not: "
+                                                                   << unbound);
+  BOOST_TEST(bound > 0);
+  BOOST_TEST(unbound > 0);
 }
 
 // A joiner placed by its giver in every tree sits where its vnodes were: it improves its

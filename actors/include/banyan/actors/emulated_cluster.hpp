@@ -68,6 +68,9 @@ struct cluster_config {
   /// `drain_linger`; 2 s before the network knew); too short a one lets frames come back
   /// after it detached (`network_stats::stray_returns`).
   std::optional<duration> blind_linger;
+  /// The emulated network's approximation for large runs, net::wan_options::share_quantum
+  /// (0, the default: exact fair sharing).
+  duration share_quantum{0};
   /// The processors' broadcast engines acknowledge deliveries to origins and keep each
   /// broadcast until covered (`broadcast_config::acknowledge`, as `banyan::node` does).
   bool bcast_acknowledge = false;

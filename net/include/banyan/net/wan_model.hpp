@@ -67,6 +67,14 @@ struct wan_options {
   /// Time zero of the scheduled changes (`topology::changes`): a change `at 5s` takes
   /// effect at origin + 5 s of the owner's clock.
   timestamp origin{0};
+  /// An approximation for large runs (0, the default: exact). When positive, the fair
+  /// rates are recomputed only at whole multiples of this duration (counted from time
+  /// zero of the owner's clock): a transmission that starts in between waits for the next
+  /// multiple before it moves, and a transmission's end is rounded up to a multiple. All
+  /// the starts and ends of one interval then cost one recomputation. Each bulk message
+  /// can arrive up to twice this late; messages that slip between the bulk transfers
+  /// (`squeeze_bytes`) are not affected.
+  duration share_quantum{0};
 };
 
 /// A message that has arrived at its destination.
