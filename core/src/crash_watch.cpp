@@ -38,6 +38,8 @@ void crash_watch::tick(timestamp now, outbox& out) {
   // A tick long overdue means that we ourselves did not run (the process was stopped or
   // starved): the silence we saw is ours, not the successor's. Give it a fresh period.
   const bool we_slept = now - last_watch_ > s_.cfg.crash_timeout / 2;
+  if (we_slept && watched_ != no_proc)
+    s_.health.worsen(); // (local_health.hpp)
   last_watch_ = now;
   if (succ != watched_ || we_slept) {
     watched_ = succ;
@@ -74,6 +76,7 @@ void crash_watch::declare_crashed(timestamp now, proc_id p, outbox& out) {
 }
 
 void crash_watch::refute(timestamp now, proc_id by, outbox& out) {
+  s_.health.worsen(); // taken for crashed: we were the silent one (local_health.hpp)
   // Come back as a new incarnation, which nobody has buried.
   auto& me = s_.members.me();
   me.incarnation = (s_.rng() ^ s_.cfg.incarnation_salt) | 1;

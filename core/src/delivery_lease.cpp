@@ -57,13 +57,14 @@ void delivery_lease::on_ping(timestamp now, proc_id from, const wire::ping& m, o
   s_.send(out, from, wire::pong{m.seq});
 }
 
-void delivery_lease::on_pong(timestamp, proc_id from, const wire::pong& m) {
+void delivery_lease::on_pong(timestamp now, proc_id from, const wire::pong& m) {
   const auto seq = m.seq & ~lease_bit;
   auto i = asked_.find(seq);
   if (i == asked_.end() || i->second.first != from)
     return;
   const auto sent = i->second.second;
   asked_.erase(asked_.begin(), std::next(i));
+  s_.health.answered(now); // we are heard (local_health.hpp)
   if (from != successor())
     return; // granted by a member that is no longer the one that would adopt our vnodes
   const auto until = sent + s_.cfg.lease - s_.cfg.lease / 8;

@@ -277,6 +277,7 @@ void supervisor::heard_from(timestamp now, proc_id p) { p_->watch.heard_from(now
 bool supervisor::may_deliver(timestamp now) const { return p_->lease.may_deliver(now); }
 timestamp supervisor::lease_until() const { return p_->lease.valid_until(); }
 std::uint64_t supervisor::lease_pings() const noexcept { return p_->lease.pings(); }
+int supervisor::local_health() const noexcept { return p_->health.score(); }
 
 void supervisor::stream_sample(timestamp now, proc_id p, tree_key k, std::size_t bytes,
                                outbox& out) {

@@ -23,6 +23,7 @@
 //   drift_watch       parent edges that no longer give what the trees assumed
 //   rtt_watch         pings to the remote parents of latency trees (background only)
 //   delivery_lease    the lease our successor granted us; the leases we granted
+//   local_health      whether we ourselves seem the silent one (Lifeguard's score)
 
 #include <cstdint>
 #include <random>
@@ -34,6 +35,7 @@
 #include "drift_watch.hpp"
 #include "rtt_watch.hpp"
 #include "join_leave.hpp"
+#include "local_health.hpp"
 #include "membership.hpp"
 #include "newcomer_seeding.hpp"
 #include "ownership.hpp"
@@ -84,6 +86,7 @@ struct parts {
   drift_watch drift;
   rtt_watch rtts;
   delivery_lease lease;
+  local_health health;
 
   void send(outbox& out, proc_id to, wire::message m) const;
   void start_timer(outbox& out, duration after, timer_token t) const;

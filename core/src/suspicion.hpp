@@ -19,6 +19,13 @@
 // crashed, arriving late, proves nothing. A helper that cannot connect to S says so
 // (ping_ack, not reached); once our own ping failed too and every helper asked said so,
 // S is declared at once rather than at the timeout (a killed process: its port refuses).
+//
+// Local health (local_health.hpp): the suspector also pings each helper itself. At the
+// timeout S is declared only if some member answered a ping of that round (or a
+// connection was refused): otherwise the suspector, not S, may be the one cut off, and a
+// new round starts (S and fresh helpers pinged again) lasting suspect_timeout x
+// (1 + local health score). A round whose timer fired late (we did not run) starts
+// over the same way.
 
 #include <cstdint>
 #include <map>
@@ -58,12 +65,23 @@ private:
     std::uint64_t seq = 0; ///< our ping's, and the helpers' ping_req's
     std::uint64_t incarnation = 0;
     timestamp since{0};
-    std::set<proc_id> asked;       ///< helpers asked
+    timestamp round{0};            ///< the current round began (local health)
+    timestamp due{0};              ///< its timer is due
+    /// The first answer to a ping of this round from another member (or a refused
+    /// connection) arrived (timestamp::max(): none yet).
+    timestamp heard = timestamp::max();
+    bool helped = false;           ///< this round asked some helper
+    std::set<proc_id> asked;       ///< helpers asked, every round
     std::set<proc_id> unreached;   ///< helpers that could not connect to it
     bool direct_failed = false;    ///< our own connection was refused since
   };
   /// Every way to reach it failed: declared now.
   bool hopeless(const suspect_entry& e) const;
+  /// A member answered a ping of e's suspicion sent at `sent` (a refusal: sent = now):
+  /// evidence for e's round if it began by then.
+  void heard(timestamp now, timestamp sent, suspect_entry& e);
+  /// Pings p, asks fresh helpers about it and pings them too; arms the round's timer.
+  void start_round(timestamp now, proc_id p, suspect_entry& e, outbox& out);
   void declare(timestamp now, proc_id p, outbox& out);
   struct help_entry {
     proc_id asker = no_proc;
@@ -79,6 +97,13 @@ private:
   parts& s_;
   std::map<proc_id, suspect_entry> suspects_;
   std::map<std::uint64_t, help_entry> helping_; ///< by the seq of our ping to the target
+  struct health_ping {
+    proc_id to = no_proc;    ///< a helper (or a member we suspect too)
+    proc_id about = no_proc; ///< the suspect whose round sent it
+    timestamp sent{0};
+  };
+  /// Our own pings to helpers (local health), by seq.
+  std::map<std::uint64_t, health_ping> health_pings_;
 };
 
 } // namespace banyan::sup

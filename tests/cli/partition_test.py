@@ -16,6 +16,9 @@ cut. The test:
      members wins, then the side with the lowest id): here B (3 members) wins although
      A holds processor 0, so A's members, and only they, report their vnodes disowned
      and rejoin through a member of B;
+     While a member of A rejoins it is not a member: a broadcast asked of it then is
+     refused (`not a member`, docs/api.md) and asked again; a refusal anywhere else (on
+     side B, before the heal, after the merge, for any other reason) is a violation;
   5. broadcasts again from both sides after the merge, and runs the crash fault suite's
      checker (crash_fault_test.check) over every broadcast: each reached every vnode
      exactly once (per side while the split lasted: both sides own every vnode then) or
@@ -30,7 +33,8 @@ prints why and exits 77 (ctest: skipped).
 
 Usage: partition_test.py BANYAN [--NODE-OPTION=VALUE ...] (more `banyan node` options)
 Prints the phases with their times (the merge time after the heal, among them); exits 1
-on a violation.
+on a violation. The nodes' logs and control lines are kept (the directory is printed)
+after a violation, and after every run when PARTITION_KEEP_LOGS=1 is set.
 """
 import json
 import os
@@ -146,12 +150,15 @@ class Split:
 
 class Broadcaster:
     """Broadcasts from one origin every `period` s in a thread of its own (1000 B, every
-    fifth 256 KiB), without waiting for their outcomes; `ops` in order."""
+    fifth 256 KiB), without waiting for their outcomes; `ops` in order. A command answered
+    with an error is kept in `refused` (the broadcast is asked again a period later);
+    `errors`: commands answered by nothing."""
 
     def __init__(self, split, origin, period, sizes=None):
         self.split, self.origin, self.period = split, origin, period
         self.sizes = sizes
         self.ops = []
+        self.refused = []
         self.errors = []
         self.stop = threading.Event()
         self.lock = split.lock
@@ -164,6 +171,7 @@ class Broadcaster:
         while not self.stop.is_set():
             with self.lock:
                 had = len(n.named("bcast"))
+                had_errors = len(n.named("error"))
                 size = self.sizes[k % len(self.sizes)] if self.sizes else \
                     (256 << 10) if k % 5 == 4 else 1000
                 n.send("bcast %d" % size)
@@ -175,15 +183,16 @@ class Broadcaster:
                         op = n.named("bcast")[-1]["op"]
                         self.ops.append(op)
                         self.split.origins[op] = self.origin
+                        k += 1
                         break
                     errs = n.named("error")
-                    if errs and len(self.errors) < len(errs):
-                        self.errors = list(errs)
+                    if len(errs) > had_errors:  # the command's answer: refused
+                        self.refused.append(errs[had_errors])
+                        break
                 if time.monotonic() > deadline:
                     self.errors.append({"detail": "a broadcast did not start within 20 s"})
                     return
                 time.sleep(0.01)
-            k += 1
             self.stop.wait(self.period)
 
     def finish(self):
@@ -294,6 +303,7 @@ def scenario(c):
     during = [len(b.ops) for b in bs[:2]]
     time.sleep(2.0)  # broadcasts from both sides during the split
     during = [len(b.ops) - d for b, d in zip(bs, during)]
+    heal_from = time.monotonic()
     c.link_set("B", "up")
     heal_at = time.monotonic()
     st = cf.until(60, lambda: merged(c), "one membership and one owner per vnode after the heal")
@@ -307,6 +317,25 @@ def scenario(c):
     for b in bs:
         for e in b.errors:
             problems.append("origin %d: %s" % (b.origin, e["detail"]))
+        # A member of the side that yields is not one from its `disowned` until its join
+        # through the other side is answered: a broadcast asked of it meanwhile is refused
+        # (docs/api.md, "Partitions that heal"), and asked again. Any other refusal, a
+        # refusal on side B, or one before the heal or after the merge is a violation.
+        for e in b.refused:
+            rejoining = (c.site_of[b.origin] == "A" and "not a member" in e["detail"]
+                         and heal_from * 1e6 <= e["t_us"] <= merged_at * 1e6)
+            if rejoining:
+                print("partition: origin %d refused a broadcast %.3f s after the heal while it "
+                      "rejoined (%s); asked again" % (b.origin, e["t_us"] / 1e6 - heal_from,
+                                                      e["detail"]))
+            else:
+                problems.append("origin %d: %s (%.3f s after the heal)"
+                                % (b.origin, e["detail"], e["t_us"] / 1e6 - heal_from))
+    answers = [e for b in bs for e in b.refused]
+    for n in c.nodes:  # an error that answered no broadcast command
+        for e in n.named("error"):
+            if not any(e is a for a in answers):
+                problems.append("node %d: %s" % (n.id, e["detail"]))
     print("partition: %d and %d broadcasts from 0 and 2 during the split, %d in all"
           % (during[0], during[1], sum(len(b.ops) for b in bs)))
     if min(during) == 0:
@@ -355,6 +384,7 @@ def main():
     t0 = time.monotonic()
     c = None
     ok = False
+    keep_always = os.environ.get("PARTITION_KEEP_LOGS") == "1"
     problems = []
     try:
         c = Split(banyan, name)
@@ -370,12 +400,13 @@ def main():
         if c is not None:
             if not ok:
                 print(c.logs())
+            if not ok or keep_always:
                 for n in c.nodes:  # the control lines, for the record
                     with open(os.path.join(c.tmp, "events-%d.jsonl" % n.id), "w") as f:
                         for e in n.events:
                             f.write(json.dumps(e) + "\n")
                 print("logs kept in " + str(c.tmp))
-            c.close(keep=not ok)
+            c.close(keep=not ok or keep_always)
         else:
             subprocess.run(["bash", NETNS_SH, "down", name], capture_output=True)
     print("partition: %.1f s" % (time.monotonic() - t0))

@@ -65,6 +65,10 @@ struct tally {
   /// ... and in any other run.
   int others = 0;
   std::string others_problem;
+  /// Runs in which the suspect took any other member for crashed (a split, duplicates
+  /// or not), and the first of them.
+  int split_runs = 0;
+  std::string split_problem;
   void add(const tally& o) {
     runs += o.runs;
     false_crashes += o.false_crashes;
@@ -85,6 +89,9 @@ struct tally {
     others_in_split += o.others_in_split;
     if (others_problem.empty())
       others_problem = o.others_problem;
+    split_runs += o.split_runs;
+    if (split_problem.empty())
+      split_problem = o.split_problem;
   }
 };
 
@@ -108,6 +115,7 @@ void run_one(std::uint64_t seed, slowness how, duration lag, duration offset, du
     suspector = any(rng);
   std::vector<duration> when{offset, offset + 150ms, offset + 600ms};
   bool suspected = false;
+  timestamp suspected_at{0};
   duration at{0};
   int k = 0;
   auto slow_down = [&] {
@@ -127,6 +135,7 @@ void run_one(std::uint64_t seed, slowness how, duration lag, duration offset, du
       g.run_for(-at);
       at = duration{0};
       slow_down();
+      suspected_at = g.now();
       g.suspect(suspector, x);
       suspected = true;
     }
@@ -140,6 +149,7 @@ void run_one(std::uint64_t seed, slowness how, duration lag, duration offset, du
   }
   if (!suspected) {
     slow_down();
+    suspected_at = g.now();
     g.suspect(suspector, x);
   }
   g.run_for(lag + 2s);
@@ -154,7 +164,18 @@ void run_one(std::uint64_t seed, slowness how, duration lag, duration offset, du
   t.held += banyan::test::rider(g, x).bcast().stats().fenced;
   bool x_buried_others = false; // the suspect took others for crashed in turn: a split
   for (auto& [p, ev] : g.crash_events())
-    x_buried_others |= p == x && ev.what == tree_event::kind::crash_detected;
+    if (p == x && ev.what == tree_event::kind::crash_detected) {
+      if (!x_buried_others && t.split_problem.empty())
+        t.split_problem = "seed " + std::to_string(seed) + " " + name_of(how) + " lag " +
+                          std::to_string(lag.count() / 1000000) + " ms offset " +
+                          std::to_string(offset.count() / 1000000) + " ms: suspect " +
+                          std::to_string(x) + " took " + std::to_string(ev.peer) +
+                          " for crashed " +
+                          std::to_string(static_cast<long>(to_ms(ev.at) - to_ms(suspected_at))) +
+                          " ms after the suspicion";
+      x_buried_others = true;
+    }
+  t.split_runs += x_buried_others ? 1 : 0;
   for (auto& [op, msg] : riders.ledger.sent) {
     ++t.broadcasts;
     auto o = riders.ledger.outcomes.find(op);
@@ -262,7 +283,8 @@ tally sweep(const sweep_args& a, tally& frozen) {
                        << ", split " << one.suspect_split << ", without it in a split "
                        << one.others_in_split << ", without it otherwise " << one.others << "), " << one.explicit_fails << " failed explicitly, "
                        << one.silent_losses << " lost silently, " << one.held
-                       << " deliveries held by the suspect");
+                       << " deliveries held by the suspect; " << one.split_runs
+                       << " runs in which the suspect took others for crashed");
     if (how == slowness::frozen)
       frozen = one;
     t.add(one);
@@ -272,7 +294,8 @@ tally sweep(const sweep_args& a, tally& frozen) {
                      << t.broadcasts << " broadcasts; per (broadcast, vnode): "
                      << t.exactly_once << " once, " << t.duplicates << " twice, "
                      << t.explicit_fails << " failed explicitly, " << t.silent_losses
-                     << " lost silently");
+                     << " lost silently; the suspect took others for crashed in "
+                     << t.split_runs << " runs");
   return t;
 }
 
@@ -281,11 +304,12 @@ tally sweep(const sweep_args& a, tally& frozen) {
 // What the lease guarantees: the suspect never delivers a (broadcast, vnode) after
 // another processor did, unless it took that processor for crashed in turn
 // (`-- --lease-ms 0`, without the lease: it does, in every kind of lag but outbound).
-// What it leaves (counted, reported, not asserted): a delivery the suspect made first,
-// while it held the lease, whose acknowledgement its outbound lag kept from the origin
-// past `past_owner_wait`; and the deliveries of a split: a suspect deaf for so long that
-// it took the others for crashed and adopted its vnode back (the partition case of
-// docs/api.md), including duplicates between other processors in such runs.
+// And local health (core/src/local_health.hpp): however long it lags, the suspect, which
+// hears no answer from anyone meanwhile, takes nobody for crashed in turn, so there is
+// no split and no duplicate from one, with the lease or without it. What is left
+// (counted, reported, not asserted): a delivery the suspect made first, while it held
+// the lease, whose acknowledgement its outbound lag kept from the origin past
+// `past_owner_wait`.
 BOOST_AUTO_TEST_CASE(a_suspect_lagging_past_the_past_owner_wait_never_delivers_after_its_adopter) {
   const auto a = args();
   tally frozen;
@@ -293,6 +317,9 @@ BOOST_AUTO_TEST_CASE(a_suspect_lagging_past_the_past_owner_wait_never_delivers_a
   BOOST_TEST(t.false_crashes == t.runs); // each run takes the live processor for crashed
   BOOST_TEST(t.suspect_after == 0, t.after_problem);
   BOOST_TEST(t.others == 0, t.others_problem); // every duplicate involves the suspect
+  BOOST_TEST(t.split_runs == 0, t.split_problem); // no split ...
+  BOOST_TEST(t.suspect_split == 0);              // ... so no duplicate from one
+  BOOST_TEST(t.others_in_split == 0);
   BOOST_TEST(t.silent_losses == 0, t.first_problem);
   // Frozen (its frames are not late, it does not run): nothing twice at all.
   BOOST_TEST(frozen.duplicates == 0, frozen.first_problem);
@@ -442,4 +469,64 @@ BOOST_AUTO_TEST_CASE(a_crashed_processor_is_adopted_once_the_lease_it_held_ran_o
     // ... and never longer than the lease after the verdict.
     BOOST_TEST(on <= 1000.0 + delay + 50);
   }
+}
+
+namespace {
+
+struct silent_crash {
+  double detected_ms = -1;  ///< from the freeze to the watcher's crash_detected
+  double suspected_ms = -1; ///< from the watcher's suspicion to its verdict
+  int max_score = 0;        ///< the highest local health score among the others after
+};
+
+/// Processor `x` stops answering for good without refusing anything (a process stopped,
+/// a host gone silent: its connections stay open) among 7 healthy members; its
+/// predecessor's crash watch (`crash_timeout` 2 s) notices the silence and suspects it.
+silent_crash crash_silently(std::uint64_t seed, duration lease) {
+  supervisor_config sc;
+  sc.lease = lease;
+  sc.crash_timeout = 2s;
+  mini_grid g{tiny_grid(), seed, sc};
+  g.start(8);
+  g.run_for(10s + std::chrono::milliseconds(113 * seed)); // varied watch phases
+  const proc_id x = static_cast<proc_id>(seed % 8);
+  const proc_id watcher = (x + 7) % 8;
+  const auto at = g.now();
+  g.freeze(x, 600s);
+  g.run_for(10s);
+  silent_crash r;
+  for (auto& [p, ev] : g.crash_events())
+    if (ev.what == tree_event::kind::crash_detected && ev.peer == x && p == watcher &&
+        r.detected_ms < 0)
+      r.detected_ms = to_ms(ev.at) - to_ms(at);
+  for (auto& [p, ev] : g.suspicion_events())
+    if (ev.what == tree_event::kind::suspected && ev.peer == x && p == watcher &&
+        r.suspected_ms < 0 && r.detected_ms >= 0)
+      r.suspected_ms = r.detected_ms - (to_ms(ev.at) - to_ms(at));
+  for (proc_id p = 0; p < 8; ++p)
+    if (p != x)
+      r.max_score = std::max(r.max_score, g.sup(p)->local_health());
+  return r;
+}
+
+} // namespace
+
+// Local health (core/src/local_health.hpp) on the path it must not slow: among healthy
+// members one silent crash is declared `suspect_timeout` after the watch suspects it,
+// as without local health (the helpers answer the suspector's own pings at once), so
+// within `crash_timeout` + one watch period + `suspect_timeout` of the crash.
+BOOST_AUTO_TEST_CASE(one_silent_crash_among_healthy_members_is_declared_as_fast_as_before) {
+  const supervisor_config defaults;
+  for (duration lease : {duration{0}, duration{1s}})
+    for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+      const auto r = crash_silently(seed, lease);
+      BOOST_TEST_MESSAGE("lease " << lease.count() / 1000000 << " ms, seed " << seed
+                         << ": declared " << r.detected_ms << " ms after the crash, "
+                         << r.suspected_ms << " ms after the suspicion; highest score "
+                         << r.max_score);
+      BOOST_TEST_REQUIRE(r.detected_ms >= 0);
+      BOOST_TEST(r.suspected_ms == to_ms(defaults.suspect_timeout));
+      BOOST_TEST(r.detected_ms <= 2000.0 + 500.0 + to_ms(defaults.suspect_timeout) + 1);
+      BOOST_TEST(r.max_score == 0);
+    }
 }

@@ -336,6 +336,9 @@ public:
   timestamp lease_until() const;
   /// Lease pings sent so far (the lease's cost).
   std::uint64_t lease_pings() const noexcept;
+  /// The local health score (0: healthy; core/src/local_health.hpp): suspicions of
+  /// others last `suspect_timeout` x (1 + it).
+  int local_health() const noexcept;
   /// A passive sample (only with `background_period`): `bytes` of a broadcast's segments
   /// following tree k arrived from `p` now. A child sees the rate its parent's segments
   /// arrive at; a rate well below what the tree assumed shows a path that drifted
