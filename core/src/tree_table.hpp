@@ -80,6 +80,10 @@ public:
 private:
   /// Where index i is, or would be inserted, in index_.
   std::size_t pos(std::size_t i) const {
+    // Every member a root (all_roots) and no id missing: index i is at i (the indices
+    // increase, so i at place i has every smaller one before it). Else a binary search.
+    if (i < index_.size() && index_[i] == i)
+      return i;
     return static_cast<std::size_t>(std::lower_bound(index_.begin(), index_.end(), i)
                                     - index_.begin());
   }
