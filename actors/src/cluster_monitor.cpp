@@ -23,7 +23,7 @@ void cluster_monitor::take(proc_id who, const tree_event& e) {
     case k::joined:
       live_[who] = true;
       for (auto kind : {tree_kind::latency, tree_kind::bandwidth})
-        parents_[{who, kind}].assign(procs_, no_proc);
+        parents_[{who, kind}].clear(); // no parent yet: the list comes with the first
       break;
     case k::left:
       live_[who] = false;
@@ -34,13 +34,16 @@ void cluster_monitor::take(proc_id who, const tree_event& e) {
       for (auto kind : {tree_kind::latency, tree_kind::bandwidth})
         parents_.erase({who, kind});
       for (auto& [key, ps] : parents_)
-        ps[who] = no_proc;
+        if (!ps.empty())
+          ps[who] = no_proc;
       last_change_ = std::max(last_change_, e.at);
       break;
     case k::parent_changed: {
       auto i = parents_.find(e.tree);
       if (i == parents_.end())
         break; // a tree whose root has left
+      if (i->second.empty())
+        i->second.assign(procs_, no_proc);
       i->second[who] = e.new_parent;
       last_change_ = std::max(last_change_, e.at);
       ++changes_;
@@ -80,7 +83,7 @@ void cluster_monitor::take(proc_id who, const tree_event& e) {
 banyan::tree cluster_monitor::tree_of(tree_key k) const {
   std::lock_guard<std::mutex> guard{mtx_};
   auto i = parents_.find(k);
-  if (i == parents_.end())
+  if (i == parents_.end() || i->second.empty())
     return banyan::tree{k.root, std::vector<proc_id>(procs_, no_proc)};
   return banyan::tree{k.root, i->second};
 }
@@ -140,7 +143,7 @@ std::size_t cluster_monitor::complete_trees(const std::vector<proc_id>& roots) c
       continue;
     bool complete = true;
     for (std::size_t p = 0; p < procs_ && complete; ++p)
-      if (live_[p] && p != key.root && ps[p] == no_proc)
+      if (live_[p] && p != key.root && (ps.empty() || ps[p] == no_proc))
         complete = false;
     n += complete ? 1 : 0;
   }

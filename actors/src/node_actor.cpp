@@ -44,7 +44,7 @@ void publish(node_ptr self) {
   s.state = sup.state();
   const bool in = s.state == supervisor::status::member || s.state == supervisor::status::leaving;
   for (auto p : sup.members()) {
-    if (auto* m = sup.member_info(p))
+    if (auto m = sup.member_info(p))
       s.members.push_back(*m);
     else
       s.members.push_back({p, {}, 0});
@@ -449,7 +449,7 @@ void node_core::fill_metrics(node_metrics& m) const {
   m.state = sup.state();
   const bool in = m.state == supervisor::status::member || m.state == supervisor::status::leaving;
   if (in) {
-    if (auto* me = sup.member_info(sup.self()))
+    if (auto me = sup.member_info(sup.self()))
       m.incarnation = me->incarnation;
     m.members = sup.members().size();
     m.all_parented = sup.all_parented();

@@ -207,7 +207,7 @@ void sync_members(node_ptr self) {
   for (auto p : now) {
     if (p == me)
       continue;
-    auto* info = st.sup->member_info(p);
+    auto info = st.sup->member_info(p);
     std::string addr = info ? info->address : std::string{};
     if (!addr.empty()) {
       auto& known = st.peers[p];

@@ -251,7 +251,7 @@ void join_leave::on(timestamp now, proc_id, const wire::join_request& m, outbox&
   if (s_.status != supervisor::status::member)
     return;
   auto n = m.newcomer.id;
-  auto* info = s_.members.info(n);
+  auto info = s_.members.info(n);
   bool known = info && info->incarnation == m.newcomer.incarnation;
   if (!known && !s_.members.admit(now, m.newcomer, out, false, n))
     return; // an incarnation that has already left

@@ -12,9 +12,11 @@ std::uint64_t membership::fresh_version() noexcept {
   return last.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
-const wire::member* membership::info(proc_id p) const {
-  auto i = member_info_.find(p);
-  return i == member_info_.end() || !is_member(p) ? nullptr : &i->second;
+std::optional<wire::member> membership::info(proc_id p) const {
+  auto i = table_.find(p);
+  if (i == member_table::npos || !is_member(p))
+    return std::nullopt;
+  return table_.member(i);
 }
 
 bool membership::admit(timestamp now, const wire::member& m, outbox& out, bool hearsay,
@@ -26,7 +28,7 @@ bool membership::admit(timestamp now, const wire::member& m, outbox& out, bool h
   if (is_member(m.id)) {
     // A member has its entry (add): read it, do not make one (nor a new version: a view
     // merged from a probe reply admits every member it lists, most of them known).
-    auto known = member_info_.at(m.id).incarnation;
+    auto known = table_.incarnation(table_.find(m.id));
     if (known == m.incarnation)
       return false;
     // A new incarnation: the old one left without our hearing of it.
@@ -52,7 +54,7 @@ bool membership::depart(timestamp now, proc_id who, std::uint64_t inc, departure
   bool news = tombstones_[who].insert(inc).second;
   if (news)
     changed(); // (a member removed below changes it in `remove`)
-  if (is_member(who) && member_info_[who].incarnation == inc) {
+  if (is_member(who) && table_.incarnation(table_.find(who)) == inc) {
     s_.watch.note_orphans(now, who, out);
     remove(now, who, out);
     if (why == departure::crash) {
@@ -100,13 +102,12 @@ void membership::add(const wire::member& m) {
   if (p >= is_member_.size())
     is_member_.resize(p + 1, false);
   changed();
-  member_info_[p] = m;
+  table_.set(m);
   if (is_member_[p])
     return;
   is_member_[p] = true;
   buried_.erase(p);
   s_.paths.restore(p, m.address);
-  members_.insert(std::upper_bound(members_.begin(), members_.end(), p), p);
   if (s_.roots.wanted(p))
     open_trees(p);
 }
@@ -123,10 +124,12 @@ void membership::remove(timestamp now, proc_id p, outbox& out) {
     return;
   changed();
   is_member_[p] = false;
-  members_.erase(std::lower_bound(members_.begin(), members_.end(), p));
-  s_.paths.forget(p, member_info_[p].address);
-  s_.roots.forget(p, member_info_[p].incarnation);
-  member_info_.erase(p);
+  {
+    const auto i = table_.find(p);
+    s_.paths.forget(p, table_.address(i));
+    s_.roots.forget(p, table_.incarnation(i));
+  }
+  table_.erase(p);
   s_.probes.forget_strikes(p);
   s_.suspects.forget(p);
   s_.trees.drop_root(p);
@@ -160,10 +163,10 @@ void membership::remove(timestamp now, proc_id p, outbox& out) {
 }
 
 proc_id membership::adopter_of(proc_id dead) const {
-  auto i = std::upper_bound(members_.begin(), members_.end(), dead);
-  for (std::size_t n = 0; n < members_.size(); ++n, ++i) {
-    if (i == members_.end())
-      i = members_.begin();
+  auto i = std::upper_bound(table_.ids().begin(), table_.ids().end(), dead);
+  for (std::size_t n = 0; n < table_.ids().size(); ++n, ++i) {
+    if (i == table_.ids().end())
+      i = table_.ids().begin();
     if (*i != dead)
       return *i;
   }
@@ -234,9 +237,8 @@ void membership::on(timestamp now, proc_id from, const wire::member_left& m, out
 
 void membership::reset() {
   changed();
-  members_.clear();
   is_member_.clear();
-  member_info_.clear();
+  table_.clear();
   sponsored_.clear();
 }
 

@@ -4,11 +4,13 @@
 // hear from us of members and moves for `sponsor_window`.
 
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "banyan/core/supervisor.hpp"
+#include "member_table.hpp"
 
 namespace banyan::sup {
 
@@ -19,15 +21,15 @@ public:
   explicit membership(parts& s) : s_(s) {}
 
   bool is_member(proc_id p) const { return p < is_member_.size() && is_member_[p]; }
-  const std::vector<proc_id>& list() const noexcept { return members_; }
-  std::size_t size() const noexcept { return members_.size(); }
-  /// Nullptr when p is not a member.
-  const wire::member* info(proc_id p) const;
+  const std::vector<proc_id>& list() const noexcept { return table_.ids(); }
+  std::size_t size() const noexcept { return table_.size(); }
+  /// Empty when p is not a member.
+  std::optional<wire::member> info(proc_id p) const;
   /// Ours: id, address, incarnation.
   wire::member& me() noexcept { return me_; }
   const wire::member& me() const noexcept { return me_; }
   /// What we know of every member (and of us), by id.
-  const std::map<proc_id, wire::member>& all_info() const noexcept { return member_info_; }
+  const member_table& all_info() const noexcept { return table_; }
   const std::map<proc_id, std::set<std::uint64_t>>& tombstones() const noexcept {
     return tombstones_;
   }
@@ -95,11 +97,10 @@ private:
   void report(timestamp now, tree_event::kind what, proc_id p, proc_id via, outbox& out) const;
 
   parts& s_;
-  std::vector<proc_id> members_; // sorted, with us
   std::vector<bool> is_member_;
-  std::map<proc_id, wire::member> member_info_;
+  member_table table_; // every member, with us: its ids are list()
   std::map<proc_id, std::set<std::uint64_t>> tombstones_;
-  /// Renewed (`changed`) by every function that writes member_info_ or tombstones_.
+  /// Renewed (`changed`) by every function that writes table_ or tombstones_.
   std::uint64_t version_ = fresh_version();
   static std::uint64_t fresh_version() noexcept;
   void changed() noexcept { version_ = fresh_version(); }

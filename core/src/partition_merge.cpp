@@ -13,9 +13,10 @@ void partition_merge::buried(timestamp now, proc_id p, std::uint64_t inc) {
 
 wire::merge_offer partition_merge::my_side() const {
   wire::merge_offer offer;
-  for (auto& [p, info] : s_.members.all_info())
-    if (s_.members.is_member(p) || p == s_.self)
-      offer.members.push_back(info);
+  const auto& info = s_.members.all_info();
+  for (std::size_t i = 0; i < info.size(); ++i)
+    if (s_.members.is_member(info.id(i)) || info.id(i) == s_.self)
+      offer.members.push_back(info.member(i));
   return offer;
 }
 

@@ -117,8 +117,8 @@ void path_memory::forget(proc_id p, const std::string& address) {
 void path_memory::remember_all() {
   const auto& info = s_.members.all_info();
   for (auto& [p, f] : figures_)
-    if (auto i = info.find(p); i != info.end())
-      remember(p, i->second.address, f);
+    if (auto i = info.find(p); i != member_table::npos)
+      remember(p, info.address(i), f);
 }
 
 void path_memory::recall(const path_memory& earlier) {

@@ -231,7 +231,10 @@ void prober::on(timestamp now, proc_id from, const wire::pong& m, outbox& out) {
 void prober::on(timestamp, proc_id from, const wire::bw_request& m, outbox& out) {
   wire::bw_reply reply;
   reply.seq = m.seq;
-  reply.trees.reserve(s_.members.size() * tree_kind_count);
+  // Room for the trees there are (on demand, a few roots' of the members'), not a slot
+  // per member: the reply is held until its 128 KiB have crossed the network.
+  reply.trees.reserve(static_cast<std::size_t>(std::count_if(
+    s_.trees.all().begin(), s_.trees.all().end(), [](auto& t) { return t != nullptr; })));
   for (auto& t : s_.trees.all())
     if (t) {
       // The path only serves the prober's loop check (is it our ancestor?), which we

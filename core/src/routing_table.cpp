@@ -88,10 +88,30 @@ void routing_table::changed() noexcept {
   version_ = last.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
+const std::vector<run>& routing_table::no_runs() noexcept {
+  static const std::vector<run> none;
+  return none;
+}
+
+std::vector<run> routing_table::take_runs() {
+  if (!runs_)
+    return {};
+  // The only holder may give its runs up; one that shares them copies.
+  if (runs_.use_count() == 1)
+    return std::move(*runs_);
+  return *runs_;
+}
+
+void routing_table::keep_runs(std::vector<run> runs) {
+  runs_ = runs.empty() ? nullptr : std::make_shared<std::vector<run>>(std::move(runs));
+}
+
 void routing_table::assign(const vnode_set& v, proc_id owner, std::uint64_t epoch) {
   if (v.empty())
     return;
-  overlay(runs_, v, owner, epoch, [](const run&) { return true; });
+  auto rs = take_runs();
+  overlay(rs, v, owner, epoch, [](const run&) { return true; });
+  keep_runs(std::move(rs));
   changed();
 }
 
@@ -99,10 +119,10 @@ bool routing_table::would_change(const wire::route_entry& e) const {
   // Walks the runs that meet each interval, from a binary search to its first vnode: an
   // interval with a gap (an unknown vnode) or a run of a lower epoch would be taken.
   for (auto [lo, hi] : e.vnodes.intervals()) {
-    auto it = std::upper_bound(runs_.begin(), runs_.end(), lo,
+    auto it = std::upper_bound(runs().begin(), runs().end(), lo,
                                [](vnode_id x, const run& r) { return x < r.hi; });
     for (auto cur = lo; cur < hi; ++it) {
-      if (it == runs_.end() || it->lo > cur)
+      if (it == runs().end() || it->lo > cur)
         return true; // [cur, ...) has no entry
       if (e.epoch > it->epoch)
         return true;
@@ -115,16 +135,18 @@ bool routing_table::would_change(const wire::route_entry& e) const {
 vnode_set routing_table::apply(const wire::route_entry& e) {
   if (!would_change(e))
     return {};
-  auto result = overlay(runs_, e.vnodes, e.owner, e.epoch,
+  auto rs = take_runs();
+  auto result = overlay(rs, e.vnodes, e.owner, e.epoch,
                         [&e](const run& r) { return e.epoch > r.epoch; });
+  keep_runs(std::move(rs));
   changed();
   return result;
 }
 
 const run* routing_table::find(vnode_id v) const {
-  auto it = std::upper_bound(runs_.begin(), runs_.end(), v,
+  auto it = std::upper_bound(runs().begin(), runs().end(), v,
                              [](vnode_id x, const run& r) { return x < r.hi; });
-  if (it == runs_.end() || it->lo > v)
+  if (it == runs().end() || it->lo > v)
     return nullptr;
   return &*it;
 }
@@ -145,7 +167,7 @@ bool routing_table::knows(vnode_id v) const {
 
 vnode_set routing_table::owned_by(proc_id p) const {
   vnode_set result; // runs are sorted: appended in order
-  for (const auto& r : runs_)
+  for (const auto& r : runs())
     if (r.owner == p)
       result.append(r.lo, r.hi);
   return result;
@@ -153,14 +175,14 @@ vnode_set routing_table::owned_by(proc_id p) const {
 
 vnode_set routing_table::all() const {
   vnode_set result;
-  for (const auto& r : runs_)
+  for (const auto& r : runs())
     result.append(r.lo, r.hi);
   return result;
 }
 
 std::vector<wire::route_entry> routing_table::snapshot() const {
   std::map<std::pair<proc_id, std::uint64_t>, std::vector<vnode_set::interval>> groups;
-  for (const auto& r : runs_)
+  for (const auto& r : runs())
     groups[{r.owner, r.epoch}].push_back({r.lo, r.hi});
   std::vector<wire::route_entry> out;
   out.reserve(groups.size());
@@ -175,18 +197,18 @@ std::map<proc_id, vnode_set> routing_table::partition(const vnode_set& v) const 
   std::map<proc_id, vnode_set> out;
   std::size_t i = 0;
   for (auto [lo, hi] : v.intervals()) {
-    while (i < runs_.size() && runs_[i].hi <= lo)
+    while (i < runs().size() && runs()[i].hi <= lo)
       ++i;
     auto cur = lo;
     // Runs that reach past `hi` are not consumed: they may cover the next interval too.
     for (auto j = i; cur < hi; ) {
-      if (j < runs_.size() && runs_[j].lo <= cur) {
-        auto end = std::min(runs_[j].hi, hi);
-        out[runs_[j].owner].append(cur, end);
+      if (j < runs().size() && runs()[j].lo <= cur) {
+        auto end = std::min(runs()[j].hi, hi);
+        out[runs()[j].owner].append(cur, end);
         cur = end;
         ++j;
       } else {
-        auto end = j < runs_.size() ? std::min(runs_[j].lo, hi) : hi;
+        auto end = j < runs().size() ? std::min(runs()[j].lo, hi) : hi;
         out[no_proc].append(cur, end);
         cur = end;
       }

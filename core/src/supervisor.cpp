@@ -315,7 +315,7 @@ const std::vector<proc_id>& supervisor::members() const noexcept { return p_->me
 std::uint64_t supervisor::members_version() const noexcept { return p_->members.version(); }
 bool supervisor::is_member(proc_id p) const { return p_->members.is_member(p); }
 bool supervisor::buried(proc_id p) const { return p_->members.buried(p); }
-const wire::member* supervisor::member_info(proc_id p) const { return p_->members.info(p); }
+std::optional<wire::member> supervisor::member_info(proc_id p) const { return p_->members.info(p); }
 std::uint64_t supervisor::probes_completed() const noexcept { return p_->probes.completed(); }
 std::uint64_t supervisor::probes_abandoned() const noexcept { return p_->probes.abandoned(); }
 std::uint64_t supervisor::hinted_adoptions() const noexcept {

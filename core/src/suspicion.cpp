@@ -213,7 +213,7 @@ void suspicion::declare(timestamp now, proc_id p, outbox& out) {
   const auto inc = i->second.incarnation;
   suspects_.erase(i);
   // Still the incarnation we suspected (a newer one came back through a join: not it).
-  if (auto* info = s_.members.info(p); info && info->incarnation == inc)
+  if (auto info = s_.members.info(p); info && info->incarnation == inc)
     s_.watch.declare_crashed(now, p, out);
 }
 

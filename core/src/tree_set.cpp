@@ -12,7 +12,9 @@ bool tree_set::wanted(proc_id p) const {
   auto i = roots_.find(p);
   if (i == roots_.end() || !i->second.open)
     return false;
-  const auto* m = p == s_.self ? &s_.members.me() : s_.members.info(p);
+  if (p == s_.self)
+    return s_.members.me().incarnation == i->second.incarnation;
+  auto m = s_.members.info(p);
   return m && m->incarnation == i->second.incarnation;
 }
 
@@ -69,7 +71,7 @@ void tree_set::merge(timestamp now, const std::vector<wire::open_root>& roots, o
   for (auto& e : roots) {
     if (e.root == s_.self || e.root == no_proc)
       continue; // ours we decide
-    if (auto* m = s_.members.info(e.root); m && m->incarnation != e.incarnation)
+    if (auto m = s_.members.info(e.root); m && m->incarnation != e.incarnation)
       continue; // of another incarnation
     if (auto t = s_.members.tombstones().find(e.root);
         t != s_.members.tombstones().end() && t->second.count(e.incarnation))

@@ -23,16 +23,17 @@ std::size_t view_bucket(proc_id id, std::size_t n) {
 }
 
 std::vector<std::uint32_t> view_bucket_digests(
-  const std::map<proc_id, wire::member>& members,
+  const member_table& members,
   const std::map<proc_id, std::set<std::uint64_t>>& departed, const routing_table& routes,
   std::size_t n) {
   std::vector<fnv1a> f(n);
-  for (auto& [id, m] : members) { // ordered by id: within a bucket too
+  for (std::size_t i = 0; i < members.size(); ++i) { // ordered by id: within a bucket too
+    const auto id = members.id(i);
     auto& b = f[view_bucket(id, n)];
     b.u64(member_tag);
     b.u64(id);
-    b.u64(m.incarnation);
-    b.text(m.address);
+    b.u64(members.incarnation(i));
+    b.text(members.address(i));
   }
   for (auto& [id, incs] : departed) {
     auto& b = f[view_bucket(id, n)];
@@ -65,7 +66,7 @@ std::vector<std::uint16_t> differing_buckets(const std::vector<std::uint32_t>& m
   return out;
 }
 
-void put_view(wire::bw_reply& reply, const std::map<proc_id, wire::member>& members,
+void put_view(wire::bw_reply& reply, const member_table& members,
               const std::map<proc_id, std::set<std::uint64_t>>& departed,
               const routing_table& routes, std::size_t n,
               const std::vector<std::uint16_t>& buckets) {
@@ -76,9 +77,9 @@ void put_view(wire::bw_reply& reply, const std::map<proc_id, wire::member>& memb
   auto in = [&](proc_id p) { return buckets.empty() || wanted[view_bucket(p, n)]; };
   if (buckets.empty())
     reply.members.reserve(members.size());
-  for (auto& [p, i] : members)
-    if (in(p))
-      reply.members.push_back(i);
+  for (std::size_t i = 0; i < members.size(); ++i)
+    if (in(members.id(i)))
+      reply.members.push_back(members.member(i));
   for (auto& [p, incs] : departed)
     if (in(p))
       for (auto inc : incs)
@@ -93,7 +94,7 @@ void put_view(wire::bw_reply& reply, const std::map<proc_id, wire::member>& memb
   reply.view_buckets = buckets;
 }
 
-void put_view_within(wire::bw_reply& reply, const std::map<proc_id, wire::member>& members,
+void put_view_within(wire::bw_reply& reply, const member_table& members,
                      const std::map<proc_id, std::set<std::uint64_t>>& departed,
                      const routing_table& routes, std::size_t n,
                      const std::vector<std::uint16_t>& differ, std::size_t from,
@@ -112,9 +113,9 @@ void put_view_within(wire::bw_reply& reply, const std::map<proc_id, wire::member
     auto i = at[view_bucket(p, n)];
     return i < differ.size() ? &content[i] : nullptr;
   };
-  for (auto& [p, m] : members)
-    if (auto* b = of(p))
-      b->members.push_back(m);
+  for (std::size_t i = 0; i < members.size(); ++i)
+    if (auto* b = of(members.id(i)))
+      b->members.push_back(members.member(i));
   for (auto& [p, incs] : departed)
     if (auto* b = of(p))
       for (auto inc : incs)

@@ -31,6 +31,7 @@
 
 #include "banyan/core/messages.hpp"
 #include "banyan/core/routing_table.hpp"
+#include "member_table.hpp"
 
 namespace banyan::sup {
 
@@ -44,7 +45,7 @@ std::size_t view_bucket(proc_id id, std::size_t n);
 
 /// The digests of the view's `n` buckets (`members`, `departed` as in view_digest).
 std::vector<std::uint32_t> view_bucket_digests(
-  const std::map<proc_id, wire::member>& members,
+  const member_table& members,
   const std::map<proc_id, std::set<std::uint64_t>>& departed, const routing_table& routes,
   std::size_t n);
 
@@ -54,7 +55,7 @@ std::vector<std::uint16_t> differing_buckets(const std::vector<std::uint32_t>& m
 
 /// Fills `reply`'s members, departed and routes with the view's entries in `buckets`
 /// (of `n`; every entry when `buckets` is empty) and sets `reply.view_buckets`.
-void put_view(wire::bw_reply& reply, const std::map<proc_id, wire::member>& members,
+void put_view(wire::bw_reply& reply, const member_table& members,
               const std::map<proc_id, std::set<std::uint64_t>>& departed,
               const routing_table& routes, std::size_t n,
               const std::vector<std::uint16_t>& buckets);
@@ -67,7 +68,7 @@ void put_view(wire::bw_reply& reply, const std::map<proc_id, wire::member>& memb
 /// reply already (trees, open roots), so that they count. Merging a subset of the
 /// buckets is merging part of the news: a bucket holds a processor's member entry, its
 /// departures and the runs it owns together, so no route arrives without its owner.
-void put_view_within(wire::bw_reply& reply, const std::map<proc_id, wire::member>& members,
+void put_view_within(wire::bw_reply& reply, const member_table& members,
                      const std::map<proc_id, std::set<std::uint64_t>>& departed,
                      const routing_table& routes, std::size_t n,
                      const std::vector<std::uint16_t>& differ, std::size_t from,

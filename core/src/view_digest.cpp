@@ -4,16 +4,16 @@
 
 namespace banyan::sup {
 
-std::uint64_t view_digest(const std::map<proc_id, wire::member>& members,
+std::uint64_t view_digest(const member_table& members,
                           const std::map<proc_id, std::set<std::uint64_t>>& departed,
                           const routing_table& routes) {
   fnv1a f;
   // Each part starts with its size, so no two views can run together into one stream.
   f.u64(members.size());
-  for (auto& [id, m] : members) { // ordered by id
-    f.u64(id);
-    f.u64(m.incarnation);
-    f.text(m.address);
+  for (std::size_t i = 0; i < members.size(); ++i) { // ordered by id
+    f.u64(members.id(i));
+    f.u64(members.incarnation(i));
+    f.text(members.address(i));
   }
   f.u64(departed.size());
   for (auto& [id, incs] : departed) {

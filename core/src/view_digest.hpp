@@ -19,12 +19,13 @@
 
 #include "banyan/core/messages.hpp"
 #include "banyan/core/routing_table.hpp"
+#include "member_table.hpp"
 
 namespace banyan::sup {
 
 /// `members`: what is known of every member, by id; `departed`: the incarnations that
 /// left, by id (membership::all_info and tombstones). Never 0.
-std::uint64_t view_digest(const std::map<proc_id, wire::member>& members,
+std::uint64_t view_digest(const member_table& members,
                           const std::map<proc_id, std::set<std::uint64_t>>& departed,
                           const routing_table& routes);
 

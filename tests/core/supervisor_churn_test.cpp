@@ -751,14 +751,14 @@ BOOST_AUTO_TEST_CASE(a_joiner_takes_its_contact_s_incarnation_from_the_contact) 
   j.join(timestamp{0}, 5, {}, out);
   const std::uint64_t old_inc = 11, live_inc = 13;
   j.on_message(timestamp{1000}, 5, wire::member_joined{{5, "", old_inc}}, out);
-  BOOST_TEST_REQUIRE(j.member_info(5) != nullptr);
+  BOOST_TEST_REQUIRE(j.member_info(5).has_value());
   BOOST_TEST(j.member_info(5)->incarnation == old_inc);
   wire::join_accept accept;
   accept.members = {{1, "", 0}, {5, "", live_inc}, {7, "", j.member_info(7)->incarnation}};
   accept.routes = {{vnode_set::range(0, 4), 1, 1}, {vnode_set::range(4, 8), 5, 2}};
   j.on_message(timestamp{2000}, 5, accept, out);
   BOOST_TEST((j.state() == supervisor::status::member));
-  BOOST_TEST_REQUIRE(j.member_info(5) != nullptr);
+  BOOST_TEST_REQUIRE(j.member_info(5).has_value());
   BOOST_TEST(j.member_info(5)->incarnation == live_inc);
 }
 

@@ -52,6 +52,9 @@ private:
   std::vector<bool> live_;
   std::vector<bool> measuring_;
   std::size_t measuring_count_ = 0;
+  /// Every live processor's parent in each tree (by processor id), for the trees of every
+  /// joined root; empty while no processor has had a parent in it (on demand, the trees
+  /// of roots not open), so a root whose trees are never formed costs no N-long list.
   std::map<tree_key, std::vector<proc_id>> parents_;
   timestamp last_change_{0};
   std::uint64_t changes_ = 0;

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "banyan/core/messages.hpp"
@@ -63,8 +64,8 @@ public:
   std::map<proc_id, vnode_set> partition(const vnode_set& v) const;
 
   /// The runs, sorted by `lo`, disjoint; touching runs never share owner and epoch.
-  const std::vector<run>& runs() const noexcept { return runs_; }
-  bool empty() const noexcept { return runs_.empty(); }
+  const std::vector<run>& runs() const noexcept { return runs_ ? *runs_ : no_runs(); }
+  bool empty() const noexcept { return !runs_; }
 
   /// Names the table's state: every change gives the table a number no table in this
   /// process has had, and a copy keeps its original's. So two tables with the same
@@ -73,7 +74,7 @@ public:
   std::uint64_t version() const noexcept { return version_; }
 
   friend bool operator==(const routing_table& a, const routing_table& b) {
-    return a.version_ == b.version_ || a.runs_ == b.runs_;
+    return a.version_ == b.version_ || a.runs() == b.runs();
   }
   friend bool operator!=(const routing_table& a, const routing_table& b) { return !(a == b); }
 
@@ -81,7 +82,16 @@ private:
   const run* find(vnode_id v) const;
   void changed() noexcept;
 
-  std::vector<run> runs_; // canonical, so equal tables have equal runs
+  /// The runs, for a change: moved out when this table alone holds them, else copied.
+  std::vector<run> take_runs();
+  static const std::vector<run>& no_runs() noexcept;
+  void keep_runs(std::vector<run> runs);
+
+  /// Canonical, so equal tables have equal runs; null when empty. Copies of a table share
+  /// its runs until one of them changes (copy on write): every emulated processor is
+  /// handed the same initial table, and the views' snapshots of their supervisor's table
+  /// (supervisor_view) cost no copy while it stays unchanged. Never written while shared.
+  std::shared_ptr<std::vector<run>> runs_;
   std::uint64_t version_ = 0; // 0: the empty table every table starts as
 };
 

@@ -384,9 +384,9 @@ public:
   /// of partitions exhumes it (a `member_returned` event), or when its own graceful
   /// `member_left` for the incarnation buried arrives after the crash notice.
   bool buried(proc_id p) const;
-  /// What this processor knows of member `p` (address, incarnation); nullptr when `p`
-  /// is not a member. Valid until the next event.
-  const wire::member* member_info(proc_id p) const;
+  /// What this processor knows of member `p` (address, incarnation); empty when `p` is
+  /// not a member.
+  std::optional<wire::member> member_info(proc_id p) const;
   /// Probes completed (answered to the end) and abandoned (timed out or candidate gone).
   std::uint64_t probes_completed() const noexcept;
   std::uint64_t probes_abandoned() const noexcept;
