@@ -170,24 +170,8 @@ proc_id prober::pick_candidate(bool local_only) {
     if (!local.empty())
       return local[std::uniform_int_distribution<std::size_t>(0, local.size() - 1)(s_.rng)];
   }
-  auto& members = s_.members.list();
-  if (s_.decision.rules == rule_variant::banyan && !settling_ && !repair_round_) {
-    // Members not measured yet first (banyan variant): a processor of a small cluster
-    // that draws among all members meets its own cluster late or never (for a cluster of
-    // c among N, about N / c draws per peer), and enters the trees at its own place
-    // before it knows its LAN. Drawing among those not measured yet, it meets every
-    // member (its LAN among them) within about N probes. Assumes the first figures of a
-    // path tell what it is (RTT: LAN or not); a path measured once is measured again
-    // through the LAN bias and the background probes. Not in a joiner's or a repair's
-    // round: those stay where their giver or step-parents placed them.
-    std::vector<proc_id> fresh;
-    for (auto q : members)
-      if (q != s_.self && !s_.paths.measured_rtt(q))
-        fresh.push_back(q);
-    if (!fresh.empty())
-      return fresh[std::uniform_int_distribution<std::size_t>(0, fresh.size() - 1)(s_.rng)];
-  }
   // The member list is sorted and holds us: draw among the others by skipping us.
+  auto& members = s_.members.list();
   auto pick = std::uniform_int_distribution<std::size_t>(0, members.size() - 2)(s_.rng);
   auto self_pos = static_cast<std::size_t>(
     std::lower_bound(members.begin(), members.end(), s_.self) - members.begin());

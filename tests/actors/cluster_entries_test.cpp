@@ -41,17 +41,15 @@ cluster_config formation(topology topo) {
 // Entries into clusters after formation on ten small generated two-level topologies
 // (9-34 processors in 2-8 clusters; `banyan sim trees --topology T -q` on each). With
 // (II-local) taking a LAN peer as far from the root as the prober (latency_rule.hpp),
-// the latency trees entered each cluster once in 159 of the 217 trees, 25 of 27 on
-// gen-6-2l-27p; in nearly all the rest the cluster's entrants never measured each other
-// (a processor of a small cluster among many drew its peers late, or never). With a
-// formation round's uniform candidates drawn among the members not measured yet
-// (prober.cpp, banyan variant), every processor meets its cluster within about N probes:
-// 216 of 217 latency trees and 164 of 217 bandwidth trees (102 before) enter each cluster
-// once, 27 of 27 latency trees on gen-6-2l-27p. This asserts the floor reached on these
-// seeds, not the minimum (the bandwidth rule may prefer a second wide-area entry where a
-// LAN parent's capacity is shared by several children: docs/results.md).
+// the latency trees enter each cluster once in 159 of the 217 trees, 25 of 27 on
+// gen-6-2l-27p; with the strict condition 140 and 6 (there, pairs of a cluster's
+// processors fed by one parent at one RTT kept their wide-area edges for good). The
+// rest are not at the minimum: in nearly all of them the cluster's entrants never
+// measured each other (a processor of a small cluster among many draws its peers late,
+// or never, and takes the nearest remote cluster for its LAN), which this rule cannot
+// help. So this asserts the floor the rules reach on these seeds, not the minimum.
 BOOST_AUTO_TEST_CASE(latency_trees_enter_clusters_once_where_entrants_tie) {
-  std::uint32_t minimal = 0, bw_minimal = 0, trees = 0;
+  std::uint32_t minimal = 0, trees = 0;
   for (std::uint64_t seed = 1; seed <= 10; ++seed) {
     auto topo = two_levels(seed);
     BOOST_TEST_CONTEXT("generated seed " << seed << " (" << topo.name << ")") {
@@ -65,16 +63,13 @@ BOOST_AUTO_TEST_CASE(latency_trees_enter_clusters_once_where_entrants_tie) {
           BOOST_TEST(!c.monitor().tree_of({r, k}).validate(live).has_value());
         auto t = c.monitor().tree_of({r, tree_kind::latency});
         here += count_group_entries(t, c.topo(), live).minimal() ? 1 : 0;
-        auto b = c.monitor().tree_of({r, tree_kind::bandwidth});
-        bw_minimal += count_group_entries(b, c.topo(), live).minimal() ? 1 : 0;
         ++trees;
       }
       if (seed == 6)
-        BOOST_TEST(here == 27u, here << " of 27 latency trees entry-minimal");
+        BOOST_TEST(here >= 25u, here << " of 27 latency trees entry-minimal");
       minimal += here;
     }
   }
   BOOST_TEST(trees == 217u);
-  BOOST_TEST(minimal >= 216u, minimal << " of " << trees << " latency trees entry-minimal");
-  BOOST_TEST(bw_minimal >= 164u, bw_minimal << " of " << trees << " bandwidth trees entry-minimal");
+  BOOST_TEST(minimal >= 159u, minimal << " of " << trees << " latency trees entry-minimal");
 }

@@ -2,14 +2,10 @@
 /// What a named rule variant implies for the supervisor, beyond the parent rules
 /// themselves (latency_rule.hpp, bandwidth_rule.hpp), decided in one function.
 ///
-///   variant | parent rules         | probe candidates                 | extra measurements  | sender capacity | subtree summaries  | fan-out updates
-///   --------+----------------------+----------------------------------+---------------------+-----------------+--------------------+----------------
-///   paper   | IV-B, IV-C exactly   | uniform                          | from all parented   | none            | none               | none
-///   banyan  | plus locality terms  | LAN with `local_bias`, the rest  | from the last move  | widest measured | sent up every tree | bandwidth trees
-///           |                      | among members not measured yet   |                     |                 |                    |
-///
-/// (The banyan variant's draw among members not measured yet, prober::pick_candidate,
-/// goes by `rules` itself.)
+///   variant | parent rules         | probe candidates       | extra measurements  | sender capacity | subtree summaries  | fan-out updates
+///   --------+----------------------+------------------------+---------------------+-----------------+--------------------+----------------
+///   paper   | IV-B, IV-C exactly   | uniform                | from all parented   | none            | none               | none
+///   banyan  | plus locality terms  | LAN with `local_bias`  | from the last move  | widest measured | sent up every tree | bandwidth trees
 
 #include "banyan/core/rule_context.hpp"
 
