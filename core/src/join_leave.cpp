@@ -138,28 +138,14 @@ void join_leave::rank_nearest() {
   // tree paths mostly below them too). When half of a LAN leaves at once, the leavers
   // refuse one another, and a leaver that had measured few of its LAN must still find a
   // member of it rather than the nearest it measured across a wide-area link.
-  //
-  // A member not measured that is a child of ours in our own latency tree measured us
-  // (banyan variant: it sends us its subtree's summary): twice its summary's half_rtt,
-  // the largest one-way sum over the paths down from its hop to us, bounds its RTT from
-  // above, and is that RTT where it is a leaf. A processor that measured none of its LAN
-  // (it drew only remote members) sits below the remote clusters in its LAN's trees, but
-  // its LAN peers that measured it hang from it directly in its own tree.
-  const tree_state* own = s_.trees.find({s_.self, tree_kind::latency});
   std::vector<std::pair<duration, proc_id>> ranked;
   for (auto m : s_.members.list()) {
     if (m == s_.self)
       continue;
     auto d = s_.paths.measured_rtt(m);
-    if (!d) {
+    if (!d)
       if (auto* t = s_.trees.find({m, tree_kind::latency}); t && t->connected())
         d = t->dist();
-      if (own)
-        if (auto c = own->child_summaries().find(m);
-            c != own->child_summaries().end() && c->second.complete &&
-            (!d || 2 * c->second.half_rtt < *d))
-          d = 2 * c->second.half_rtt;
-    }
     if (d)
       ranked.emplace_back(*d, m);
   }
