@@ -281,9 +281,25 @@ void broadcast_engine::on_undeliverable(timestamp now, proc_id to, const wire::m
     hand_on(now, back.msg, back.vnodes, back.hops, false, out);
     return;
   }
+  if (auto* a = std::get_if<wire::bcast_answer>(&m)) {
+    // A bounce says the connection broke, not that nobody runs there: a processor that
+    // restarted since we last wrote to it (it left and rejoined) is reached on a new
+    // connection, and its offer waits for this answer (an offer has no timeout: the
+    // vnodes stay the offerer's until it is answered). Sent again once; a second bounce
+    // means nobody runs there. Harmless where the offerer did restart: offer tags are
+    // never reused across incarnations (`first_tag`), so the new one ignores it.
+    for (auto i = answers_resent_.begin(); i != answers_resent_.end();)
+      i = now >= i->second ? answers_resent_.erase(i) : std::next(i);
+    if (!answers_resent_.try_emplace({to, a->tag}, now + cfg_.unreachable_memory).second)
+      return;
+    out.sends.push_back({view_.self(), to, *a});
+    ++frames_sent_;
+    last_send_ = now;
+    return;
+  }
   auto* seg = std::get_if<wire::bcast_segment>(&m);
   if (!seg)
-    return; // an answer or acknowledgement whose receiver is gone: nobody to hear it
+    return; // an acknowledgement whose receiver is gone: nobody to hear it
   view_.refresh();
   ++stats_.bounces;
   unreachable_[to] = now + cfg_.unreachable_memory;

@@ -321,3 +321,48 @@ BOOST_AUTO_TEST_CASE(without_offers_the_old_owner_sends_the_message) {
   BOOST_TEST(c.segments_sent(old_owner, heir) == segments);
   BOOST_TEST(c.frames_of<wire::bcast_offer>(old_owner, heir) == 0u);
 }
+
+// The heir's answer comes back from the transport (its connection to the old owner
+// broke: the old owner had left and rejoined since the heir last wrote to it, and the
+// offer came from the new incarnation). A bounce of an answer says nothing of the old
+// owner, whose offer waits for it: the heir sends it again, on a new connection, and the
+// old owner, no longer holding the broadcast, drains. (In churn, the answer was dropped:
+// the old owner held the broadcast for good.)
+BOOST_AUTO_TEST_CASE(an_answer_the_transport_hands_back_is_sent_again) {
+  hand_cluster c;
+  auto id = c.broadcast();
+  c.flush_to(heir); // the heir has delivered and keeps a copy
+  c.first_segment_to(old_owner);
+  c.move(old_owner, heir);
+  int bounced = 0;
+  c.bounce = [&](const wire::envelope& e) {
+    return std::holds_alternative<wire::bcast_answer>(e.body) && bounced++ == 0;
+  };
+  c.run();
+  BOOST_TEST(bounced == 2); // the answer, then its second copy (delivered)
+  BOOST_TEST(c.frames_of<wire::bcast_answer>(heir, old_owner) == 2u);
+  BOOST_TEST(c.engine(heir).stats().offers_taken == 1u);
+  c.check_exactly_once(id.seq); // no processor holds it
+  BOOST_TEST(c.delivered_at[old_owner] == heir);
+  BOOST_TEST(c.segments_sent(old_owner, heir) == 0u);
+}
+
+// Sent again once only: where nobody runs any more, the second copy bounces too and is
+// dropped (no loop of bounces).
+BOOST_AUTO_TEST_CASE(an_answer_that_bounces_twice_is_dropped) {
+  hand_cluster c;
+  c.broadcast();
+  c.flush_to(heir);
+  c.first_segment_to(old_owner);
+  c.move(old_owner, heir);
+  int bounced = 0;
+  c.bounce = [&](const wire::envelope& e) {
+    if (!std::holds_alternative<wire::bcast_answer>(e.body))
+      return false;
+    ++bounced;
+    return true;
+  };
+  c.run();
+  BOOST_TEST(bounced == 2);
+  BOOST_TEST(c.frames_of<wire::bcast_answer>(heir, old_owner) == 2u);
+}

@@ -541,6 +541,9 @@ private:
   std::map<std::uint64_t, stream_key> timers_;    ///< retry token -> held stream
   std::map<proc_id, timestamp> unreachable_;      ///< bounced peers, avoided until then
   std::map<std::uint64_t, offer_out> offers_;     ///< offer tag -> offer not answered yet
+  /// Answers sent again after a bounce: (offerer, tag) -> until when a second bounce of
+  /// it is dropped.
+  std::map<std::pair<proc_id, std::uint64_t>, timestamp> answers_resent_;
   std::vector<kept> kept_;                        ///< completed broadcasts, oldest first
   timestamp last_send_{timestamp::min() / 2};
   std::uint64_t frames_sent_ = 0;
