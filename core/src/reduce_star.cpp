@@ -29,7 +29,10 @@ bool reduce_engine::star_rule(const reduce_spec& spec, tree_kind kind) const {
 }
 
 bool reduce_engine::in_star(const op_state& st, proc_id owner) const {
-  return st.star && owner != no_proc && owner != view_.self() && view_.local(owner);
+  // Only with a place in the owner's tree: without one, partials go flat (point-to-point,
+  // `direct`) as before.
+  return st.star && owner != no_proc && owner != view_.self() && view_.local(owner)
+         && view_.parent({owner, st.kind}) != no_proc;
 }
 
 std::vector<tree_child> reduce_engine::children_of(const op_state& st, proc_id owner) const {

@@ -401,7 +401,8 @@ private:
   /// Whether `spec` is small enough, and this processor's LAN small enough, for a star.
   bool star_rule(const reduce_spec& spec, tree_kind kind) const;
   /// Whether this processor sends its partials of `st` straight to the root's owner
-  /// `owner` (a star: `star_bytes`, and `owner` in this processor's LAN).
+  /// `owner` (a star: `star_bytes`, `owner` in this processor's LAN, and a place in
+  /// `owner`'s tree here).
   bool in_star(const op_state& st, proc_id owner) const;
   /// In a star, tells this processor's parent in the tree "nothing here" (an empty
   /// partial) unless that parent is the root's owner: it need not wait for it.
