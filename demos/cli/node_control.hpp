@@ -94,7 +94,9 @@ std::string delivered_line(const wire::collective_id& op, bool message, std::siz
                            std::size_t size, bool ok, std::int64_t t_us);
 
 /// The command interpreter of one node. Methods other than the delivery handler are
-/// called from one thread (the one reading stdin).
+/// called from one thread (the one reading stdin). The collectives it starts report
+/// through callbacks that name it: stop the node before the session goes while any is
+/// pending (a stopping node answers them all).
 class control_session {
 public:
   /// Writes one line on stdout: a JSON object (without the newline) that has "t_us".
