@@ -24,7 +24,11 @@
 # the commands to the last process's result line, no acks: ratio = banyan / Open MPI
 # acked, ratio_last = banyan / Open MPI last. byn_fstart: banyan from the last process's
 # own start of the operation (it read its command) to the last result: the commands'
-# delivery through the pipes left out.
+# delivery through the pipes left out. byn_sync: each of them again, started by every
+# banyan process right after a banyan barrier of its own (`synced`, docs/cluster.md),
+# timed from the root's start to the last process's result, as Open MPI's are timed
+# from rank 0's timestamp after MPI_Barrier: ratio_synced = byn_sync / Open MPI acked,
+# ratio_synced_last = byn_sync / Open MPI last (the one that times the same span).
 #
 # --plot draws the times side by side: one panel per operation, banyan's and Open MPI's
 # bars per process count, and the ratio above each pair.
@@ -128,6 +132,7 @@ for n in map(int, procs):
     ov = b["overhead"]["overhead_ms"]
     cases = []  # (op, size, Open MPI row, banyan ms, banyan last delivery ms, ok)
     from_start = {}  # (op, size): banyan from the last process's start to the last result
+    synced = {}  # (op, size): banyan from the root's start after a barrier to the last result
     if "bcast" in ops:
         lat = b["bcast-latency"]["results"][0]
         bw = next(r for r in b["bcast-bandwidth"]["results"] if r["size"] == large)
@@ -141,14 +146,17 @@ for n in map(int, procs):
             r = next(r for r in b["allreduce"]["results"] if r["size"] == size)
             cases.append(("allreduce", size, m("allreduce", size), r["completion_ms"], r["completion_ms"], r["ok"]))
             from_start[("allreduce", size)] = r["from_last_start_ms"]
+            synced[("allreduce", size)] = r.get("synced_ms")
     if "barrier" in ops:
         r = b["barrier"]["results"][0]
         cases.append(("barrier", 0, m("barrier", 0), r["completion_ms"], r["completion_ms"], r["ok"]))
         from_start[("barrier", 0)] = r["from_last_start_ms"]
+        synced[("barrier", 0)] = r.get("synced_ms")
     if "allgather" in ops:
         r = next(r for r in b["allgather"]["results"] if r["size"] == allgather)
         cases.append(("allgather", allgather, m("allgather", allgather), r["completion_ms"], r["completion_ms"], r["ok"]))
         from_start[("allgather", allgather)] = r["from_last_start_ms"]
+        synced[("allgather", allgather)] = r.get("synced_ms")
     for name, size, mr, bms, bcompl, ok in cases:
         mpi_ms = mr["median_us"] / 1000
         last_ms = mr.get("last_median_us", 0) / 1000
@@ -161,16 +169,21 @@ for n in map(int, procs):
             "banyan_from_last_start_ms": from_start.get((name, size)),
             "ratio": bms / mpi_ms if mpi_ms > 0 else None,
             "ratio_last": bms / last_ms if last_ms > 0 and name in ("allreduce", "barrier", "allgather") else None,
+            "banyan_synced_ms": synced.get((name, size)),
+            "ratio_synced": synced[(name, size)] / mpi_ms if synced.get((name, size)) and mpi_ms > 0 else None,
+            "ratio_synced_last": synced[(name, size)] / last_ms if synced.get((name, size)) and last_ms > 0 else None,
             "load_openmpi": load["mpi"], "load_banyan": load["banyan"],
         })
 def f(x, w, p=3):
     return f"{x:>{w}.{p}f}" if x is not None else f"{'-':>{w}}"
 print(f"{'procs':>5} {'rnd':>3} {'op':>9} {'size':>9} {'openmpi_ms':>11} {'mpi_last':>9} {'banyan_ms':>10} {'ratio':>7} "
-      f"{'r_last':>7} {'mpi_ovh_ms':>10} {'byn_ovh_ms':>10} {'byn_last_ms':>11} {'byn_fstart':>10} {'load':>9}")
+      f"{'r_last':>7} {'mpi_ovh_ms':>10} {'byn_ovh_ms':>10} {'byn_last_ms':>11} {'byn_fstart':>10} {'byn_sync':>9} "
+      f"{'r_sync':>7} {'rs_last':>7} {'load':>9}")
 for r in rows:
     print(f"{r['procs']:>5} {r['round']:>3} {r['op']:>9} {r['size']:>9} {r['openmpi_ms']:>11.3f} {f(r['openmpi_last_ms'] or None, 9)} "
           f"{r['banyan_ms']:>10.3f} {f(r['ratio'], 7, 2)} {f(r['ratio_last'], 7, 2)} {r['openmpi_overhead_ms']:>10.3f} "
           f"{r['banyan_overhead_ms']:>10.3f} {r['banyan_last_delivery_ms']:>11.3f} {f(r['banyan_from_last_start_ms'], 10)} "
+          f"{f(r['banyan_synced_ms'], 9)} {f(r['ratio_synced'], 7, 2)} {f(r['ratio_synced_last'], 7, 2)} "
           f"{r['load_openmpi']:>4.1f}/{r['load_banyan']:<4.1f}"
           + ("" if r["openmpi_ok"] and r["banyan_ok"] else "  WRONG DATA"))
 summary = []
@@ -184,14 +197,22 @@ if rounds > 1:
         mine = [r for r in rows if (r["procs"], r["op"], r["size"]) == k]
         rs = [r["ratio"] for r in mine if r["ratio"] is not None]
         rl = [r["ratio_last"] for r in mine if r["ratio_last"] is not None]
+        rsy = [r["ratio_synced"] for r in mine if r["ratio_synced"] is not None]
+        rsl = [r["ratio_synced_last"] for r in mine if r["ratio_synced_last"] is not None]
         s = {"procs": k[0], "op": k[1], "size": k[2], "ratio": statistics.median(rs) if rs else None,
-             "ratio_last": statistics.median(rl) if rl else None, "ratios": rs, "ratios_last": rl}
+             "ratio_last": statistics.median(rl) if rl else None, "ratios": rs, "ratios_last": rl,
+             "ratio_synced": statistics.median(rsy) if rsy else None, "ratios_synced": rsy,
+             "ratio_synced_last": statistics.median(rsl) if rsl else None, "ratios_synced_last": rsl}
         summary.append(s)
         print(f"{k[0]:>5} {k[1]:>9} {k[2]:>9} ratio {f(s['ratio'], 5, 2)} (rounds: {', '.join(f'{x:.2f}' for x in rs)})"
-              + (f", ratio_last {s['ratio_last']:.2f} (rounds: {', '.join(f'{x:.2f}' for x in rl)})" if rl else ""))
+              + (f", ratio_last {s['ratio_last']:.2f} (rounds: {', '.join(f'{x:.2f}' for x in rl)})" if rl else "")
+              + (f", ratio_synced {s['ratio_synced']:.2f} (rounds: {', '.join(f'{x:.2f}' for x in rsy)})"
+                 f", ratio_synced_last {s['ratio_synced_last']:.2f} (rounds: {', '.join(f'{x:.2f}' for x in rsl)})" if rsy else ""))
 print("ratio = banyan / Open MPI time (below 1: banyan faster); r_last = banyan / Open MPI's last process "
       "(allreduce, barrier, allgather); byn_fstart: banyan from the last process's start of the operation "
-      "to the last result (the commands' delivery left out). load: 1-minute load average at the start of the Open MPI / banyan run. "
+      "to the last result (the commands' delivery left out). byn_sync: banyan started by every process right "
+      "after a banyan barrier, from the root's start to the last result (as Open MPI after MPI_Barrier); "
+      "r_sync = byn_sync / Open MPI acked, rs_last = byn_sync / Open MPI last. load: 1-minute load average at the start of the Open MPI / banyan run. "
       "Targets: 64 MiB bcast <= 1, 1-byte bcast <= 1.5, allreduce 4 MiB <= 1, allreduce 4 B, barrier, "
       "allgather <= 1.5. banyan's reduce, allreduce, barrier and allgather are timed from the commands to "
       "the (last) result (no acks).")

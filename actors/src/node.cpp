@@ -470,6 +470,7 @@ std::future<expected<reduce_result>> node::barrier(std::uint64_t seq, duration t
 std::future<expected<reduce_result>> node::reduce(node_reduction red) {
   auto r = std::make_shared<collective_request>();
   r->what = collective_request::kind::reduce;
+  r->on_reduced = std::move(red.done);
   r->reduction = std::move(red);
   auto f = r->reduced.get_future();
   impl_->submit(std::move(r));
@@ -485,6 +486,7 @@ std::future<expected<reduce_result>> node::gather(node_gather g) {
   red.values = std::move(g.values);
   red.over = collective_kind::gather;
   red.timeout = g.timeout;
+  red.done = std::move(g.done);
   return reduce(std::move(red));
 }
 
@@ -497,6 +499,7 @@ std::future<expected<reduce_result>> node::allgather(node_gather g) {
   red.values = std::move(g.values);
   red.over = collective_kind::allgather;
   red.timeout = g.timeout;
+  red.done = std::move(g.done);
   return reduce(std::move(red));
 }
 
@@ -509,6 +512,7 @@ std::future<expected<reduce_result>> node::alltoall(node_gather g) {
   red.values = std::move(g.values);
   red.over = collective_kind::alltoall;
   red.timeout = g.timeout;
+  red.done = std::move(g.done);
   return reduce(std::move(red));
 }
 

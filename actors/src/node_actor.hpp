@@ -138,9 +138,22 @@ struct collective_request {
     }
     answered = true;
   }
+  /// reduce: `node_reduction::done` (null: none).
+  std::function<void(const expected<reduce_result>&)> on_reduced;
+  /// Queues a handler to run once the state lock is released (the machine's `defer`, set
+  /// when the machine takes the request); null: `on_reduced` runs at once.
+  std::function<void(std::function<void()>)> defer;
+
   void answer(expected<reduce_result> r) {
     if (!answered) {
       count(r.has_value());
+      if (auto cb = std::move(on_reduced)) {
+        on_reduced = nullptr;
+        if (defer)
+          defer([cb = std::move(cb), r]() { cb(r); });
+        else
+          cb(r);
+      }
       reduced.set_value(std::move(r));
     }
     answered = true;
@@ -161,6 +174,7 @@ struct collective_request {
     if (answered)
       return;
     auto err = make_error(errc::stopped, "the node stopped");
+    defer = nullptr; // the machine may be going away: the callback runs here
     if (what == kind::reduce)
       answer(expected<reduce_result>(err));
     else if (what == kind::outcome)

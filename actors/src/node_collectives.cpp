@@ -599,6 +599,8 @@ expected<wire::collective_id> start_broadcast(node_ptr self, const collective_re
 }
 
 void on_collective(node_ptr self, const collective_request_ptr& r) {
+  if (r->on_reduced) // runs as a handler, after this step
+    r->defer = [self](std::function<void()> fn) { self->defer(std::move(fn)); };
   auto& st = self->state;
   auto now = now_of();
   const auto state = st.sup->state();

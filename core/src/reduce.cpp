@@ -1,7 +1,5 @@
 #include "banyan/core/reduce.hpp"
 
-#include <algorithm>
-
 #include "banyan/core/tree_choice.hpp"
 #include "banyan/core/vnode_blocks.hpp"
 
@@ -51,7 +49,7 @@ bool reduce_engine::is_child(const op_state& st, proc_id p) const {
   const auto owner = view_.owner(st.spec.root);
   if (owner == no_proc)
     return false;
-  for (auto& c : view_.children({owner, st.kind}))
+  for (auto& c : children_of(st, owner))
     if (c.id == p)
       return true;
   return false;
@@ -133,6 +131,7 @@ std::optional<error> reduce_engine::start(timestamp now, const reduce_spec& spec
   op_state& st = ops_[spec.op];
   st.spec = spec;
   st.kind = kind_of(spec);
+  st.star = star_rule(spec, st.kind);
   st.started = true;
   st.values = std::move(values);
   const auto previous = last_started_;
@@ -218,7 +217,7 @@ reduce_abandoned reduce_engine::abandon(timestamp now, std::uint64_t op, reduce_
   } else if (!(r.part_sent = st.main_sent || st.complete)) {
     const auto owner = view_.owner(st.spec.root);
     if (owner != no_proc)
-      for (auto& c : view_.children({owner, st.kind}))
+      for (auto& c : children_of(st, owner))
         if (!st.reported.count(c.id)) {
           r.waiting_for.push_back(c.id);
           r.missing |= c.subtree;
@@ -428,11 +427,15 @@ void reduce_engine::maybe_send_main(timestamp now, op_state& st, bool force,
       return;
     const auto owner = view_.owner(st.spec.root);
     if (owner != no_proc)
-      for (auto& c : view_.children({owner, st.kind}))
+      for (auto& c : children_of(st, owner))
         if (!st.reported.count(c.id) && !unusable(now, c.id))
           return; // still waiting for this child
   }
   st.main_sent = true;
+  if (in_star(st, view_.owner(st.spec.root))) {
+    ++stats_.star_partials;
+    tell_tree_parent(now, st, out);
+  }
   if (st.has_acc && !st.covered.empty())
     send_partial(now, st, st.covered, shared_bytes(std::move(st.acc)), false, 0, out);
   else if (st.started && view_.participating())
@@ -476,7 +479,9 @@ proc_id reduce_engine::send_partial(timestamp now, wire::reduce_partial p, reduc
     // Up the tree rooted at the root vnode's owner (as known here).
     const auto owner = view_.owner(p.root);
     if (owner != no_proc) {
-      const auto parent = view_.parent({owner, p.kind});
+      auto st = ops_.find(p.op);
+      const auto parent = st != ops_.end() ? parent_of(st->second, owner)
+                                           : view_.parent({owner, p.kind});
       if (parent != no_proc && parent != self && !unusable(now, parent))
         to = parent;
     }

@@ -64,7 +64,7 @@ void reduce_engine::resend_orphaned(timestamp now, op_state& st, bool due,
   if (st.unacked.empty())
     return;
   const auto owner = view_.owner(st.spec.root);
-  const auto parent = owner == no_proc ? no_proc : view_.parent({owner, st.kind});
+  const auto parent = owner == no_proc ? no_proc : parent_of(st, owner);
   bool wait = false;
   for (auto u = st.unacked.begin(); u != st.unacked.end();) {
     if (u->to == parent) {

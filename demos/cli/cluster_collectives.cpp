@@ -1,6 +1,7 @@
 // `banyan cluster`: the workloads every process takes part in (allreduce, barrier,
 // allgather), each timed from the driver writing the commands to the last process's
-// result (cluster_run.hpp, docs/cluster.md).
+// result, and again started right after a barrier of their own, timed from the root's
+// start to the last result (cluster_run.hpp, docs/cluster.md).
 #include <algorithm>
 #include <cstdio>
 
@@ -20,7 +21,8 @@ std::size_t error_count(const event_index& ev) {
 } // namespace
 
 cluster_run::everywhere_outcome cluster_run::everywhere(const std::string& kind, std::uint64_t seq,
-                                                        const std::string& line) {
+                                                        const std::string& line_in, bool synced) {
+  const auto line = synced ? "synced " + std::to_string(++barrier_seq_) + " " + line_in : line_in;
   const auto limit = std::chrono::milliseconds(opt_.op_timeout_ms);
   const auto errors = error_count(ev_);
   auto& done = ev_.finished[kind][seq];
@@ -62,22 +64,29 @@ cluster_run::everywhere_outcome cluster_run::everywhere(const std::string& kind,
   o.first_ms = static_cast<double>(first - t0) / 1000.0;
   o.from_last_start_ms = static_cast<double>(last - last_start) / 1000.0;
   o.last_start_ms = static_cast<double>(last_start - t0) / 1000.0;
+  if (synced && done.count(0) > 0)
+    o.synced_ms = static_cast<double>(last - done.at(0).value("t_start_us", last)) / 1000.0;
   return o;
 }
 
 namespace {
 
-/// One size's row: 1 + reps runs of `run` (the first warms up), the medians.
+/// One size's row: 1 + reps runs of `run` (the first warms up), the medians. Each run is
+/// `run(false)`, timed from the commands, then `run(true)`, timed from the root's start
+/// after a barrier ("synced_ms").
 template <class F>
 json timed_row(std::size_t reps, F run) {
-  std::vector<double> completion, first, from_start, last_start;
+  std::vector<double> completion, first, from_start, last_start, synced;
   std::vector<std::vector<double>> start, done;
-  bool ok = true;
+  bool ok = true, synced_ok = true;
   for (std::size_t r = 0; r < reps + 1; ++r) {
-    auto o = run();
+    auto o = run(false);
+    auto so = run(true);
     ok = ok && o.ok;
+    synced_ok = synced_ok && so.ok;
     if (r == 0)
       continue;
+    synced.push_back(so.synced_ms);
     start.resize(o.start_ms.size());
     done.resize(o.done_ms.size());
     for (std::size_t k = 0; k < o.start_ms.size(); ++k) {
@@ -103,7 +112,10 @@ json timed_row(std::size_t reps, F run) {
           {"last_start_ms", median(last_start)},
           {"runs_ms", completion},
           {"from_last_start_runs_ms", from_start},
-          {"ok", ok}};
+          {"synced_ms", median(synced)},
+          {"synced_runs_ms", synced},
+          {"synced_ok", synced_ok},
+          {"ok", ok && synced_ok}};
 }
 
 } // namespace
@@ -114,15 +126,17 @@ json cluster_run::workload_allreduce() {
   for (auto size : sizes) {
     progress("allreduce: int32 sums of " + std::to_string(size)
              + " bytes per vnode, one to warm up and " + std::to_string(opt_.reps) + " timed");
-    auto row = timed_row(opt_.reps, [&] {
+    auto row = timed_row(opt_.reps, [&](bool synced) {
       const auto seq = ++allreduce_seq_;
       return everywhere("allreduce", seq,
                         "allreduce " + std::to_string(seq) + " 0 " + std::to_string(size / 4)
-                          + " sum int32");
+                          + " sum int32",
+                        synced);
     });
     row["size"] = size;
-    std::fprintf(stderr, "cluster: allreduce: %llu bytes: %.3f ms%s\n",
+    std::fprintf(stderr, "cluster: allreduce: %llu bytes: %.3f ms, synced %.3f ms%s\n",
                  static_cast<unsigned long long>(size), row["completion_ms"].get<double>(),
+                 row["synced_ms"].get<double>(),
                  row["ok"].get<bool>() ? "" : " (WRONG RESULT)");
     results.push_back(row);
   }
@@ -131,11 +145,14 @@ json cluster_run::workload_allreduce() {
 
 json cluster_run::workload_barrier() {
   progress("barrier: one to warm up and " + std::to_string(opt_.reps) + " timed");
-  auto row = timed_row(opt_.reps, [&] {
-    const auto seq = ++barrier_seq_;
-    return everywhere("barrier", seq, "barrier " + std::to_string(seq));
+  auto row = timed_row(opt_.reps, [&](bool synced) {
+    const auto seq = synced ? barrier_seq_ + 2 : ++barrier_seq_; // synced: its barrier first
+    auto o = everywhere("barrier", seq, "barrier " + std::to_string(seq), synced);
+    barrier_seq_ = std::max(barrier_seq_, seq);
+    return o;
   });
-  std::fprintf(stderr, "cluster: barrier: %.3f ms%s\n", row["completion_ms"].get<double>(),
+  std::fprintf(stderr, "cluster: barrier: %.3f ms, synced %.3f ms%s\n",
+               row["completion_ms"].get<double>(), row["synced_ms"].get<double>(),
                row["ok"].get<bool>() ? "" : " (FAILED)");
   return {{"results", json::array({row})}};
 }
@@ -147,15 +164,17 @@ json cluster_run::workload_allgather() {
     const auto block = size / opt_.vnodes_per_proc;
     progress("allgather: " + std::to_string(size) + " bytes per process (" + std::to_string(block)
              + " per vnode), one to warm up and " + std::to_string(opt_.reps) + " timed");
-    auto row = timed_row(opt_.reps, [&] {
+    auto row = timed_row(opt_.reps, [&](bool synced) {
       const auto seq = ++allgather_seq_;
       return everywhere("allgather", seq,
-                        "allgather " + std::to_string(seq) + " 0 " + std::to_string(block));
+                        "allgather " + std::to_string(seq) + " 0 " + std::to_string(block),
+                        synced);
     });
     row["size"] = size;
     row["block"] = block;
-    std::fprintf(stderr, "cluster: allgather: %llu bytes per process: %.3f ms%s\n",
+    std::fprintf(stderr, "cluster: allgather: %llu bytes per process: %.3f ms, synced %.3f ms%s\n",
                  static_cast<unsigned long long>(size), row["completion_ms"].get<double>(),
+                 row["synced_ms"].get<double>(),
                  row["ok"].get<bool>() ? "" : " (WRONG RESULT)");
     results.push_back(row);
   }

@@ -172,10 +172,16 @@ private:
     double from_last_start_ms = 0;
     double last_start_ms = 0; ///< when the last process started it, after the commands
     std::vector<double> start_ms, done_ms; ///< per process, after the commands
+    /// `synced`: from the root's owner (process 0) starting it, right after the barrier
+    /// that came first, to the last result; -1 otherwise.
+    double synced_ms = -1;
     bool ok = true;
   };
+  /// `synced`: every process gets "synced B `line`" instead (node_control.hpp): barrier
+  /// B first, the collective the moment that barrier is released there; `synced_ms`
+  /// leaves the commands' delivery out, as MPI benchmarks do after an MPI_Barrier.
   everywhere_outcome everywhere(const std::string& kind, std::uint64_t seq,
-                                const std::string& line);
+                                const std::string& line, bool synced = false);
   json workload_allreduce();
   json workload_barrier();
   json workload_allgather();

@@ -11,8 +11,11 @@
 
 #include "banyan/core/broadcast.hpp"
 #include "banyan/core/gather.hpp"
+#include "node_control_parse.hpp"
 
 namespace banyan::cli {
+
+using namespace control_detail;
 
 namespace {
 
@@ -20,6 +23,10 @@ using namespace std::chrono_literals;
 
 /// How long an operation may stay pending before it is reported as timed out.
 constexpr auto op_timeout = 300s;
+
+} // namespace
+
+namespace control_detail {
 
 /// Payloads are made and checked 256 bytes at a time: the pattern repeats with that period.
 std::array<std::uint8_t, 256> pattern_period(std::uint64_t seq) {
@@ -69,6 +76,15 @@ std::optional<element_type> parse_type(const std::string& s) {
     return element_type::float64;
   return std::nullopt;
 }
+
+bool trailing(std::istringstream& in) {
+  std::string rest;
+  return static_cast<bool>(in >> rest);
+}
+
+} // namespace control_detail
+
+namespace {
 
 template <class T>
 std::vector<std::uint8_t> contribution_of(vnode_id v, std::size_t count, std::uint64_t seq) {
@@ -446,12 +462,10 @@ bool control_session::handle(const std::string& line) {
     cmd_trace(in);
   else if (cmd == "reduce")
     cmd_reduce(in);
-  else if (cmd == "allreduce")
-    cmd_allreduce(in);
-  else if (cmd == "barrier")
-    cmd_barrier(in);
-  else if (cmd == "allgather")
-    cmd_allgather(in);
+  else if (cmd == "allreduce" || cmd == "barrier" || cmd == "allgather")
+    cmd_everywhere(cmd, in);
+  else if (cmd == "synced")
+    cmd_synced(in);
   else if (cmd == "leave")
     cmd_leave();
   else if (cmd == "join")
@@ -470,23 +484,11 @@ bool control_session::handle(const std::string& line) {
            {"busy", s.busy}});
   } else {
     error("unknown command \"" + cmd
-          + "\" (bcast, send, acks, trace, reduce, allreduce, barrier, allgather, leave, join, "
-            "status, quit)");
+          + "\" (bcast, send, acks, trace, reduce, allreduce, barrier, allgather, synced, leave, "
+            "join, status, quit)");
   }
   return true;
 }
-
-namespace {
-
-/// The rest of a command line, when there is any.
-bool trailing(std::istringstream& in) {
-  std::string rest;
-  return static_cast<bool>(in >> rest);
-}
-
-constexpr std::uint64_t max_payload = std::uint64_t{1} << 32; // 4 GiB
-
-} // namespace
 
 void control_session::cmd_bcast(std::istringstream& in) {
   std::string bytes_s;
@@ -652,126 +654,6 @@ void control_session::cmd_reduce(std::istringstream& in) {
                  {"vnodes", res->vnodes.size()},
                  {"ok", ok},
                  {"t_us", t}});
-        });
-}
-
-void control_session::cmd_allreduce(std::istringstream& in) {
-  std::string seq_s, root_s, count_s, op_s, type_s;
-  in >> seq_s >> root_s >> count_s >> op_s >> type_s;
-  auto seq = parse_uint(seq_s, std::numeric_limits<std::uint64_t>::max());
-  auto root = parse_uint(root_s, vnode_set::max_member);
-  auto count = parse_uint(count_s, max_payload / 8);
-  auto kind = parse_kind(op_s);
-  auto type = parse_type(type_s);
-  if (!seq || !root || !count || !kind || !type || trailing(in))
-    return error("usage: allreduce SEQ ROOT COUNT sum|min|max|prod int32|int64|float|double");
-  if (n_.state() != supervisor::status::member)
-    return error("allreduce: not a member");
-  // The result is checked against every vnode of the namespace as this node knows it now
-  // (the result itself names only this node's vnodes).
-  vnode_set all;
-  for (auto m : n_.members())
-    all |= n_.vnodes_of(m);
-  node_reduction r;
-  r.seq = *seq;
-  r.root = static_cast<vnode_id>(*root);
-  r.op = reduce_op{*kind, *type, 0};
-  r.count = *count;
-  const auto s = *seq;
-  const auto n = *count;
-  const auto ty = *type;
-  r.values = [s, n, ty](vnode_id v) { return reduce_contribution(ty, v, n, s); };
-  const auto op = r.op;
-  const auto t_start = now_us();
-  await(n_.allreduce(std::move(r)), "allreduce " + seq_s,
-        [this, s, n, op, all, t_start](expected<reduce_result> res) {
-          if (!res)
-            return error("allreduce " + std::to_string(s) + ": " + res.err().to_string());
-          const auto t = now_us(); // when it came, not when it was checked
-          const bool ok = reduce_result_ok(op, all, n, s, res->value);
-          put({{"ev", "allreduced"},
-               {"seq", std::to_string(s)},
-               {"vnodes", all.size()},
-               {"own", res->vnodes.size()},
-               {"ok", ok},
-               {"t_start_us", t_start},
-               {"t_us", t}});
-        });
-}
-
-void control_session::cmd_barrier(std::istringstream& in) {
-  std::string seq_s;
-  in >> seq_s;
-  auto seq = parse_uint(seq_s, std::numeric_limits<std::uint64_t>::max());
-  if (!seq || trailing(in))
-    return error("usage: barrier SEQ");
-  if (n_.state() != supervisor::status::member)
-    return error("barrier: not a member");
-  const auto s = *seq;
-  const auto t_start = now_us();
-  await(n_.barrier(s), "barrier " + seq_s, [this, s, t_start](expected<reduce_result> res) {
-    if (!res)
-      return error("barrier " + std::to_string(s) + ": " + res.err().to_string());
-    put({{"ev", "released"},
-         {"seq", std::to_string(s)},
-         {"t_start_us", t_start},
-         {"t_us", now_us()}});
-  });
-}
-
-namespace {
-
-/// Vnode v's block of allgather `seq`: the pattern of operation `seq + 31 v`.
-shared_bytes gather_block(vnode_id v, std::size_t bytes, std::uint64_t seq) {
-  return pattern_bytes(bytes, seq + std::uint64_t{31} * v);
-}
-
-} // namespace
-
-void control_session::cmd_allgather(std::istringstream& in) {
-  std::string seq_s, root_s, block_s;
-  in >> seq_s >> root_s >> block_s;
-  auto seq = parse_uint(seq_s, std::numeric_limits<std::uint64_t>::max());
-  auto root = parse_uint(root_s, vnode_set::max_member);
-  auto block = parse_uint(block_s, max_payload);
-  if (!seq || !root || !block || *block == 0 || trailing(in))
-    return error("usage: allgather SEQ ROOT BLOCK (bytes per vnode, at least 1)");
-  if (n_.state() != supervisor::status::member)
-    return error("allgather: not a member");
-  node_gather g;
-  g.seq = *seq;
-  g.root = static_cast<vnode_id>(*root);
-  g.block = *block;
-  const auto s = *seq;
-  const auto b = *block;
-  g.values = [s, b](vnode_id v) { return gather_block(v, b, s).to_vector(); };
-  // The root's owner broadcasts the blocks, numbered with this node's broadcasts and
-  // sends: the next of those numbers goes to it.
-  if (n_.own_vnodes().contains(g.root))
-    next_seq();
-  const auto t_start = now_us();
-  await(n_.allgather(std::move(g)), "allgather " + seq_s,
-        [this, s, b, t_start](expected<reduce_result> res) {
-          if (!res)
-            return error("allgather " + std::to_string(s) + ": " + res.err().to_string());
-          const auto t = now_us(); // when it came, not when it was checked
-          if (res->value.empty()) {
-            put({{"ev", "allgather_sent"},
-                 {"seq", std::to_string(s)},
-                 {"t_start_us", t_start},
-                 {"t_us", t}});
-            return;
-          }
-          bool ok = res->value.size() == res->vnodes.size() * b;
-          if (ok)
-            for (auto& [v, blk] : gathered_blocks(*res))
-              ok = ok && blk == gather_block(v, b, s);
-          put({{"ev", "allgathered"},
-               {"seq", std::to_string(s)},
-               {"vnodes", res->vnodes.size()},
-               {"ok", ok},
-               {"t_start_us", t_start},
-               {"t_us", t}});
         });
 }
 

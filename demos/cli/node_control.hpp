@@ -29,6 +29,10 @@
 //                            -> every member {"ev":"allgathered","seq":"S","vnodes":K,
 //                               "ok":bool,"t_start_us":T} (one owning no vnode
 //                               {"ev":"allgather_sent",...}); T: when it called the node
+//   <- synced BSEQ allreduce ...|barrier ...|allgather ...
+//                            starts barrier BSEQ, and the collective (as above) the moment
+//                            that barrier is released here (T: then): timed from the
+//                            root's T, as MPI benchmarks time from after an MPI_Barrier
 //   <- leave | join ADDR | status | quit
 //                            -> {"ev":"left"} | {"ev":"ready",...} | {"ev":"status",...} | exit
 //   -> {"ev":"error","detail":"..."}                       for a bad command (keeps running)
@@ -90,7 +94,9 @@ std::string delivered_line(const wire::collective_id& op, bool message, std::siz
                            std::size_t size, bool ok, std::int64_t t_us);
 
 /// The command interpreter of one node. Methods other than the delivery handler are
-/// called from one thread (the one reading stdin).
+/// called from one thread (the one reading stdin). The collectives it starts report
+/// through callbacks that name it: stop the node before the session goes while any is
+/// pending (a stopping node answers them all).
 class control_session {
 public:
   /// Writes one line on stdout: a JSON object (without the newline) that has "t_us".
@@ -123,9 +129,20 @@ private:
   void cmd_acks(std::istringstream& in);
   void cmd_trace(std::istringstream& in);
   void cmd_reduce(std::istringstream& in);
-  void cmd_allreduce(std::istringstream& in);
-  void cmd_barrier(std::istringstream& in);
-  void cmd_allgather(std::istringstream& in);
+  // The collectives every member starts (node_control_everywhere.cpp).
+  /// Starts the collective a command asked for; set up by `prepare` (empty: the command
+  /// was wrong, an error line written). It stamps its start, and its result line is
+  /// written from the node's `done` callback.
+  using starter = std::function<void()>;
+  starter prepare(const std::string& cmd, std::istringstream& in);
+  starter prepare_allreduce(std::istringstream& in);
+  starter prepare_barrier(std::istringstream& in);
+  starter prepare_allgather(std::istringstream& in);
+  void cmd_everywhere(const std::string& cmd, std::istringstream& in);
+  void cmd_synced(std::istringstream& in);
+  /// Runs `fn` (checks a result, writes its line) here, or when `heavy` on a thread of
+  /// its own.
+  void report(bool heavy, std::function<void()> fn);
   void cmd_leave();
   void cmd_join(std::istringstream& in);
   /// Runs `then(result)` on a thread of its own once `f` is ready (or reports a timeout).

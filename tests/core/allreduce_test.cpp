@@ -99,7 +99,7 @@ struct ledger {
   /// Summed over every engine incarnation as it goes (and at the grid's end).
   struct totals {
     std::uint64_t handoffs = 0, direct_partials = 0, direct_release = 0, offered = 0,
-                  redirected = 0, bounces = 0;
+                  redirected = 0, bounces = 0, star_partials = 0;
   };
   totals* sums = nullptr;
 
@@ -165,6 +165,7 @@ public:
       t->offered += b.offered;
       t->redirected += b.redirected;
       t->bounces += r.bounces + b.bounces;
+      t->star_partials += r.star_partials;
     }
   }
   allreduce_collective& engine() override { return eng_; }
@@ -269,8 +270,73 @@ void catch_up(mini_grid& g, const ledger& l, const std::vector<allreduce_spec>& 
 
 } // namespace
 
+namespace {
+
+struct stable_counts {
+  std::uint64_t ops = 0, tree_partials = 0, passed_on = 0, star_partials = 0, timeouts = 0,
+                direct = 0, bounces = 0, redirected = 0;
+};
+
+/// Every operator and type, a barrier and a long array over converged trees of `tiny()`,
+/// with the reductions' `star_bytes` as given; what the engines counted, summed.
+stable_counts stable_allreduces(std::size_t star_bytes) {
+  fixture f;
+  f.cfg.reduce.star_bytes = star_bytes;
+  mini_grid g{tiny(), 8};
+  f.install(g, 16);
+  g.start(0, 2);
+  g.run();
+  BOOST_REQUIRE(!g.busy());
+  std::uint64_t op = 0;
+  std::mt19937 rng{5};
+  std::vector<allreduce_spec> specs;
+  for (auto fn : all_operators())
+    specs.push_back({++op, static_cast<vnode_id>(rng() % 16), fn, 1 + rng() % 5});
+  specs.push_back({++op, 3, {}, 0}); // a barrier
+  specs.push_back({++op, 11, {reduce_kind::sum, element_type::int32, 0}, 70000});
+  for (auto& spec : specs) {
+    for (proc_id p = 0; p < 8; ++p)
+      start(g, p, spec);
+    g.run();
+  }
+  BOOST_TEST(f.l.check() == "");
+  stable_counts c;
+  c.ops = op;
+  for (proc_id p = 0; p < 8; ++p) {
+    auto& e = rider(g, p).engine();
+    const auto& rs = e.reducer().stats();
+    c.tree_partials += rs.tree_partials;
+    c.passed_on += rs.passed_on;
+    c.star_partials += rs.star_partials;
+    c.timeouts += rs.timeouts;
+    c.direct += rs.direct_partials + e.releaser().stats().direct_frames;
+    c.bounces += rs.bounces + e.releaser().stats().bounces;
+    c.redirected += e.releaser().stats().redirected;
+    BOOST_TEST(!e.holding());
+  }
+  return c;
+}
+
+} // namespace
+
+// Small ones gather in a star within the root's LAN (reduce_config::star_bytes): each
+// non-root processor sends one partial of its own (those from other LANs that reach a
+// processor of the star go on as they come), nobody waits for a timeout, nothing goes
+// point-to-point, and the release goes down the tree as before.
+BOOST_AUTO_TEST_CASE(stable_allreduces_in_a_star) {
+  auto c = stable_allreduces(4096);
+  BOOST_TEST(c.tree_partials == 7u * c.ops + c.passed_on);
+  BOOST_TEST(c.star_partials > 0u); // the star was used
+  BOOST_TEST(c.timeouts == 0u);
+  BOOST_TEST(c.direct == 0u);
+  BOOST_TEST(c.bounces == 0u);
+  BOOST_TEST(c.redirected == 0u);
+}
+
+// Without the star (star_bytes 0): tree edges only, both ways.
 BOOST_AUTO_TEST_CASE(stable_allreduces_with_every_operator_type_and_barriers) {
   fixture f;
+  f.cfg.reduce.star_bytes = 0; // partials only up tree edges
   mini_grid g{tiny(), 8};
   f.install(g, 16);
   g.start(0, 2);
@@ -348,7 +414,13 @@ BOOST_AUTO_TEST_CASE(allreduces_during_tree_formation) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(allreduces_and_barriers_under_churn_reach_every_vnode_exactly_once) {
+namespace {
+
+void check_churn_totals(const ledger::totals& all);
+
+/// 30 rounds of allreduces and barriers while processors leave and rejoin, over random
+/// topologies, with the reductions' `star_bytes` as given; what the engines counted.
+ledger::totals allreduces_under_churn(std::size_t star_bytes) {
   std::mt19937 rng{808};
   auto ops = all_operators();
   ledger::totals all;
@@ -356,6 +428,7 @@ BOOST_AUTO_TEST_CASE(allreduces_and_barriers_under_churn_reach_every_vnode_exact
     auto topo = random_topology(rng);
     auto n = static_cast<proc_id>(topo.proc_count());
     fixture f;
+    f.cfg.reduce.star_bytes = star_bytes;
     f.l.sums = &all;
     mini_grid g{topo, static_cast<std::uint64_t>(7000 + round)};
     f.install(g, n);
@@ -393,6 +466,29 @@ BOOST_AUTO_TEST_CASE(allreduces_and_barriers_under_churn_reach_every_vnode_exact
         }
     }
   }
+  return all;
+}
+
+} // namespace
+
+// Up the latency tree (star_bytes 0) and, for the small ones, in a star within the
+// root's LAN (reduce_config::star_bytes): every vnode counted once and released once.
+BOOST_AUTO_TEST_CASE(allreduces_and_barriers_under_churn_reach_every_vnode_exactly_once) {
+  for (std::size_t star : {std::size_t{0}, std::size_t{4096}}) {
+    BOOST_TEST_CONTEXT("star_bytes " << star) {
+      auto all = allreduces_under_churn(star);
+      check_churn_totals(all);
+      if (star == 0)
+        BOOST_TEST(all.star_partials == 0u);
+      else
+        BOOST_TEST(all.star_partials > 0u); // the star was used under churn
+    }
+  }
+}
+
+namespace {
+
+void check_churn_totals(const ledger::totals& all) {
   // The churn reached both phases: histories moved, partials and releases went
   // point-to-point, frames bounced.
   BOOST_TEST(all.handoffs > 0u);
@@ -402,8 +498,10 @@ BOOST_AUTO_TEST_CASE(allreduces_and_barriers_under_churn_reach_every_vnode_exact
   BOOST_TEST_MESSAGE("handoffs " << all.handoffs << ", direct partials " << all.direct_partials
                                  << ", direct release frames " << all.direct_release << ", offers "
                                  << all.offered << ", redirected " << all.redirected << ", bounces "
-                                 << all.bounces);
+                                 << all.bounces << ", star partials " << all.star_partials);
 }
+
+} // namespace
 
 BOOST_AUTO_TEST_CASE(refused_starts_change_nothing) {
   fixture f;

@@ -142,6 +142,8 @@ reduce_stats total_stats(mini_grid& g, std::size_t n) {
       t.tree_partials += s.tree_partials;
       t.direct_partials += s.direct_partials;
       t.passed_on += s.passed_on;
+      t.star_partials += s.star_partials;
+      t.star_notices += s.star_notices;
       t.timeouts += s.timeouts;
       t.handoffs += s.handoffs;
       t.holds += s.holds;
@@ -239,8 +241,58 @@ BOOST_AUTO_TEST_CASE(user_operators_and_errors) {
 // Converged trees, everyone starts at once: every operator and type gives the value
 // computed directly, every vnode counted once, partials only up tree edges and no
 // timeout cut a wait short.
+namespace {
+
+/// Every operator and type, then a long array, over converged trees of `tiny()` with
+/// `star_bytes` as given; the stats summed over the processors.
+reduce_stats stable_reductions(std::size_t star_bytes, std::uint64_t& ops) {
+  fixture f;
+  f.cfg.star_bytes = star_bytes;
+  mini_grid g{tiny(), 8};
+  f.install(g);
+  g.start();
+  g.run();
+  BOOST_REQUIRE(!g.busy());
+  std::uint64_t op = 0;
+  std::mt19937 rng{5};
+  for (auto fn : all_operators()) {
+    reduce_spec spec{++op, static_cast<vnode_id>(rng() % 8), fn, 1 + rng() % 5};
+    for (proc_id p = 0; p < 8; ++p)
+      start(g, p, spec);
+    g.run();
+  }
+  reduce_spec big{++op, 6, {reduce_kind::sum, element_type::int32, 0}, 70000};
+  for (proc_id p = 0; p < 8; ++p)
+    start(g, p, big);
+  g.run();
+  BOOST_TEST(f.reductions.check(8) == "");
+  ops = op;
+  return total_stats(g, 8);
+}
+
+} // namespace
+
+// The same in a star within the root's LAN (reduce_config::star_bytes): every vnode
+// counted once, each non-root processor sends one partial of its own (those from other
+// LANs that reach a processor of the star go on as they come), nobody waits for a
+// timeout, nothing goes point-to-point.
+BOOST_AUTO_TEST_CASE(stable_reductions_in_a_star) {
+  std::uint64_t op = 0;
+  auto t = stable_reductions(4096, op);
+  BOOST_TEST(t.started == 8u * op);
+  BOOST_TEST(t.contributed == 8u * op);
+  BOOST_TEST(t.results == op);
+  BOOST_TEST(t.direct_partials == 0u);
+  BOOST_TEST(t.timeouts == 0u);
+  BOOST_TEST(t.tree_partials == 7u * op + t.passed_on);
+  BOOST_TEST(t.star_partials > 0u); // the star was used
+  BOOST_TEST(t.handoffs == 0u);
+}
+
+// Without the star (star_bytes 0), as the paper's tree.
 BOOST_AUTO_TEST_CASE(stable_reductions_with_every_operator_and_type) {
   fixture f;
+  f.cfg.star_bytes = 0; // partials only up tree edges
   mini_grid g{tiny(), 8};
   f.install(g);
   g.start();

@@ -174,6 +174,11 @@ struct node_reduction {
   collective_kind over = collective_kind::reduce;
   /// How long it may take here before it fails with `timeout`; 0: `node_config::op_timeout`.
   duration timeout{0};
+  /// Optional: called once with the outcome, as a handler (on the loop thread or the
+  /// actor, after the state lock is released; see "Threads" above), before the future
+  /// resolves; at once on the caller's thread when the node is not running, and where a
+  /// node that stops drops it. Saves a waiting thread the wake-up a future costs.
+  std::function<void(const expected<reduce_result>&)> done;
 };
 
 /// One gather (core/gather.hpp), started by every member with the same `seq`, `root`
@@ -185,6 +190,8 @@ struct node_gather {
   contribution_fn values; ///< the block of one vnode of this node (`block` bytes)
   /// How long it may take here before it fails with `timeout`; 0: `node_config::op_timeout`.
   duration timeout{0};
+  /// Optional: called once with the outcome, as for `node_reduction::done`.
+  std::function<void(const expected<reduce_result>&)> done;
 };
 
 /// Something that happened to a node; one log line each (`to_string`).

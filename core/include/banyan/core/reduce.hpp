@@ -82,6 +82,20 @@ namespace banyan {
 struct reduce_config {
   /// Arrays of at least this many bytes go up the bandwidth trees.
   std::size_t long_threshold = 256 * 1024;
+  /// Small reductions gather in a star within the root's LAN: a processor whose own
+  /// partial (its vnodes' contributions, or blocks) is at most `star_bytes`, that is in
+  /// the LAN of the root vnode's owner and of its parent in the latency tree, and whose
+  /// LAN has at most `star_max_procs` processors, sends its partial straight to the
+  /// root's owner instead of to its parent (which then does not wait for it); partials
+  /// from other LANs still come up the tree. It assumes that in one LAN the partials of
+  /// a reduction arrive at once, and that receiving a few small partials costs the
+  /// root's owner less than one more hop (a wake-up and the LAN's latency): a latency
+  /// tree deepened by the forwarding overhead it charges per child (which suits a
+  /// broadcast, whose sender pays it) costs a reduction hops for nothing. The star is
+  /// the tree of depth one under the root's owner: acknowledgements, resends when the
+  /// owner changes and exactly-once counting are the tree's. 0: never.
+  std::size_t star_bytes = 4096;
+  std::size_t star_max_procs = 8;
   /// A processor waits for its children at most `min_timeout` + `timeout_factor` x (the
   /// largest distance to a root (paper IV-E) + the array's transfer time at the lowest
   /// rate of its bandwidth trees), then sends what it has. The transfer term is banyan's:
@@ -204,6 +218,10 @@ struct reduce_stats {
   std::uint64_t tree_partials = 0;   ///< partials sent to a parent
   std::uint64_t direct_partials = 0; ///< partials sent point-to-point to the root's owner
   std::uint64_t passed_on = 0;   ///< late or non-child partials forwarded as they came
+  /// Partials of its own a processor in a star sent straight to the root's owner, and
+  /// the empty ones it sent its tree parent meanwhile (`star_bytes`).
+  std::uint64_t star_partials = 0;
+  std::uint64_t star_notices = 0;
   std::uint64_t timeouts = 0;    ///< partials sent because the timeout fired
   std::uint64_t handoffs = 0;    ///< handoffs sent (forwarded ones included)
   std::uint64_t holds = 0;       ///< frames held for `retry_delay`
@@ -334,6 +352,8 @@ private:
     /// Opened by a `reduce_done` before anything else reached this processor: its
     /// operator and count are unknown (`start` fills them in).
     bool opened_done = false;
+    /// Small: partials within the root's LAN go straight to its owner (`star_bytes`).
+    bool star = false;
     std::vector<std::uint8_t> acc;
     vnode_set covered;       ///< what `acc` covers
     bool has_acc = false;
@@ -372,6 +392,21 @@ private:
   /// Drops reduction `op`'s state; its late partials are dropped or passed on.
   void forget_op(std::uint64_t op, reduce_outbox& out);
   bool is_child(const op_state& st, proc_id p) const;
+  /// The children this processor waits for in `st`: its children in the tree of the
+  /// root's owner `owner`; none in a star (`star_bytes`).
+  std::vector<tree_child> children_of(const op_state& st, proc_id owner) const;
+  /// Where this processor's partials of `st` go up: its parent in the tree of the root's
+  /// owner `owner`, or `owner` itself in a star (`star_bytes`).
+  proc_id parent_of(const op_state& st, proc_id owner) const;
+  /// Whether `spec` is small enough, and this processor's LAN small enough, for a star.
+  bool star_rule(const reduce_spec& spec, tree_kind kind) const;
+  /// Whether this processor sends its partials of `st` straight to the root's owner
+  /// `owner` (a star: `star_bytes`, `owner` in this processor's LAN, and a place in
+  /// `owner`'s tree here).
+  bool in_star(const op_state& st, proc_id owner) const;
+  /// In a star, tells this processor's parent in the tree "nothing here" (an empty
+  /// partial) unless that parent is the root's owner: it need not wait for it.
+  void tell_tree_parent(timestamp now, const op_state& st, reduce_outbox& out);
   /// Takes in a contribution or partial covering `vs`: accumulated at the root's owner,
   /// combined into this processor's pending partial when `combine`, else passed on.
   /// True when it went into this processor's pending partial (not on, not at the root).
