@@ -473,6 +473,10 @@ private:
                bool offer, broadcast_outbox& out);
   void on_offer(timestamp now, proc_id from, const wire::bcast_offer& m, broadcast_outbox& out);
   void on_answer(timestamp now, const wire::bcast_answer& m, broadcast_outbox& out);
+  /// An answer of ours the transport handed back (its connection broke): sent again once
+  /// per (offerer, tag) within `unreachable_memory` (broadcast_handoff.cpp).
+  void resend_answer(timestamp now, proc_id to, const wire::bcast_answer& a,
+                     broadcast_outbox& out);
   void keep(timestamp now, whole msg, const shared_bytes& bytes);
   const kept* kept_copy(timestamp now, const wire::collective_id& op) const;
 
