@@ -453,15 +453,20 @@ void reduce_engine::maybe_send_main(timestamp now, op_state& st, bool force,
     n->second.timeout_token = timer(out, n->second.wait, {timer_kind::timeout, n->first});
 }
 
-void reduce_engine::send_partial(timestamp now, op_state& st, const vnode_set& vs,
-                                 shared_bytes data, bool direct, std::uint32_t hops,
-                                 reduce_outbox& out, bool tentative) {
+wire::reduce_partial reduce_engine::partial_of(const op_state& st) const {
   wire::reduce_partial p;
   p.collective = cfg_.kind;
   p.op = st.spec.op;
   p.root = st.spec.root;
   p.fn = st.spec.fn;
   p.kind = st.kind;
+  return p;
+}
+
+void reduce_engine::send_partial(timestamp now, op_state& st, const vnode_set& vs,
+                                 shared_bytes data, bool direct, std::uint32_t hops,
+                                 reduce_outbox& out, bool tentative) {
+  auto p = partial_of(st);
   p.vnodes = vs;
   p.direct = direct || tentative;
   p.hops = hops;

@@ -52,14 +52,8 @@ void reduce_engine::tell_tree_parent(timestamp now, const op_state& st, reduce_o
   const auto parent = view_.parent({owner, st.kind});
   if (parent == no_proc || parent == owner || parent == view_.self() || unusable(now, parent))
     return;
-  wire::reduce_partial p;
-  p.collective = cfg_.kind;
-  p.op = st.spec.op;
-  p.root = st.spec.root;
-  p.fn = st.spec.fn;
-  p.kind = st.kind;
   ++stats_.star_notices;
-  send(now, parent, std::move(p), out);
+  send(now, parent, partial_of(st), out); // empty: nothing of ours comes this way
 }
 
 } // namespace banyan

@@ -82,6 +82,19 @@ bool trailing(std::istringstream& in) {
   return static_cast<bool>(in >> rest);
 }
 
+std::optional<reduction_args> parse_reduction(std::istringstream& in) {
+  std::string seq_s, root_s, count_s, op_s, type_s;
+  in >> seq_s >> root_s >> count_s >> op_s >> type_s;
+  auto seq = parse_uint(seq_s, std::numeric_limits<std::uint64_t>::max());
+  auto root = parse_uint(root_s, vnode_set::max_member);
+  auto count = parse_uint(count_s, max_payload / 8);
+  auto kind = parse_kind(op_s);
+  auto type = parse_type(type_s);
+  if (!seq || !root || !count || !kind || !type || trailing(in))
+    return std::nullopt;
+  return reduction_args{*seq, static_cast<vnode_id>(*root), *count, *kind, *type};
+}
+
 } // namespace control_detail
 
 namespace {
@@ -618,28 +631,22 @@ void control_session::cmd_acks(std::istringstream& in) {
 }
 
 void control_session::cmd_reduce(std::istringstream& in) {
-  std::string seq_s, root_s, count_s, op_s, type_s;
-  in >> seq_s >> root_s >> count_s >> op_s >> type_s;
-  auto seq = parse_uint(seq_s, std::numeric_limits<std::uint64_t>::max());
-  auto root = parse_uint(root_s, vnode_set::max_member);
-  auto count = parse_uint(count_s, max_payload / 8);
-  auto kind = parse_kind(op_s);
-  auto type = parse_type(type_s);
-  if (!seq || !root || !count || !kind || !type || trailing(in))
+  const auto a = parse_reduction(in);
+  if (!a)
     return error("usage: reduce SEQ ROOT COUNT sum|min|max|prod int32|int64|float|double");
   if (n_.state() != supervisor::status::member)
     return error("reduce: not a member");
   node_reduction r;
-  r.seq = *seq;
-  r.root = static_cast<vnode_id>(*root);
-  r.op = reduce_op{*kind, *type, 0};
-  r.count = *count;
-  const auto s = *seq;
-  const auto n = *count;
-  const auto ty = *type;
+  r.seq = a->seq;
+  r.root = a->root;
+  r.op = reduce_op{a->kind, a->type, 0};
+  r.count = a->count;
+  const auto s = a->seq;
+  const auto n = a->count;
+  const auto ty = a->type;
   r.values = [s, n, ty](vnode_id v) { return reduce_contribution(ty, v, n, s); };
   const auto op = r.op;
-  await(n_.reduce(std::move(r)), "reduce " + seq_s,
+  await(n_.reduce(std::move(r)), "reduce " + std::to_string(s),
         [this, s, n, op](expected<reduce_result> res) {
           if (!res)
             return error("reduce " + std::to_string(s) + ": " + res.err().to_string());

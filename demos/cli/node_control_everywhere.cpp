@@ -73,14 +73,8 @@ void control_session::cmd_synced(std::istringstream& in) {
 }
 
 control_session::starter control_session::prepare_allreduce(std::istringstream& in) {
-  std::string seq_s, root_s, count_s, op_s, type_s;
-  in >> seq_s >> root_s >> count_s >> op_s >> type_s;
-  auto seq = parse_uint(seq_s, std::numeric_limits<std::uint64_t>::max());
-  auto root = parse_uint(root_s, vnode_set::max_member);
-  auto count = parse_uint(count_s, max_payload / 8);
-  auto kind = parse_kind(op_s);
-  auto type = parse_type(type_s);
-  if (!seq || !root || !count || !kind || !type || trailing(in)) {
+  const auto a = parse_reduction(in);
+  if (!a) {
     error("usage: allreduce SEQ ROOT COUNT sum|min|max|prod int32|int64|float|double");
     return {};
   }
@@ -93,11 +87,11 @@ control_session::starter control_session::prepare_allreduce(std::istringstream& 
   vnode_set all;
   for (auto m : n_.members())
     all |= n_.vnodes_of(m);
-  const auto s = *seq;
-  const auto n = *count;
-  const auto ty = *type;
-  const reduce_op op{*kind, ty, 0};
-  const vnode_id rv = static_cast<vnode_id>(*root);
+  const auto s = a->seq;
+  const auto n = a->count;
+  const auto ty = a->type;
+  const reduce_op op{a->kind, ty, 0};
+  const vnode_id rv = a->root;
   return [this, s, n, ty, op, rv, all] {
     node_reduction r;
     r.seq = s;

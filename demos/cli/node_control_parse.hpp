@@ -32,4 +32,16 @@ std::optional<element_type> parse_type(const std::string& s);
 /// Whether there is more on the command line.
 bool trailing(std::istringstream& in);
 
+/// A reduction's arguments, "SEQ ROOT COUNT sum|min|max|prod int32|int64|float|double".
+struct reduction_args {
+  std::uint64_t seq = 0;
+  vnode_id root = 0;
+  std::uint64_t count = 0;
+  reduce_kind kind = reduce_kind::sum;
+  element_type type = element_type::int32;
+};
+/// The rest of the command line as a reduction's arguments, all of them and nothing more;
+/// nothing otherwise.
+std::optional<reduction_args> parse_reduction(std::istringstream& in);
+
 } // namespace banyan::cli::control_detail

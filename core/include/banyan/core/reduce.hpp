@@ -434,6 +434,8 @@ private:
   void settle(timestamp now, const vnode_set& vs, std::uint64_t done, reduce_outbox& out);
   void maybe_send_main(timestamp now, op_state& st, bool force, reduce_outbox& out);
   /// Sends a partial of `st` (kept in `st.unacked` when it goes up the tree).
+  /// A partial of `st` with its operation's fields and nothing in it yet.
+  wire::reduce_partial partial_of(const op_state& st) const;
   void send_partial(timestamp now, op_state& st, const vnode_set& vs, shared_bytes data,
                     bool direct, std::uint32_t hops, reduce_outbox& out,
                     bool tentative = false);
