@@ -317,6 +317,13 @@ void control_session::error(const std::string& detail) {
   put({{"ev", "error"}, {"detail", detail}});
 }
 
+bool control_session::member_for(const std::string& what) {
+  if (n_.state() == supervisor::status::member)
+    return true;
+  error(what + ": not a member");
+  return false;
+}
+
 std::uint64_t control_session::next_seq() {
   std::lock_guard<std::mutex> lk(mtx_);
   return next_seq_++;
@@ -509,8 +516,8 @@ void control_session::cmd_bcast(std::istringstream& in) {
   auto bytes = parse_uint(bytes_s, max_payload);
   if (!bytes || trailing(in))
     return error("usage: bcast BYTES (at most 4 GiB)");
-  if (n_.state() != supervisor::status::member)
-    return error("bcast: not a member");
+  if (!member_for("bcast"))
+    return;
   const auto seq = next_seq();
   auto payload = pattern_bytes(*bytes, seq);
   const auto members = n_.members();
@@ -576,8 +583,8 @@ void control_session::cmd_send(std::istringstream& in) {
   auto bytes = parse_uint(bytes_s, max_payload);
   if (!to || !bytes || trailing(in))
     return error("usage: send VNODE BYTES");
-  if (n_.state() != supervisor::status::member)
-    return error("send: not a member");
+  if (!member_for("send"))
+    return;
   const auto seq = next_seq();
   const auto t0 = std::chrono::duration_cast<std::chrono::microseconds>(
                     std::chrono::steady_clock::now().time_since_epoch())
@@ -634,8 +641,8 @@ void control_session::cmd_reduce(std::istringstream& in) {
   const auto a = parse_reduction(in);
   if (!a)
     return error("usage: reduce SEQ ROOT COUNT sum|min|max|prod int32|int64|float|double");
-  if (n_.state() != supervisor::status::member)
-    return error("reduce: not a member");
+  if (!member_for("reduce"))
+    return;
   node_reduction r;
   r.seq = a->seq;
   r.root = a->root;
@@ -665,8 +672,8 @@ void control_session::cmd_reduce(std::istringstream& in) {
 }
 
 void control_session::cmd_leave() {
-  if (n_.state() != supervisor::status::member)
-    return error("leave: not a member");
+  if (!member_for("leave"))
+    return;
   await(n_.leave(), "leave", [this](banyan::node::result r) {
     if (r)
       return error("leave: " + r->to_string());

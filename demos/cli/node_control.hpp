@@ -124,6 +124,8 @@ public:
 private:
   void on_delivery(const node_delivery& d);
   void error(const std::string& detail);
+  /// Whether this node is a member; if not, the error line "`what`: not a member".
+  bool member_for(const std::string& what);
   void cmd_bcast(std::istringstream& in);
   void cmd_send(std::istringstream& in);
   void cmd_acks(std::istringstream& in);

@@ -55,8 +55,8 @@ void control_session::cmd_synced(std::istringstream& in) {
   auto bseq = parse_uint(bseq_s, std::numeric_limits<std::uint64_t>::max());
   if (!bseq || cmd.empty())
     return error("usage: synced BARRIER_SEQ allreduce|barrier|allgather ARGS...");
-  if (n_.state() != supervisor::status::member)
-    return error("synced: not a member");
+  if (!member_for("synced"))
+    return;
   auto start = prepare(cmd, in);
   if (!start)
     return;
@@ -78,10 +78,8 @@ control_session::starter control_session::prepare_allreduce(std::istringstream& 
     error("usage: allreduce SEQ ROOT COUNT sum|min|max|prod int32|int64|float|double");
     return {};
   }
-  if (n_.state() != supervisor::status::member) {
-    error("allreduce: not a member");
+  if (!member_for("allreduce"))
     return {};
-  }
   // The result is checked against every vnode of the namespace as this node knows it now
   // (the result itself names only this node's vnodes).
   vnode_set all;
@@ -127,10 +125,8 @@ control_session::starter control_session::prepare_barrier(std::istringstream& in
     error("usage: barrier SEQ");
     return {};
   }
-  if (n_.state() != supervisor::status::member) {
-    error("barrier: not a member");
+  if (!member_for("barrier"))
     return {};
-  }
   const auto s = *seq;
   return [this, s] {
     node_reduction r;
@@ -159,10 +155,8 @@ control_session::starter control_session::prepare_allgather(std::istringstream& 
     error("usage: allgather SEQ ROOT BLOCK (bytes per vnode, at least 1)");
     return {};
   }
-  if (n_.state() != supervisor::status::member) {
-    error("allgather: not a member");
+  if (!member_for("allgather"))
     return {};
-  }
   const auto s = *seq;
   const auto b = *block;
   const vnode_id rv = static_cast<vnode_id>(*root);
