@@ -14,10 +14,15 @@ constexpr std::size_t head_bytes = 12;
 
 reduce_config up_config(reduce_config rc) { return gather_config(rc, collective_kind::allgather); }
 
-broadcast_config down_config(broadcast_config bc) {
+broadcast_config down_config(broadcast_config bc, const reduce_config& rc) {
   bc.kind = collective_kind::allgather;
   bc.message_kind = collective_kind::none;
   bc.blocks = false;
+  // Gathered blocks of at most the star's bytes (reduce_config::star_bytes) go from the
+  // root's owner straight to its LAN (broadcast_config::shallow_bytes), the star's way
+  // back.
+  bc.shallow_bytes = rc.star_bytes == 0 ? 0 : rc.star_bytes + head_bytes;
+  bc.shallow_max_procs = rc.star_max_procs;
   return bc;
 }
 
@@ -26,7 +31,7 @@ broadcast_config down_config(broadcast_config bc) {
 allgather_collective::allgather_collective(tree_view& view, const reduce_op_table& ops,
                                            reduce_config rc, broadcast_config bc,
                                            vnode_set settled)
-  : gather_then_broadcast(view, ops, up_config(rc), down_config(bc), std::move(settled)) {}
+  : gather_then_broadcast(view, ops, up_config(rc), down_config(bc, rc), std::move(settled)) {}
 
 std::optional<error> allgather_collective::start(timestamp now, std::uint64_t op, vnode_id root,
                                                  std::size_t block, contribution_fn values) {

@@ -15,14 +15,18 @@ reduce_config reduce_part(const allreduce_config& c) {
   return r;
 }
 
+constexpr std::size_t header_bytes = 8;
+
 broadcast_config release_part(const allreduce_config& c) {
   auto b = c.bcast;
   b.kind = c.kind;
   b.message_kind = collective_kind::none;
+  // The release of a result small enough for the reduction's star goes the star's way
+  // back: from the root's owner straight to its LAN (broadcast_config::shallow_bytes).
+  b.shallow_bytes = c.reduce.star_bytes == 0 ? 0 : c.reduce.star_bytes + header_bytes;
+  b.shallow_max_procs = c.reduce.star_max_procs;
   return b;
 }
-
-constexpr std::size_t header_bytes = 8;
 
 } // namespace
 

@@ -1,6 +1,7 @@
 #include "banyan/core/broadcast.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include "banyan/core/owner_groups.hpp"
 #include "banyan/core/vnode_blocks.hpp"
@@ -150,6 +151,8 @@ wire::collective_id broadcast_engine::originate(timestamp now, wire::collective_
     s.kind = kind;
     s.total = message.size();
     s.direct = direct;
+    s.shallow = !direct && kind == tree_kind::latency && cfg_.shallow_bytes != 0 &&
+                message.size() <= cfg_.shallow_bytes;
     run_whole(now, s, message, out);
     return id;
   }
@@ -421,6 +424,10 @@ void broadcast_engine::plan(timestamp now, stream& s, broadcast_outbox& out) {
     hold(rest); // gone round too long: wait, then go point-to-point afresh
     return;
   }
+  // (I') a shallow start: the origin's LAN straight from here (after the tree's frames)
+  std::map<proc_id, vnode_set> shallow;
+  if (s.shallow && !s.fresh)
+    shallow = shallow_parts(now, s, rest);
   // (II) down the tree, the child with the most descendants first; also on a direct
   // stream of a broadcast: what reaches its receiver point-to-point while trees heal
   // may be the receiver's whole subtree. Not after a hold (hops exhausted or a bounce:
@@ -443,6 +450,12 @@ void broadcast_engine::plan(timestamp now, stream& s, broadcast_outbox& out) {
         tag_owner_[s.forwards.back().tag] = s.key;
     }
   }
+  for (auto& [p, part] : shallow) {
+    s.forwards.push_back({p, std::move(part), true, next_tag_++, false});
+    s.forwards.back().shallow = true;
+    if (!s.transient)
+      tag_owner_[s.forwards.back().tag] = s.key;
+  }
   // (III) point-to-point to the owners (or a peer that knows better), as a tree of
   // direct streams
   auto parts = route_to_owners(view_, rest, [&](proc_id p) { return unusable(now, p); });
@@ -455,6 +468,28 @@ void broadcast_engine::plan(timestamp now, stream& s, broadcast_outbox& out) {
     if (!s.transient)
       tag_owner_[s.forwards.back().tag] = s.key;
   }
+}
+
+std::map<proc_id, vnode_set> broadcast_engine::shallow_parts(timestamp now, const stream& s,
+                                                             vnode_set& rest) {
+  const proc_id self = view_.self();
+  std::size_t lan = 1;
+  for (auto p : view_.peers())
+    if (view_.local(p) && ++lan > cfg_.shallow_max_procs)
+      return {};
+  std::set<proc_id> kids;
+  for (auto& c : view_.children({std::get<0>(s.key).origin, s.kind}))
+    kids.insert(c.id);
+  auto parts = route_to_owners(view_, rest, [&](proc_id p) { return unusable(now, p); });
+  for (auto i = parts.begin(); i != parts.end();) {
+    if (i->first == self || kids.count(i->first) || !view_.local(i->first)) {
+      i = parts.erase(i);
+      continue;
+    }
+    rest -= i->second;
+    ++i;
+  }
+  return parts;
 }
 
 void broadcast_engine::dispatch(timestamp now, const stream_key& key, std::uint32_t index,
@@ -811,7 +846,7 @@ void broadcast_engine::send_segment(timestamp now, std::uint32_t hops, forward& 
   m.total = head.total;
   m.payload = seg;
   out.sends.push_back({view_.self(), f.to, std::move(m)});
-  ++(f.direct ? stats_.direct_frames : stats_.tree_frames);
+  ++(f.shallow ? stats_.shallow_frames : f.direct ? stats_.direct_frames : stats_.tree_frames);
   ++frames_sent_;
   last_send_ = now;
 }

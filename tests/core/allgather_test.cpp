@@ -139,6 +139,7 @@ std::uint64_t first_open(const ledger& l, vnode_id vnodes, std::uint64_t last) {
 
 BOOST_AUTO_TEST_CASE(allgather_on_stable_trees_gives_every_vnode_every_block_once) {
   std::mt19937 rng{81};
+  std::uint64_t shallow = 0;
   for (int round = 0; round < 8; ++round) {
     auto topo = random_topology(rng);
     auto n = static_cast<proc_id>(topo.proc_count());
@@ -160,13 +161,19 @@ BOOST_AUTO_TEST_CASE(allgather_on_stable_trees_gives_every_vnode_every_block_onc
       for (proc_id p = 0; p < n; ++p)
         direct += rider(g, p).engine().up().stats().direct_partials +
                   rider(g, p).engine().down().stats().direct_frames;
-      BOOST_TEST(direct == 0u); // up and down the trees only
+      BOOST_TEST(direct == 0u); // up and down the trees only (and straight to the root's LAN)
+      for (proc_id p = 0; p < n; ++p)
+        shallow += rider(g, p).engine().down().stats().shallow_frames;
     }
   }
+  // Small gathered blocks went from the root's owner straight to its LAN
+  // (broadcast_config::shallow_bytes, from the gather's star).
+  BOOST_TEST(shallow > 0u);
 }
 
 BOOST_AUTO_TEST_CASE(allgathers_under_churn_count_and_deliver_every_vnode_exactly_once) {
   std::mt19937 rng{3606};
+  std::uint64_t shallow = 0;
   for (int round = 0; round < 20; ++round) {
     auto topo = random_topology(rng);
     auto n = static_cast<proc_id>(topo.proc_count());
@@ -205,8 +212,11 @@ BOOST_AUTO_TEST_CASE(allgathers_under_churn_count_and_deliver_every_vnode_exactl
       BOOST_TEST(f.l.check(n) == "");
       BOOST_TEST(g.lost_rider_messages() == 0u);
       for (proc_id p = 0; p < n; ++p)
-        if (g.live()[p])
+        if (g.live()[p]) {
           BOOST_TEST(!rider(g, p).engine().holding());
+          shallow += rider(g, p).engine().down().stats().shallow_frames;
+        }
     }
   }
+  BOOST_TEST(shallow > 0u); // the shallow release under churn
 }

@@ -99,7 +99,7 @@ struct ledger {
   /// Summed over every engine incarnation as it goes (and at the grid's end).
   struct totals {
     std::uint64_t handoffs = 0, direct_partials = 0, direct_release = 0, offered = 0,
-                  redirected = 0, bounces = 0, star_partials = 0;
+                  redirected = 0, bounces = 0, star_partials = 0, shallow_release = 0;
   };
   totals* sums = nullptr;
 
@@ -166,6 +166,7 @@ public:
       t->redirected += b.redirected;
       t->bounces += r.bounces + b.bounces;
       t->star_partials += r.star_partials;
+      t->shallow_release += b.shallow_frames;
     }
   }
   allreduce_collective& engine() override { return eng_; }
@@ -274,7 +275,7 @@ namespace {
 
 struct stable_counts {
   std::uint64_t ops = 0, tree_partials = 0, passed_on = 0, star_partials = 0, timeouts = 0,
-                direct = 0, bounces = 0, redirected = 0;
+                direct = 0, bounces = 0, redirected = 0, shallow = 0;
 };
 
 /// Every operator and type, a barrier and a long array over converged trees of `tiny()`,
@@ -312,6 +313,7 @@ stable_counts stable_allreduces(std::size_t star_bytes) {
     c.direct += rs.direct_partials + e.releaser().stats().direct_frames;
     c.bounces += rs.bounces + e.releaser().stats().bounces;
     c.redirected += e.releaser().stats().redirected;
+    c.shallow += e.releaser().stats().shallow_frames;
     BOOST_TEST(!e.holding());
   }
   return c;
@@ -322,11 +324,14 @@ stable_counts stable_allreduces(std::size_t star_bytes) {
 // Small ones gather in a star within the root's LAN (reduce_config::star_bytes): each
 // non-root processor sends one partial of its own (those from other LANs that reach a
 // processor of the star go on as they come), nobody waits for a timeout, nothing goes
-// point-to-point, and the release goes down the tree as before.
+// point-to-point, and the release of a small result goes the star's way back: from the
+// root's owner straight to its LAN (broadcast_config::shallow_bytes), down the tree
+// beyond it.
 BOOST_AUTO_TEST_CASE(stable_allreduces_in_a_star) {
   auto c = stable_allreduces(4096);
   BOOST_TEST(c.tree_partials == 7u * c.ops + c.passed_on);
   BOOST_TEST(c.star_partials > 0u); // the star was used
+  BOOST_TEST(c.shallow > 0u);       // and so was the shallow release
   BOOST_TEST(c.timeouts == 0u);
   BOOST_TEST(c.direct == 0u);
   BOOST_TEST(c.bounces == 0u);
@@ -339,6 +344,7 @@ BOOST_AUTO_TEST_CASE(stable_allreduces_in_a_star) {
 BOOST_AUTO_TEST_CASE(stable_allreduces_with_every_operator_type_and_barriers) {
   auto c = stable_allreduces(0);
   BOOST_TEST(c.tree_partials == 7u * c.ops); // one partial per non-root processor
+  BOOST_TEST(c.shallow == 0u);
   BOOST_TEST(c.direct == 0u);
   BOOST_TEST(c.bounces == 0u);
   BOOST_TEST(c.redirected == 0u);
@@ -451,10 +457,13 @@ BOOST_AUTO_TEST_CASE(allreduces_and_barriers_under_churn_reach_every_vnode_exact
     BOOST_TEST_CONTEXT("star_bytes " << star) {
       auto all = allreduces_under_churn(star);
       check_churn_totals(all);
-      if (star == 0)
+      if (star == 0) {
         BOOST_TEST(all.star_partials == 0u);
-      else
-        BOOST_TEST(all.star_partials > 0u); // the star was used under churn
+        BOOST_TEST(all.shallow_release == 0u);
+      } else {
+        BOOST_TEST(all.star_partials > 0u);   // the star was used under churn
+        BOOST_TEST(all.shallow_release > 0u); // and so was the shallow release
+      }
     }
   }
 }
@@ -471,7 +480,8 @@ void check_churn_totals(const ledger::totals& all) {
   BOOST_TEST_MESSAGE("handoffs " << all.handoffs << ", direct partials " << all.direct_partials
                                  << ", direct release frames " << all.direct_release << ", offers "
                                  << all.offered << ", redirected " << all.redirected << ", bounces "
-                                 << all.bounces << ", star partials " << all.star_partials);
+                                 << all.bounces << ", star partials " << all.star_partials
+                                 << ", shallow release frames " << all.shallow_release);
 }
 
 } // namespace

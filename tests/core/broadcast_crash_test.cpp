@@ -155,6 +155,52 @@ BOOST_AUTO_TEST_CASE(broadcasts_before_the_crash_is_detected_complete) {
   }
 }
 
+// Shallow starts (broadcast_config::shallow_bytes) through a crash: a processor of the
+// origin's LAN below one of its children in the latency tree (so the origin sends to it
+// straight) dies before anyone noticed; the short broadcast sent straight to it bounces
+// and is routed again (and the dead one is avoided for a while). Every vnode still gets each broadcast once (the dead one's at its adopter) and
+// every origin completes.
+BOOST_AUTO_TEST_CASE(shallow_broadcasts_through_a_crash_in_the_origins_lan_complete) {
+  int scenarios = 0;
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      adaptive_riders riders;
+      riders.cfg = acked();
+      riders.cfg.shallow_bytes = 4096;
+      mini_grid g{tiny_grid(), seed};
+      riders.install(g);
+      g.start(8);
+      g.run();
+      // tiny-2c8: LANs {0-3} and {4-7}; an origin and a grandchild of it in its LAN.
+      proc_id origin = no_proc, dead = no_proc;
+      for (proc_id o : {proc_id{0}, proc_id{4}})
+        for (proc_id q = o + 1; q < o + 4 && dead == no_proc; ++q) {
+          const auto parent = g.tree_of({o, tree_kind::latency}).parents()[q];
+          if (parent != o && parent != no_proc) {
+            origin = o;
+            dead = q;
+          }
+        }
+      if (dead == no_proc)
+        continue; // every LAN member a child of its origin here: nothing goes straight
+      ++scenarios;
+      g.crash(dead);
+      for (std::uint64_t k = 0; k < 6; ++k) {
+        broadcast_from(g, origin, k == 2 ? 1 << 20 : 100, 10 + k);
+        g.run_for(10ms);
+      }
+      g.suspect(origin, dead);
+      g.run();
+      BOOST_TEST(riders.ledger.check_exactly_once(8) == "");
+      BOOST_TEST(outcomes_complete(riders) == "");
+      BOOST_TEST(rider(g, origin).bcast().stats().shallow_frames > 0u);
+      // The frame sent straight to the dead processor bounced and was routed again.
+      BOOST_TEST(rider(g, origin).bcast().stats().bounces >= 1u);
+    }
+  }
+  BOOST_TEST(scenarios > 0);
+}
+
 // Nobody ever notices the crash (no watch, nothing refused): the dead processor's vnode
 // is never adopted, and the broadcast fails at its origin after `complete_within`,
 // naming that vnode and its owner. Every other vnode has it exactly once.

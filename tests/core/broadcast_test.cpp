@@ -45,6 +45,7 @@ broadcast_stats total_stats(mini_grid& g, std::size_t n) {
       t.sent += s.sent;
       t.tree_frames += s.tree_frames;
       t.direct_frames += s.direct_frames;
+      t.shallow_frames += s.shallow_frames;
       t.delivered += s.delivered;
       t.redirected += s.redirected;
       t.holds += s.holds;
@@ -89,6 +90,52 @@ BOOST_AUTO_TEST_CASE(stable_broadcasts_use_tree_edges_only) {
   BOOST_TEST(t.delivered == 16u * 8u);
   for (proc_id p = 0; p < 8; ++p)
     BOOST_TEST(!rider(g, p).bcast().holding());
+}
+
+// A shallow start (broadcast_config::shallow_bytes): a short message goes from its
+// origin straight to the processors of the origin's LAN that are not its children, down
+// the tree to the rest; every vnode once, nothing point-to-point otherwise. A processor
+// sent to straight that has children of its own in the tree (tiny-2c8: the one that
+// passes it to the other LAN) also gets their part from its tree parent: at most one
+// frame more per frame sent straight. Long messages are not shallow.
+BOOST_AUTO_TEST_CASE(shallow_broadcasts_reach_the_origins_lan_in_one_hop) {
+  adaptive_riders riders;
+  riders.cfg.rule = tree_rule::threshold;
+  riders.cfg.shallow_bytes = 4096;
+  mini_grid g{tiny(), 3};
+  riders.install(g);
+  g.start();
+  g.run();
+  BOOST_REQUIRE(!g.busy());
+  for (proc_id p = 0; p < 8; ++p) {
+    std::vector<std::uint64_t> before_at(8);
+    for (proc_id q = 0; q < 8; ++q)
+      before_at[q] = rider(g, q).bcast().stats().shallow_frames;
+    const auto before = total_stats(g, 8);
+    broadcast(g, p, 10 + p, p);
+    g.run();
+    const auto after = total_stats(g, 8);
+    const auto shallow = after.shallow_frames - before.shallow_frames;
+    const auto frames = after.tree_frames - before.tree_frames + shallow;
+    BOOST_TEST(frames >= 7u);
+    BOOST_TEST(frames <= 7u + shallow);
+    // Only the origin sends them, and only to its LAN (tiny-2c8: 4 processors each).
+    BOOST_TEST(rider(g, p).bcast().stats().shallow_frames - before_at[p] == shallow);
+    BOOST_TEST(shallow <= 3u);
+    for (proc_id q = 0; q < 8; ++q)
+      if (q != p)
+        BOOST_TEST(rider(g, q).bcast().stats().shallow_frames == before_at[q]);
+  }
+  broadcast(g, 0, 1 << 20, 99); // long: segments down the bandwidth tree
+  g.run();
+  BOOST_TEST(riders.ledger.check_exactly_once(8) == "");
+  auto t = total_stats(g, 8);
+  BOOST_TEST(t.shallow_frames > 0u);
+  BOOST_TEST(t.direct_frames == 0u);
+  BOOST_TEST(t.bounces == 0u);
+  BOOST_TEST(t.redirected == 0u);
+  BOOST_TEST(t.tree_frames + t.shallow_frames >= 8u * 7u + 7u * 16u);
+  BOOST_TEST(t.tree_frames <= 8u * 7u + 7u * 16u);
 }
 
 // The threshold rule: a short message is one frame down the latency tree; a long one is
@@ -160,14 +207,19 @@ BOOST_AUTO_TEST_CASE(broadcasts_during_tree_formation) {
 // Processors join and leave at random, vnodes move (joins ask for specific vnodes),
 // while broadcasts short and long start from random processors. Every broadcast reaches
 // every vnode exactly once, at the processor owning it at delivery time.
-BOOST_AUTO_TEST_CASE(broadcasts_under_churn_reach_every_vnode_exactly_once) {
+namespace {
+
+/// `rounds` rounds of random churn and broadcasts (docs above), with the broadcasts'
+/// `shallow_bytes` as given; the engines' counts summed.
+broadcast_stats broadcasts_under_churn(int rounds, std::size_t shallow_bytes) {
   std::mt19937 rng{4242};
   broadcast_stats all;
-  for (int round = 0; round < 60; ++round) {
+  for (int round = 0; round < rounds; ++round) {
     auto topo = random_topology(rng);
     auto n = static_cast<proc_id>(topo.proc_count());
     adaptive_riders riders;
     riders.cfg.segment_size = 32 * 1024;
+    riders.cfg.shallow_bytes = shallow_bytes;
     mini_grid g{topo, static_cast<std::uint64_t>(7000 + round)};
     riders.install(g);
     g.start();
@@ -201,8 +253,17 @@ BOOST_AUTO_TEST_CASE(broadcasts_under_churn_reach_every_vnode_exactly_once) {
       all.offered += t.offered;
       all.offers_taken += t.offers_taken;
       all.offer_fallbacks += t.offer_fallbacks;
+      all.shallow_frames += t.shallow_frames;
     }
   }
+  return all;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(broadcasts_under_churn_reach_every_vnode_exactly_once) {
+  auto all = broadcasts_under_churn(60, 0);
+  BOOST_TEST(all.shallow_frames == 0u);
   // The hard paths were all taken somewhere: handovers without the bytes, and with them.
   BOOST_TEST(all.direct_frames > 0u);
   BOOST_TEST(all.redirected > 0u);
@@ -210,6 +271,18 @@ BOOST_AUTO_TEST_CASE(broadcasts_under_churn_reach_every_vnode_exactly_once) {
   BOOST_TEST(all.offered > 0u);
   BOOST_TEST(all.offers_taken > 0u);
   BOOST_TEST(all.offer_fallbacks > 0u);
+}
+
+// The same churn with shallow starts (broadcast_config::shallow_bytes): every vnode
+// still gets every broadcast once, also when the origin's LAN members it sends to
+// straight move, leave or are taken for crashed.
+BOOST_AUTO_TEST_CASE(shallow_broadcasts_under_churn_reach_every_vnode_exactly_once) {
+  auto all = broadcasts_under_churn(60, 4096);
+  BOOST_TEST(all.shallow_frames > 0u);
+  BOOST_TEST(all.direct_frames > 0u);
+  BOOST_TEST(all.redirected > 0u);
+  BOOST_TEST(all.bounces > 0u);
+  BOOST_TEST(all.offered > 0u);
 }
 
 // A processor in the middle of the bandwidth tree leaves while segments stream through

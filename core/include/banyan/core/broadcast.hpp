@@ -118,6 +118,18 @@ struct broadcast_config {
   /// the farther ones on (`core/owner_groups.hpp`): a tree of direct streams instead of
   /// one stream per owner. 0: one stream per owner.
   std::size_t direct_fanout = 2;
+  /// A shallow start: a whole latency-tree message of at most this many bytes goes from
+  /// its origin straight to every processor of the origin's LAN (`tree_view::local`)
+  /// that owns some of its vnodes and is not a child of the origin (one direct stream
+  /// each, after the tree's frames), instead of down the tree to them; its other vnodes
+  /// go down the tree as before. Only while the origin counts at most
+  /// `shallow_max_procs` processors in its LAN. 0: off (broadcasts; the releases of
+  /// allreduce, barrier and allgather set it from the reductions' star,
+  /// `reduce_config::star_bytes`). Assumes what the star assumes: a few small sends cost
+  /// the origin less than the hops down a latency tree deepened by the forwarding
+  /// overhead it charges each child (core/reduce_star.cpp).
+  std::size_t shallow_bytes = 0;
+  std::size_t shallow_max_procs = 8;
   /// A processor a frame bounced from is avoided (its parts go to a peer) this long.
   duration unreachable_memory = std::chrono::seconds(1);
   /// A vnode that moved away from where a broadcast was to be delivered to it: offer the
@@ -233,6 +245,7 @@ struct broadcast_stats {
   std::uint64_t sent = 0;          ///< point-to-point messages started here
   std::uint64_t tree_frames = 0;   ///< frames sent to a child (II)
   std::uint64_t direct_frames = 0; ///< frames sent point-to-point (III, redirects, retries)
+  std::uint64_t shallow_frames = 0; ///< frames an origin sent straight to its LAN (`shallow_bytes`)
   std::uint64_t delivered = 0;     ///< vnode deliveries (a delivery to 3 vnodes counts 3)
   std::uint64_t redirected = 0;    ///< assembled messages sent on because a vnode moved
   std::uint64_t offered = 0;       ///< offers sent for vnodes that moved (no bytes)
@@ -370,6 +383,7 @@ private:
     std::uint64_t tag = 0;
     bool local = false; ///< fed to this engine's own held stream (self, tag)
     bool opened = false; ///< its first frame has been sent
+    bool shallow = false; ///< from the origin straight to a processor of its LAN
   };
   struct stream {
     stream_key key;
@@ -380,6 +394,7 @@ private:
     bool direct = false;
     std::uint32_t hops = 0;
     bool fresh = false;   ///< after a hold: plan point-to-point with the hop count restarted
+    bool shallow = false; ///< started here, within `shallow_bytes`: see `shallow_parts`
     bool held = false;    ///< waiting for a retry timer
     bool planned = false;
     std::uint32_t out_hops = 0;
@@ -438,6 +453,11 @@ private:
   void feed(timestamp now, const stream_key& key, std::uint32_t index, const shared_bytes& seg,
             broadcast_outbox& out);
   void plan(timestamp now, stream& s, broadcast_outbox& out);
+  /// A shallow start's parts (`broadcast_config::shallow_bytes`): of `rest`, the vnodes
+  /// of the origin's LAN that are not for one of its children in `tree`, by the
+  /// processor they go to, taken out of `rest`. Empty when the LAN is over
+  /// `shallow_max_procs`.
+  std::map<proc_id, vnode_set> shallow_parts(timestamp now, const stream& s, vnode_set& rest);
   void dispatch(timestamp now, const stream_key& key, std::uint32_t index,
                 const shared_bytes& seg, broadcast_outbox& out);
   void dispatch(timestamp now, stream& s, std::uint32_t index, const shared_bytes& seg,
