@@ -7,6 +7,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "root_collectives.hpp"
 #include "tree_report.hpp"
 
 namespace banyan::cli {
@@ -244,6 +245,7 @@ int run_sim_trees(const sim_trees_options& opt) {
   cfg.sup.rules = opt.rules == "paper" ? rule_variant::paper : rule_variant::banyan;
   cfg.sup.extra_measurements = opt.extra;
   cfg.sup.local_bias = opt.local_bias; // (the paper variant draws uniformly: variant_decision)
+  cfg.sup.lan_probes = !opt.no_lan_probes;
   cfg.sup.background_period = from_ms(opt.background_s * 1000);
   if (!roots.empty()) {
     cfg.sup.tree_set = tree_set_mode::on_demand;
@@ -330,6 +332,18 @@ int run_sim_trees(const sim_trees_options& opt) {
   }
 
   bool ok = settled && lat.invalid == 0 && bw.invalid == 0;
+  j["lan_probes"] = !opt.no_lan_probes;
+  if (opt.collectives) {
+    auto from = roots.empty() ? std::vector<proc_id>{0} : roots;
+    auto rc = run_root_collectives(c, from, opt.collective_bytes, cfg.vnodes_per_proc,
+                                   from_ms(opt.limit_s * 1000));
+    std::printf("  collectives from %zu roots: broadcasts of %zu B exactly once %zu of %zu "
+                "(slowest %.1f ms), reductions exactly once %zu of %zu (slowest %.1f ms)\n",
+                from.size(), opt.collective_bytes, rc.broadcasts_once, rc.broadcasts,
+                rc.broadcast_ms_max, rc.reductions_once, rc.reductions, rc.reduction_ms_max);
+    j["collectives"] = rc.to_json();
+    ok = ok && rc.ok();
+  }
   if (opt.leave_half_at_ms >= 0) {
     std::vector<heal_event> events;
     replies.start("until the leave");
