@@ -151,7 +151,8 @@ void membership::remove(timestamp now, proc_id p, outbox& out) {
   s_.probes.forget(p);
   s_.seeding.forget(p);
   s_.repairs.forget_requests(p);
-  s_.probes.candidate_gone(now, p, out);
+  if (s_.probes.probing(p))
+    s_.probes.finish_probe(now, false, out);
   if (dropped_hint) {
     s_.repairs.answer_deferred(out);
     s_.repairs.ask_step_parents(out);

@@ -71,7 +71,10 @@ wire::adopt_verdict parent_selection::judge(proc_id from, const wire::subtree_en
   // Refuse trees where the asker is our ancestor (a cycle) or where we are not
   // connected ourselves; also trees where our own adoption is in flight, so that
   // two processors asking each other at once cannot both say yes.
-  const bool pending_here = s_.probes.adopting(e.tree);
+  const auto& probe = s_.probes.current();
+  bool pending_here = probe && probe->at == prober::probe::phase::adopt
+                      && std::any_of(probe->requested.begin(), probe->requested.end(),
+                                     [&](auto& r) { return r.tree == e.tree; });
   if (t && s_.members.is_member(from) && from != s_.self && t->connected()
       && !t->has_ancestor(from) && !pending_here) {
     if (auto ahead = s_.seeding.chain_ahead(from, e.tree); ahead != no_proc) {

@@ -37,34 +37,7 @@ std::string prober::describe() const {
   if (probe_)
     r += ", probe " + std::to_string(probe_->seq) + " of " + std::to_string(probe_->cand) +
          " in " + phases[static_cast<int>(probe_->at)];
-  if (lan_)
-    r += ", LAN probe " + std::to_string(lan_->seq) + " of " + std::to_string(lan_->cand) +
-         " in " + phases[static_cast<int>(lan_->at)];
   return r;
-}
-
-bool prober::adopting(const tree_key& tree) const noexcept {
-  for (auto* slot : {&probe_, &lan_})
-    if (*slot && (*slot)->at == probe::phase::adopt
-        && std::any_of((*slot)->requested.begin(), (*slot)->requested.end(),
-                       [&](auto& r) { return r.tree == tree; }))
-      return true;
-  return false;
-}
-
-std::optional<prober::probe>* prober::slot_of(std::uint64_t seq) {
-  if (probe_ && probe_->seq == seq)
-    return &probe_;
-  if (lan_ && lan_->seq == seq)
-    return &lan_;
-  return nullptr;
-}
-
-void prober::candidate_gone(timestamp now, proc_id p, outbox& out) {
-  if (lan_ && lan_->cand == p)
-    finish_probe(now, false, out, lan_);
-  if (probe_ && probe_->cand == p)
-    finish_probe(now, false, out, probe_);
 }
 
 void prober::trigger(timestamp now, outbox& out) {
@@ -87,7 +60,7 @@ void prober::reexamine(timestamp now, outbox& out) {
 }
 
 bool prober::start_background(timestamp now, proc_id cand, outbox& out) {
-  if (probe_ || lan_ || schedule_.active() || s_.status != supervisor::status::member
+  if (probe_ || schedule_.active() || s_.status != supervisor::status::member
       || !s_.members.is_member(cand) || cand == s_.self)
     return false;
   probe p;
@@ -95,7 +68,7 @@ bool prober::start_background(timestamp now, proc_id cand, outbox& out) {
   p.cand = cand;
   p.background = true;
   probe_ = std::move(p);
-  start_probe(now, out, probe_);
+  start_probe(now, out);
   return true;
 }
 
@@ -108,7 +81,10 @@ void prober::remeasure(proc_id p) {
     remeasure_.push_back(p);
 }
 
-bool prober::round_wants_probe() {
+void prober::maybe_probe(timestamp now, outbox& out) {
+  if (probe_ || s_.status != supervisor::status::member)
+    return;
+
   // Trees waiting for their seed do not keep the schedule going (they get a parent
   // without probing, or measuring starts for them after `seed_wait`).
   auto& trees = s_.trees.all();
@@ -127,51 +103,8 @@ bool prober::round_wants_probe() {
     }
     if (s_.members.size() < 2)
       schedule_ = measurement_schedule(s_.cfg.extra_measurements);
-    return false;
+    return;
   }
-  return true;
-}
-
-proc_id prober::pick_lan_peer() {
-  auto ctx = s_.paths.context();
-  std::vector<proc_id> local;
-  for (auto& [peer, fig] : s_.paths.figures())
-    if (peer != s_.self && peer != probe_->cand && s_.members.is_member(peer)
-        && ctx.local(fig.rtt))
-      local.push_back(peer);
-  if (local.empty())
-    return no_proc;
-  return local[std::uniform_int_distribution<std::size_t>(0, local.size() - 1)(s_.rng)];
-}
-
-void prober::maybe_lan_probe(timestamp now, outbox& out) {
-  // Beside a round's probe to a wide-area candidate only (not a background probe, not a
-  // re-examination after a drift, which probes chosen alternatives).
-  if (lan_ || !probe_ || probe_->background || !s_.cfg.lan_probes
-      || s_.decision.local_bias <= 0 || s_.status != supervisor::status::member
-      || !schedule_.active() || !s_.drift.reexamining().empty())
-    return;
-  if (s_.paths.is_local(probe_->cand))
-    return; // the main probe is in the LAN itself: nothing waits on the wide area
-  const auto cand = pick_lan_peer();
-  if (cand == no_proc || !round_wants_probe())
-    return;
-  probe p;
-  p.seq = s_.next_seq++;
-  p.cand = cand;
-  round_probed_.push_back(cand);
-  lan_ = std::move(p);
-  start_probe(now, out, lan_);
-}
-
-void prober::maybe_probe(timestamp now, outbox& out) {
-  if (probe_ || s_.status != supervisor::status::member)
-    return;
-  if (!round_wants_probe())
-    return;
-  const bool parented = std::all_of(s_.trees.all().begin(), s_.trees.all().end(), [&](auto& t) {
-    return !t || t->connected() || s_.seeding.waiting(t->key().root);
-  });
   probe p;
   p.seq = s_.next_seq++;
   p.cand = no_proc;
@@ -198,7 +131,7 @@ void prober::maybe_probe(timestamp now, outbox& out) {
                      0, s_.cfg.probe_jitter.count())(s_.rng)}
                  : duration{0};
   if (pause.count() == 0) {
-    start_probe(now, out, probe_);
+    start_probe(now, out);
   } else {
     s_.start_timer(out, pause, timer_token::probe_start(probe_->seq));
   }
@@ -245,27 +178,19 @@ proc_id prober::pick_candidate(bool local_only) {
   return members[pick < self_pos ? pick : pick + 1];
 }
 
-void prober::start_probe(timestamp now, outbox& out, std::optional<probe>& slot) {
-  slot->at = probe::phase::ping;
-  slot->sent = now;
-  s_.send(out, slot->cand, wire::ping{slot->seq});
-  s_.start_timer(out, s_.cfg.probe_timeout, timer_token::reply_due(slot->seq));
-  if (&slot == &probe_)
-    maybe_lan_probe(now, out);
+void prober::start_probe(timestamp now, outbox& out) {
+  probe_->at = probe::phase::ping;
+  probe_->sent = now;
+  s_.send(out, probe_->cand, wire::ping{probe_->seq});
+  s_.start_timer(out, s_.cfg.probe_timeout, timer_token::reply_due(probe_->seq));
 }
 
-void prober::finish_probe(timestamp now, bool completed, outbox& out,
-                          std::optional<probe>& slot) {
-  slot.reset();
+void prober::finish_probe(timestamp now, bool completed, outbox& out) {
+  probe_.reset();
   if (completed)
     ++completed_;
   else
     ++abandoned_;
-  if (&slot == &lan_) {
-    maybe_lan_probe(now, out); // the next LAN probe, if the main one still waits
-    maybe_probe(now, out);
-    return;
-  }
   if (confirm_ != no_proc && !schedule_.active()) {
     const auto c = confirm_;
     confirm_ = no_proc;
@@ -281,22 +206,20 @@ void prober::on(timestamp, proc_id from, const wire::ping& m, outbox& out) {
 }
 
 void prober::on(timestamp now, proc_id from, const wire::pong& m, outbox& out) {
-  auto* sl = slot_of(m.seq);
-  if (!sl || (*sl)->cand != from)
+  if (!probe_ || probe_->seq != m.seq || probe_->cand != from)
     return;
-  auto& slot = *sl;
-  if (slot->at == probe::phase::download) {
-    slot->mark = now; // the download's first frame: its transfer starts here
+  if (probe_->at == probe::phase::download) {
+    probe_->mark = now; // the download's first frame: its transfer starts here
     return;
   }
-  if (slot->at != probe::phase::ping)
+  if (probe_->at != probe::phase::ping)
     return;
   strikes_.erase(from);
-  slot->rtt = now - slot->sent;
-  s_.paths.note_rtt(from, slot->rtt);
-  slot->at = probe::phase::download;
-  slot->sent = now;
-  slot->mark.reset();
+  probe_->rtt = now - probe_->sent;
+  s_.paths.note_rtt(from, probe_->rtt);
+  probe_->at = probe::phase::download;
+  probe_->sent = now;
+  probe_->mark.reset();
   wire::bw_request req{m.seq, view_digest_now()};
   if (auto n = std::min(s_.cfg.view_buckets, max_view_buckets); n > 0) {
     req.buckets = bucket_digests(req.view, n);
@@ -369,10 +292,9 @@ void prober::on(timestamp, proc_id from, const wire::bw_request& m, outbox& out)
 }
 
 void prober::on(timestamp now, proc_id from, const wire::bw_reply& m, outbox& out) {
-  auto* sl = slot_of(m.seq);
-  if (!sl || (*sl)->cand != from || (*sl)->at != probe::phase::download)
+  if (!probe_ || probe_->seq != m.seq || probe_->cand != from
+      || probe_->at != probe::phase::download)
     return;
-  auto& slot = *sl;
   // The download took one RTT plus the transfer itself. The RTT subtracted is the
   // smallest measured to this peer; when what is left is implausibly short (under an
   // eighth of the download: the RTT samples were inflated, e.g. a ping queued behind a
@@ -384,25 +306,25 @@ void prober::on(timestamp now, proc_id from, const wire::bw_reply& m, outbox& ou
   // the transfer is the time from the mark's arrival to the reply's: the reply's own
   // bytes, at the rate the path gives it now. The RTT samples do not enter: every one
   // can be inflated by queues while broadcasts run.
-  auto elapsed = now - slot->sent;
+  auto elapsed = now - probe_->sent;
   duration transfer{0};
-  if (slot->mark) {
-    transfer = now - *slot->mark;
+  if (probe_->mark) {
+    transfer = now - *probe_->mark;
   } else {
-    auto base_rtt = std::min(slot->rtt, s_.paths.best_rtt(from));
+    auto base_rtt = std::min(probe_->rtt, s_.paths.best_rtt(from));
     transfer = elapsed - base_rtt;
     if (transfer < elapsed / 8)
       transfer = elapsed;
   }
   transfer = std::max(transfer, duration{1000});
   auto bytes = static_cast<double>(wire::wire_size(m));
-  slot->bw = bytes * 1e9 / static_cast<double>(transfer.count());
-  const auto raw_rtt = slot->rtt;
-  const auto raw_bw = slot->bw;
-  auto bw = s_.paths.note_bw(from, slot->bw);
-  if (s_.decision.sender_capacity && slot->bw > s_.paths.widest()) {
+  probe_->bw = bytes * 1e9 / static_cast<double>(transfer.count());
+  const auto raw_rtt = probe_->rtt;
+  const auto raw_bw = probe_->bw;
+  auto bw = s_.paths.note_bw(from, probe_->bw);
+  if (s_.decision.sender_capacity && probe_->bw > s_.paths.widest()) {
     // A wider sender capacity changes every bandwidth estimate (bandwidth_rule.hpp).
-    s_.paths.set_widest(slot->bw);
+    s_.paths.set_widest(probe_->bw);
     for (auto& t : s_.trees.all()) {
       if (!t || t->key().kind != tree_kind::bandwidth)
         continue;
@@ -413,11 +335,11 @@ void prober::on(timestamp now, proc_id from, const wire::bw_reply& m, outbox& ou
     }
     s_.updates.mark_all_summaries(); // every hop's share of a parent's capacity
   }
-  if (slot->background) {
+  if (probe_->background) {
     // The path may have changed since the trees took its figures (drift_watch); a drift
     // replaces the best figures by those measured now.
     s_.drift.on_measured(now, from, raw_rtt, raw_bw, out);
-    if (!slot || slot->seq != m.seq)
+    if (!probe_ || probe_->seq != m.seq)
       return;
     bw = *s_.paths.measured_bw(from);
   }
@@ -428,39 +350,34 @@ void prober::on(timestamp now, proc_id from, const wire::bw_reply& m, outbox& ou
   // So does a background probe of an alternative (not a parent of ours): its best
   // figure may predate a change of the network, and taking it would move a tree back
   // onto a path that got slower. (A parent keeps its best figure: drift_watch decides.)
-  if (slot->background
+  if (probe_->background
       && std::none_of(s_.trees.all().begin(), s_.trees.all().end(),
                       [&](auto& t) { return t && t->parent() == from; }))
     bw = raw_bw;
   // Judged by the best figures measured so far (minimum RTT, maximum bandwidth):
   // contention only ever makes a measurement look worse.
   const auto rtt = s_.paths.best_rtt(from);
-  slot->rtt = rtt;
-  slot->bw = bw;
+  probe_->rtt = rtt;
+  probe_->bw = bw;
 
   merge_view(now, from, m, out);
   // The view may have ended this probe: it can name a new incarnation of the
   // candidate itself, which buries the one we were probing.
-  if (!slot || slot->seq != m.seq)
+  if (!probe_ || probe_->seq != m.seq)
     return;
   s_.roots.merge(now, m.open_roots, out); // trees opened: judged with this candidate too
   judge_scope scope;
-  if (slot->background)
+  if (probe_->background)
     scope.bw_margin = scope.dist_margin = s_.cfg.adapt_margin;
   if (schedule_.active())
     scope.only = &s_.drift.reexamining();
   auto wanted = s_.parents.judge_candidate(now, from, rtt, bw, m.trees, scope);
-  // Not where our other probe is asking to be adopted: two adoptions of one tree at once
-  // would leave the one answered first released by the second (LAN probes, prober.hpp).
-  wanted.erase(std::remove_if(wanted.begin(), wanted.end(),
-                              [&](auto& w) { return adopting(w.tree); }),
-               wanted.end());
   if (wanted.empty()) {
-    finish_probe(now, true, out, slot);
+    finish_probe(now, true, out);
     return;
   }
-  slot->at = probe::phase::adopt;
-  slot->requested = wanted;
+  probe_->at = probe::phase::adopt;
+  probe_->requested = wanted;
   s_.send(out, from, wire::adopt_request{m.seq, std::move(wanted)});
 }
 
@@ -492,8 +409,8 @@ void prober::merge_view(timestamp now, proc_id from, const wire::bw_reply& m, ou
 
 void prober::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply& m,
                             outbox& out) {
-  auto* sl = slot_of(m.seq);
-  if (!sl || (*sl)->cand != from || (*sl)->at != probe::phase::adopt) {
+  if (!probe_ || probe_->seq != m.seq || probe_->cand != from
+      || probe_->at != probe::phase::adopt) {
     // We gave up on this probe (timeout, or took the candidate for gone): undo
     // whatever it accepted, or it would count us as a child for ever.
     wire::release undo;
@@ -504,23 +421,27 @@ void prober::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply
       s_.send(out, from, std::move(undo));
     return;
   }
-  auto& slot = *sl;
   std::map<proc_id, wire::release> releases;
+  // Whether an accepted verdict moved anything but a latency tree inside the LAN.
+  bool beyond_lan_latency = false;
   for (auto& v : m.verdicts) {
     if (!v.accepted)
       continue;
     auto t = s_.trees.find(v.tree);
-    auto req = std::find_if(slot->requested.begin(), slot->requested.end(),
+    auto req = std::find_if(probe_->requested.begin(), probe_->requested.end(),
                             [&](auto& r) { return r.tree == v.tree; });
-    if (!t || req == slot->requested.end()) { // the root left (or closed its trees) meanwhile
+    if (!t || req == probe_->requested.end()) { // the root left (or closed its trees) meanwhile
       releases[from].trees.push_back(v.tree);
       continue;
     }
     auto old = t->parent();
     if (old != no_proc && old != from)
       releases[old].trees.push_back(v.tree);
+    if (v.tree.kind != tree_kind::latency || old == no_proc || !s_.paths.is_local(old)
+        || !s_.paths.is_local(from))
+      beyond_lan_latency = true;
     const bool was = t->reattaching();
-    t->set_parent(from, slot->rtt, slot->bw, v.info);
+    t->set_parent(from, probe_->rtt, probe_->bw, v.info);
     s_.parents.note_reattaching(now, *t, was);
     t->set_reported(req->vnodes);
     s_.updates.mark_info(*t);
@@ -530,55 +451,57 @@ void prober::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply
   }
   for (auto& [p, r] : releases)
     s_.send(out, p, std::move(r));
-  bool any = std::any_of(m.verdicts.begin(), m.verdicts.end(), [](auto& v) { return v.accepted; });
-  if (any)
+  // A move of a latency tree from one LAN parent to another does not restart the round's
+  // extra count. Such a move shortens the path by a LAN hop or two (lan_margin and more),
+  // and once the wide-area entries are settled these moves go on for a long time: each
+  // one changes the dists of a subtree, which makes other LAN moves worth taking, and
+  // each restarted the count, so the rounds ran at the pace of the wide-area probes made
+  // between them. The move itself is taken. What it assumes: a LAN hop is small against
+  // the wide-area hops a tree's paths cross, so a round may end with the LAN part of a
+  // latency tree not at its best.
+  if (beyond_lan_latency)
     progress();
-  finish_probe(now, true, out, slot);
+  finish_probe(now, true, out);
 }
 
 void prober::on_start_timer(timestamp now, std::uint64_t seq, outbox& out) {
-  auto* sl = slot_of(seq);
-  if (!sl)
+  if (!probe_ || seq != probe_->seq)
     return; // belongs to a probe that already ended
-  if ((*sl)->at == probe::phase::pause)
-    start_probe(now, out, *sl);
+  if (probe_->at == probe::phase::pause)
+    start_probe(now, out);
   s_.updates.flush(out);
 }
 
 void prober::on_reply_timer(timestamp now, std::uint64_t seq, outbox& out) {
-  auto* sl = slot_of(seq);
-  if (!sl)
+  if (!probe_ || seq != probe_->seq)
     return; // belongs to a probe that already ended
-  auto& slot = *sl;
   // Unanswered: after `probe_strikes` in a row, the candidate is taken to be gone.
-  auto cand = slot->cand;
-  if (slot->background) {
+  auto cand = probe_->cand;
+  if (probe_->background) {
     // No strike: under a running broadcast the reply may queue behind the segments.
-    finish_probe(now, false, out, slot);
+    finish_probe(now, false, out);
     s_.updates.flush(out);
     return;
   }
   if (s_.cfg.probe_strikes > 0 && ++strikes_[cand] >= s_.cfg.probe_strikes
       && s_.members.is_member(cand)) {
     strikes_.erase(cand);
-    slot.reset();
+    probe_.reset();
     ++abandoned_;
     s_.suspects.suspect(now, cand, out); // declared crashed unless it answers someone
     maybe_probe(now, out);
-    maybe_lan_probe(now, out);
   } else {
-    finish_probe(now, false, out, slot);
+    finish_probe(now, false, out);
   }
   s_.updates.flush(out);
 }
 
 void prober::drop_root(proc_id p) {
-  for (auto* slot : {&probe_, &lan_})
-    if (*slot) {
-      auto& r = (*slot)->requested;
-      r.erase(std::remove_if(r.begin(), r.end(), [&](auto& e) { return e.tree.root == p; }),
-              r.end());
-    }
+  if (!probe_)
+    return;
+  auto& r = probe_->requested;
+  r.erase(std::remove_if(r.begin(), r.end(), [&](auto& e) { return e.tree.root == p; }),
+          r.end());
 }
 
 void prober::forget(proc_id p) {
@@ -592,7 +515,6 @@ void prober::forget(proc_id p) {
 void prober::reset() {
   schedule_ = measurement_schedule(s_.cfg.extra_measurements);
   probe_.reset();
-  lan_.reset();
   strikes_.clear();
   remeasure_.clear();
   round_probed_.clear();

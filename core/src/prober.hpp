@@ -17,17 +17,6 @@
 //     | release -> each old parent
 //
 // Probing serves the others too: it answers their bw_requests with our view.
-//
-// LAN probes (supervisor_config::lan_probes). A round's probe to a wide-area candidate
-// spends two or three wide-area RTTs waiting (ping, download, adoption), during which the
-// LAN's links carry nothing of ours. Meanwhile the round probes LAN peers, one at a
-// time, in a second slot: they draw from the same schedule (each counts as one of the
-// round's probes, and one that moves a parent restarts its extra count), so a round
-// ends after the same `extra` probes in a row that changed nothing, whichever slot made
-// them. Both slots never ask to be adopted in the same tree at once (a tree requested by
-// one is left out of the other's request). What it assumes: LAN RTTs and a 128 KiB
-// download on LAN links take a small part of a wide-area RTT, so the LAN probe does not
-// delay the wide-area one it runs beside.
 
 #include <cstdint>
 #include <map>
@@ -63,14 +52,9 @@ public:
 
   prober(parts& s, int extra) : s_(s), schedule_(extra) {}
 
-  bool measuring() const noexcept {
-    return schedule_.active() || probe_.has_value() || lan_.has_value();
-  }
-  bool probing(proc_id p) const noexcept {
-    return (probe_ && probe_->cand == p) || (lan_ && lan_->cand == p);
-  }
-  /// One of our probes is asking to be adopted in `tree` (its adopt_request is out).
-  bool adopting(const tree_key& tree) const noexcept;
+  bool measuring() const noexcept { return schedule_.active() || probe_.has_value(); }
+  bool probing(proc_id p) const noexcept { return probe_ && probe_->cand == p; }
+  const std::optional<probe>& current() const noexcept { return probe_; }
   std::uint64_t completed() const noexcept { return completed_; }
   std::uint64_t abandoned() const noexcept { return abandoned_; }
   /// The schedule and probe, for logs.
@@ -81,8 +65,7 @@ public:
   void trigger(timestamp now, outbox& out);
   /// Starts the next probe if the schedule calls for one and none runs.
   void maybe_probe(timestamp now, outbox& out);
-  /// The probes of `p` (a member gone) end unanswered.
-  void candidate_gone(timestamp now, proc_id p, outbox& out);
+  void finish_probe(timestamp now, bool completed, outbox& out);
   /// A parent changed by adoption: the variant decides whether the extra probes count
   /// again from here (not in a joiner's settling round).
   void progress();
@@ -102,10 +85,7 @@ public:
   /// A round of measuring runs (rather than single background probes).
   bool round_active() const noexcept { return schedule_.active(); }
   /// We leave: the probe in flight is dropped.
-  void abandon() {
-    probe_.reset();
-    lan_.reset();
-  }
+  void abandon() { probe_.reset(); }
 
   void on(timestamp now, proc_id from, const wire::ping& m, outbox& out);
   void on(timestamp now, proc_id from, const wire::pong& m, outbox& out);
@@ -131,17 +111,7 @@ private:
   proc_id pick_candidate(bool local_only);
   /// On demand: this processor has searched long enough for its LAN (lan_search.hpp).
   bool lan_searched() const;
-  void start_probe(timestamp now, outbox& out, std::optional<probe>& slot);
-  void finish_probe(timestamp now, bool completed, outbox& out, std::optional<probe>& slot);
-  /// The slot of our probe numbered `seq` (the main one or the LAN one), or nullptr.
-  std::optional<probe>* slot_of(std::uint64_t seq);
-  /// Whether the round's schedule calls for another probe now; ends the round when not.
-  bool round_wants_probe();
-  /// Starts a LAN probe beside a main probe to a wide-area candidate, if the round calls
-  /// for one (LAN probes, above).
-  void maybe_lan_probe(timestamp now, outbox& out);
-  /// A LAN peer other than the main probe's candidate, at random (no_proc: none known).
-  proc_id pick_lan_peer();
+  void start_probe(timestamp now, outbox& out);
   /// Anti-entropy: takes in the members, departures and routes candidate `from` knows.
   void merge_view(timestamp now, proc_id from, const wire::bw_reply& m, outbox& out);
   /// Our view's digest (view_digest.hpp), computed again only when the members'
@@ -155,7 +125,6 @@ private:
   parts& s_;
   measurement_schedule schedule_;
   std::optional<probe> probe_;
-  std::optional<probe> lan_; ///< a LAN probe beside probe_ (LAN probes, above)
   std::map<proc_id, int> strikes_; ///< consecutive unanswered probes per candidate
   /// Peers adopted without a measurement: probed next, so the edge gets real figures.
   std::vector<proc_id> remeasure_;

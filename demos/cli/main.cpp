@@ -133,8 +133,6 @@ int main(int argc, char** argv) {
   trees->add_flag("--no-lan-search", st.no_lan_search,
                   "trees on demand: extra measurements count from the start, without the "
                   "search for the LAN (supervisor_config::lan_search)");
-  trees->add_flag("--no-lan-probes", st.no_lan_probes,
-                  "no LAN probes beside a wide-area probe (supervisor_config::lan_probes)");
   trees->add_flag("--collectives", st.collectives,
                   "once formed, a broadcast and a reduction from each root opened (processor 0 "
                   "when every member roots trees), each checked to complete exactly once");

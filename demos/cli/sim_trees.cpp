@@ -245,7 +245,6 @@ int run_sim_trees(const sim_trees_options& opt) {
   cfg.sup.rules = opt.rules == "paper" ? rule_variant::paper : rule_variant::banyan;
   cfg.sup.extra_measurements = opt.extra;
   cfg.sup.local_bias = opt.local_bias; // (the paper variant draws uniformly: variant_decision)
-  cfg.sup.lan_probes = !opt.no_lan_probes;
   cfg.sup.background_period = from_ms(opt.background_s * 1000);
   if (!roots.empty()) {
     cfg.sup.tree_set = tree_set_mode::on_demand;
@@ -332,7 +331,6 @@ int run_sim_trees(const sim_trees_options& opt) {
   }
 
   bool ok = settled && lat.invalid == 0 && bw.invalid == 0;
-  j["lan_probes"] = !opt.no_lan_probes;
   if (opt.collectives) {
     auto from = roots.empty() ? std::vector<proc_id>{0} : roots;
     auto rc = run_root_collectives(c, from, opt.collective_bytes, cfg.vnodes_per_proc,

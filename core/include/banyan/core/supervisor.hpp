@@ -197,12 +197,6 @@ struct supervisor_config {
   /// measured, L the LAN's size estimated from the local peers met). false: the extra
   /// probes count from the start, as in all-roots mode. Default true.
   bool lan_search = true;
-  /// While a round's probe waits on a wide-area candidate, the round probes LAN peers
-  /// one at a time beside it (prober.hpp, "LAN probes"). Assumes the LAN's links are
-  /// idle while a wide-area RTT elapses: a LAN probe costs a LAN RTT and 128 KiB on LAN
-  /// links, a small part of a wide-area probe's time. Only where probes favour LAN peers
-  /// (the banyan variant's `local_bias` > 0). Default true.
-  bool lan_probes = true;
   /// The most bytes a probe reply takes on the wire without its padding (the frame as
   /// `wire::wire_size` counts it): a candidate adds the buckets of its view that differ
   /// from the prober's (view_buckets) only while the reply stays within this, always at
