@@ -422,8 +422,6 @@ void prober::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply
     return;
   }
   std::map<proc_id, wire::release> releases;
-  // Whether an accepted verdict moved anything but a latency tree inside the LAN.
-  bool beyond_lan_latency = false;
   for (auto& v : m.verdicts) {
     if (!v.accepted)
       continue;
@@ -437,9 +435,6 @@ void prober::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply
     auto old = t->parent();
     if (old != no_proc && old != from)
       releases[old].trees.push_back(v.tree);
-    if (v.tree.kind != tree_kind::latency || old == no_proc || !s_.paths.is_local(old)
-        || !s_.paths.is_local(from))
-      beyond_lan_latency = true;
     const bool was = t->reattaching();
     t->set_parent(from, probe_->rtt, probe_->bw, v.info);
     s_.parents.note_reattaching(now, *t, was);
@@ -451,15 +446,8 @@ void prober::on_adopt_reply(timestamp now, proc_id from, const wire::adopt_reply
   }
   for (auto& [p, r] : releases)
     s_.send(out, p, std::move(r));
-  // A move of a latency tree from one LAN parent to another does not restart the round's
-  // extra count. Such a move shortens the path by a LAN hop or two (lan_margin and more),
-  // and once the wide-area entries are settled these moves go on for a long time: each
-  // one changes the dists of a subtree, which makes other LAN moves worth taking, and
-  // each restarted the count, so the rounds ran at the pace of the wide-area probes made
-  // between them. The move itself is taken. What it assumes: a LAN hop is small against
-  // the wide-area hops a tree's paths cross, so a round may end with the LAN part of a
-  // latency tree not at its best.
-  if (beyond_lan_latency)
+  bool any = std::any_of(m.verdicts.begin(), m.verdicts.end(), [](auto& v) { return v.accepted; });
+  if (any)
     progress();
   finish_probe(now, true, out);
 }

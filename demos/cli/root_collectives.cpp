@@ -73,10 +73,20 @@ root_collectives run_root_collectives(actors::emulated_cluster& c, const std::ve
     ++out.broadcasts;
     if (auto id = c.broadcast(root, bytes)) {
       double last = 0;
-      if (c.run_until_delivered(*id, limit) && delivered_once(c, *id, last))
+      const bool done = c.run_until_delivered(*id, limit);
+      if (done && delivered_once(c, *id, last)) {
         ++out.broadcasts_once;
-      else
-        std::fprintf(stderr, "broadcast from %u: not delivered exactly once\n", root);
+      } else {
+        auto d = c.deliveries(*id);
+        std::size_t twice = 0;
+        for (auto& [v, times] : d.delivered)
+          twice += times.size() > 1 ? 1 : 0;
+        std::fprintf(stderr,
+                     "broadcast from %u: not delivered exactly once (%s the limit; %zu of %zu "
+                     "vnodes delivered, %zu more than once)\n",
+                     root, done ? "within" : "not within", d.delivered.size(), c.vnode_count(),
+                     twice);
+      }
       out.broadcast_ms_max = std::max(out.broadcast_ms_max, last);
     }
     ++out.reductions;
