@@ -28,8 +28,10 @@ struct root_collectives {
 
 /// From each of `roots` in turn: a broadcast of `bytes` bytes, then a reduction (int32 sum
 /// of 4 elements per vnode) into the root's first vnode (`vnodes_per_proc` vnodes per
-/// processor, as the cluster was started). Each is given `limit` of emulated time.
-/// Virtual time only (it inspects the records between runs).
+/// processor, as the cluster was started). Each is given `limit` of emulated time, or
+/// less once it has completed and the cluster is quiet; all are judged once the last
+/// has run, from what the processors delivered (a cluster still measuring is never
+/// quiet, so a limit reached is no failure by itself). Virtual time only.
 root_collectives run_root_collectives(actors::emulated_cluster& c, const std::vector<proc_id>& roots,
                                       std::size_t bytes, std::uint32_t vnodes_per_proc,
                                       duration limit);
