@@ -133,6 +133,12 @@ int main(int argc, char** argv) {
   trees->add_flag("--no-lan-search", st.no_lan_search,
                   "trees on demand: extra measurements count from the start, without the "
                   "search for the LAN (supervisor_config::lan_search)");
+  trees->add_flag("--collectives", st.collectives,
+                  "once formed, a broadcast and a reduction from each root opened (processor 0 "
+                  "when every member roots trees), each checked to complete exactly once");
+  trees->add_option("--collective-bytes", st.collective_bytes,
+                    "with --collectives: the broadcasts' size (65536)")
+    ->type_name("BYTES");
   trees->add_option("--changes-log", st.changes_log,
                     "with --observe: write each parent change observed to FILE (time in s, "
                     "processor, tree kind, root, old parent, new parent)");

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "root_collectives.hpp"
 #include "tree_report.hpp"
 
 namespace banyan::cli {
@@ -330,6 +331,17 @@ int run_sim_trees(const sim_trees_options& opt) {
   }
 
   bool ok = settled && lat.invalid == 0 && bw.invalid == 0;
+  if (opt.collectives) {
+    auto from = roots.empty() ? std::vector<proc_id>{0} : roots;
+    auto rc = run_root_collectives(c, from, opt.collective_bytes, cfg.vnodes_per_proc,
+                                   from_ms(opt.limit_s * 1000));
+    std::printf("  collectives from %zu roots: broadcasts of %zu B exactly once %zu of %zu "
+                "(slowest %.1f ms), reductions exactly once %zu of %zu (slowest %.1f ms)\n",
+                from.size(), opt.collective_bytes, rc.broadcasts_once, rc.broadcasts,
+                rc.broadcast_ms_max, rc.reductions_once, rc.reductions, rc.reduction_ms_max);
+    j["collectives"] = rc.to_json();
+    ok = ok && rc.ok();
+  }
   if (opt.leave_half_at_ms >= 0) {
     std::vector<heal_event> events;
     replies.start("until the leave");

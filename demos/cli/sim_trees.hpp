@@ -46,6 +46,10 @@ struct sim_trees_options {
   /// each churn event, observation), and report median, p99 and max.
   bool reply_sizes = false;
   bool no_lan_search = false; ///< on demand: supervisor_config::lan_search off
+  /// Once formed: a broadcast of `collective_bytes` and a reduction from each root opened
+  /// (processor 0 when every member roots trees), each checked exactly once.
+  bool collectives = false;
+  std::size_t collective_bytes = 64 * 1024;
   bool verbose = true;
 };
 
