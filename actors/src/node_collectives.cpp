@@ -2,8 +2,6 @@
 // frames to the transport, their timers, deliveries and results, the baselines' plans,
 // and when a node that left has drained (node_machine.hpp).
 
-#include <algorithm>
-
 #include "node_machine.hpp"
 
 namespace banyan::actors::node_internal {
@@ -514,27 +512,43 @@ void run_engines(node_ptr self) {
       std::move(out.sends.begin(), out.sends.end(), std::back_inserter(sends));
       e.clear_outbox();
     });
-    // Acknowledgements last: they only stop their receiver's resends, while the frames
-    // beside them carry data someone waits for (at a reduction's root, the release
-    // after the acknowledgement of the partial that completed it). Each write costs the
-    // sending thread a system call and the loopback's delivery to the receiver (about
-    // 10 us on a loaded host), so a data frame written after an acknowledgement waits
-    // for it. Assumes nothing on the receiving side needs an acknowledgement before a
-    // data frame of the same batch: acknowledgements are bookkeeping of the sender's
-    // resends (`reduce_engine::handle_ack`, the broadcast's completion), and a later
-    // one is no different from one a slower link delays.
-    std::stable_partition(sends.begin(), sends.end(), [](const wire::envelope& e) {
-      return !std::holds_alternative<wire::reduce_ack>(e.body)
-             && !std::holds_alternative<wire::bcast_ack>(e.body);
-    });
-    for (auto& e : sends) {
+    // Acknowledgements after data: they only stop their receiver's resends, while the
+    // data frames beside them carry what someone waits for (at a reduction's root, the
+    // release after the acknowledgement of the partial that completed it). Each write
+    // costs the sending thread a system call and loopback's delivery to the receiver
+    // (10-20 us on a loaded host), so a data frame written after an acknowledgement
+    // waits for it. An acknowledgement is held back only past data frames (segments,
+    // partials): before any other frame of the engines (offers, answers, handoffs, asks:
+    // the recovery protocols) the held ones go first, so their order is as before.
+    // Assumes the receiving engine takes an acknowledgement whenever it comes after a
+    // data frame (`reduce_engine::handle_ack`, the broadcast's completion): a few
+    // microseconds later is what a slower link does too.
+    auto send = [&](wire::envelope& e) {
       if (auto* p = std::get_if<wire::reduce_partial>(&e.body))
         check_part_sent(self, *p);
       if (!send_engine_frame(self, e)) {
         bounce_to_engine(self, e.to, e.body);
         more = true;
       }
+    };
+    std::vector<wire::envelope*> acks;
+    auto send_acks = [&] {
+      for (auto* a : acks)
+        send(*a);
+      acks.clear();
+    };
+    for (auto& e : sends) {
+      if (std::holds_alternative<wire::reduce_ack>(e.body)
+          || std::holds_alternative<wire::bcast_ack>(e.body)) {
+        acks.push_back(&e);
+        continue;
+      }
+      if (!std::holds_alternative<wire::bcast_segment>(e.body)
+          && !std::holds_alternative<wire::reduce_partial>(e.body))
+        send_acks();
+      send(e);
     }
+    send_acks();
   }
 }
 
