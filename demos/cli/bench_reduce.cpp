@@ -72,6 +72,17 @@ std::vector<std::uint8_t> int32_true_sum(vnode_id n, std::size_t count, std::uin
   return true_sum(n, count, salt);
 }
 
+bool reduced_exactly_once(const actors::reduction_record& rec, std::size_t vnodes,
+                          const std::vector<std::uint8_t>& want) {
+  if (rec.results.size() != 1 || !rec.problems.empty() || rec.contributions.size() != vnodes)
+    return false;
+  for (auto& [v, k] : rec.contributions)
+    if (k != 1)
+      return false;
+  auto& res = rec.results.front();
+  return res.vnodes == vnode_set::range(0, static_cast<vnode_id>(vnodes)) && res.value == want;
+}
+
 int run_bench_reduce(const bench_reduce_options& ropt) {
   const auto& opt = ropt.common;
   std::vector<std::size_t> sizes;
@@ -160,12 +171,7 @@ int run_bench_reduce(const bench_reduce_options& ropt) {
       if (!rec.results.empty()) {
         auto& res = rec.results.front();
         r.completion_ms = ms(res.when - rec.started);
-        bool once = rec.contributions.size() == vnodes;
-        for (auto& [v, k] : rec.contributions)
-          once = once && k == 1;
-        r.correct = rec.results.size() == 1 && once && rec.problems.empty() &&
-                    res.vnodes == vnode_set::range(0, vnodes) &&
-                    res.value == true_sum(vnodes, count, salt);
+        r.correct = reduced_exactly_once(rec, vnodes, true_sum(vnodes, count, salt));
       }
       if (!r.complete || !r.correct) {
         std::cerr << tag << algo << ", " << size_label(size) << ": "

@@ -53,6 +53,12 @@ contribution_fn int32_contributions(std::size_t count, std::uint64_t salt);
 /// The sum of `int32_contributions` over vnodes [0, n), computed directly (wrapping).
 std::vector<std::uint8_t> int32_true_sum(vnode_id n, std::size_t count, std::uint64_t salt);
 
+/// Whether `rec` is what an exact reduction over vnodes [0, vnodes) leaves: one result and
+/// no problem reported, every vnode's contribution taken exactly once, the result covering
+/// them all, with the value `want`.
+bool reduced_exactly_once(const actors::reduction_record& rec, std::size_t vnodes,
+                          const std::vector<std::uint8_t>& want);
+
 /// Runs the benchmark: 0 on success, 1 when a reduction did not complete or was wrong,
 /// 2 on bad input.
 int run_bench_reduce(const bench_reduce_options& opt);

@@ -282,13 +282,7 @@ row measure(const entry& e, const workload& w, const std::function<void(const st
       }
       bool done = c.run_until_reduced(*op, 3600s);
       auto rec = c.reduction(*op);
-      bool correct = done && rec.results.size() == 1 && rec.problems.empty() &&
-                     rec.contributions.size() == vnodes &&
-                     rec.results.front().vnodes == vnode_set::range(0, vnodes) &&
-                     rec.results.front().value == int32_true_sum(vnodes, count, salt);
-      for (auto& [v, times] : rec.contributions)
-        correct = correct && times == 1;
-      if (!correct) {
+      if (!done || !reduced_exactly_once(rec, vnodes, int32_true_sum(vnodes, count, salt))) {
         r.problems.push_back(what + ": " + (done ? "wrong result" : "no result"));
         return nan;
       }

@@ -8,6 +8,7 @@
 #include "banyan/core/tree_builders.hpp"
 #include "bench.hpp"
 #include "bench_churn.hpp"
+#include "bench_reduce.hpp"
 #include "sim_trees.hpp"
 #include "svg_plot.hpp"
 #include "tree_report.hpp"
@@ -67,10 +68,7 @@ reduce_outcome reduce_once(actors::emulated_cluster& c, const banyan::tree* stat
       sum += element(v, i);
     std::memcpy(want.data() + i * 4, &sum, 4);
   }
-  bool once = rec.contributions.size() == vnodes && rec.problems.empty();
-  for (auto& [v, k] : rec.contributions)
-    once = once && k == 1;
-  out.correct = once && r.vnodes == vnode_set::range(0, vnodes) && r.value == want;
+  out.correct = reduced_exactly_once(rec, vnodes, want);
   out.ms = to_ms(r.when - rec.started);
   return out;
 }

@@ -1,7 +1,9 @@
 #include "root_collectives.hpp"
 
+#include <algorithm>
 #include <cstdio>
-#include <cstring>
+
+#include "bench_reduce.hpp"
 
 namespace banyan::cli {
 
@@ -16,51 +18,23 @@ namespace {
 
 constexpr std::size_t elements = 4;
 
-std::int32_t element(vnode_id v, std::size_t i) {
-  return static_cast<std::int32_t>(v * 3 + i);
-}
+/// How broadcast `id` was delivered: vnodes reached, vnodes reached more than once, and
+/// the last delivery after its start.
+struct delivery_count {
+  std::size_t reached = 0, twice = 0;
+  double last_ms = 0;
+};
 
-/// Whether broadcast `id` reached every vnode exactly once.
-bool delivered_once(const actors::emulated_cluster& c, const wire::collective_id& id,
-                    double& last_ms) {
+delivery_count count_deliveries(const actors::emulated_cluster& c, const wire::collective_id& id) {
   auto d = c.deliveries(id);
-  if (d.delivered.size() != c.vnode_count())
-    return false;
-  bool once = true;
+  delivery_count n;
   for (auto& [v, times] : d.delivered) {
-    once = once && times.size() == 1;
+    n.reached += times.empty() ? 0 : 1;
+    n.twice += times.size() > 1 ? 1 : 0;
     for (auto t : times)
-      last_ms = std::max(last_ms, to_ms(t - d.started));
+      n.last_ms = std::max(n.last_ms, to_ms(t - d.started));
   }
-  return once;
-}
-
-/// Whether reduction `op` gave one result at `root`, of every vnode counted once, with
-/// the sum of every vnode's `element`s.
-bool reduced_once(const actors::emulated_cluster& c, std::uint64_t op, proc_id root,
-                  double& ms) {
-  auto r = c.reduction(op);
-  const auto n = static_cast<vnode_id>(c.vnode_count());
-  if (r.results.size() != 1 || !r.problems.empty() || r.contributions.size() != n)
-    return false;
-  for (auto& [v, k] : r.contributions)
-    if (k != 1)
-      return false;
-  auto& res = r.results[0];
-  ms = to_ms(res.when - r.started);
-  if (res.at != root || !(res.vnodes == vnode_set::range(0, n))
-      || res.value.size() != elements * 4)
-    return false;
-  for (std::size_t i = 0; i < elements; ++i) {
-    std::int64_t want = 0;
-    for (vnode_id v = 0; v < n; ++v)
-      want += element(v, i);
-    std::int32_t got = 0;
-    std::memcpy(&got, res.value.data() + i * 4, 4);
-    if (got != static_cast<std::int32_t>(want))
-      return false;
-  }
-  return true;
+  return n;
 }
 
 } // namespace
@@ -84,37 +58,37 @@ root_collectives run_root_collectives(actors::emulated_cluster& c, const std::ve
     a.root = root * vnodes_per_proc;
     a.fn = {reduce_kind::sum, element_type::int32, 0};
     a.count = elements;
-    a.values = actors::int32_values(elements, element);
+    a.values = int32_contributions(elements, root);
     if (auto op = c.reduce(a)) {
       c.run_until_reduced(*op, limit); // (quiet too, as above)
       reduced.emplace_back(root, *op);
     }
   }
+  const auto vnodes = c.vnode_count();
   for (auto& [root, op] : reduced) {
-    double ms = 0;
-    if (reduced_once(c, op, root, ms)) {
+    auto rec = c.reduction(op);
+    if (reduced_exactly_once(rec, vnodes,
+                             int32_true_sum(static_cast<vnode_id>(vnodes), elements, root)) &&
+        rec.results.front().at == root) {
       ++out.reductions_once;
-      out.reduction_ms_max = std::max(out.reduction_ms_max, ms);
+      out.reduction_ms_max =
+        std::max(out.reduction_ms_max, to_ms(rec.results.front().when - rec.started));
     } else {
       std::fprintf(stderr, "reduction to %u: not exactly once\n", root);
     }
   }
   // Judged once everything has run: a late duplicate would show here.
   for (auto& [root, id] : started) {
-    double last = 0;
-    if (delivered_once(c, id, last)) {
+    auto d = count_deliveries(c, id);
+    if (d.reached == vnodes && d.twice == 0) {
       ++out.broadcasts_once;
-      out.broadcast_ms_max = std::max(out.broadcast_ms_max, last);
+      out.broadcast_ms_max = std::max(out.broadcast_ms_max, d.last_ms);
       continue;
     }
-    auto d = c.deliveries(id);
-    std::size_t twice = 0;
-    for (auto& [v, times] : d.delivered)
-      twice += times.size() > 1 ? 1 : 0;
     std::fprintf(stderr,
                  "broadcast from %u: not delivered exactly once (%zu of %zu vnodes delivered, "
                  "%zu more than once)\n",
-                 root, d.delivered.size(), c.vnode_count(), twice);
+                 root, d.reached, vnodes, d.twice);
   }
   return out;
 }

@@ -158,8 +158,8 @@ BOOST_AUTO_TEST_CASE(broadcasts_before_the_crash_is_detected_complete) {
 // Shallow starts (broadcast_config::shallow_bytes) through a crash: a processor of the
 // origin's LAN below one of its children in the latency tree (so the origin sends to it
 // straight) dies before anyone noticed; the short broadcast sent straight to it bounces
-// and is routed again (and the dead one is avoided for a while). Every vnode still gets each broadcast once (the dead one's at its adopter) and
-// every origin completes.
+// and is routed again (and the dead one is avoided for a while). Every vnode still gets
+// each broadcast once (the dead one's at its adopter) and every origin completes.
 BOOST_AUTO_TEST_CASE(shallow_broadcasts_through_a_crash_in_the_origins_lan_complete) {
   int scenarios = 0;
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
